@@ -1,0 +1,3 @@
+"""flowspark: Bytewax's dataflow API, executed by Apache Spark."""
+
+__version__ = "0.1.0"

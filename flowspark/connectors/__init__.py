@@ -1,0 +1,5 @@
+"""Ready-made sources and sinks, with Bytewax's module and class names.
+
+`files` reads and writes local text files, `stdio` talks to the console and
+`demo` makes up data for examples.
+"""

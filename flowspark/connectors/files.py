@@ -1,0 +1,343 @@
+"""Local text files: line and CSV sources, line sinks.
+
+Files are opened in text mode with Python's default encoding, as Bytewax
+does.  A source partition's snapshot is its file's `tell()` position after
+the last emitted item; that is the byte offset, except right after a line
+that ended in a lone `\\r`, where Python packs its newline-decoder state
+into a larger (still plain `int`) position.  A sink partition's snapshot is
+the length of its file after the last write; when a sink partition is built
+again (on resume, or on a fresh run with no snapshot, which means length 0)
+it first cuts its file back to that length, so whatever was written after
+the last completed batch is not written twice.
+"""
+
+from __future__ import annotations
+
+import os
+from csv import DictReader
+from pathlib import Path
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, TypeVar, Union
+from zlib import adler32
+
+from typing_extensions import override
+
+from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition, batch
+from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
+
+__all__ = ["CSVSource", "DirSink", "DirSource", "FileSink", "FileSource"]
+
+X = TypeVar("X")
+"""Type of the items a file partition emits."""
+
+
+def _get_path_dev(path: Path) -> str:
+    """Name the filesystem holding `path` by its device number."""
+    return hex(path.stat().st_dev)
+
+
+def _check_fs_id(fs_id: str) -> str:
+    if "::" in fs_id:
+        msg = f"result of `get_fs_id` must not contain `::`; got {fs_id!r}"
+        raise ValueError(msg)
+    return fs_id
+
+
+def _named(err: UnicodeDecodeError, path: Path) -> UnicodeDecodeError:
+    """The same decoding error, with the file it came from in its message."""
+    reason = f"{err.reason} (input file {str(path)!r})"
+    return UnicodeDecodeError(err.encoding, err.object, err.start, err.end, reason)
+
+
+def _lines(f: IO[str]) -> Iterator[str]:
+    """Read `f` a line at a time with `readline`, which keeps `f.tell()` usable."""
+    line = f.readline()
+    while line:
+        yield line
+        line = f.readline()
+
+
+class _TextPartition(StatefulSourcePartition[X, int]):
+    """Emit `items` (parsed from the open file `f`) in batches; snapshot `f.tell()`."""
+
+    def __init__(self, path: Path, f: IO[str], items: Iterator[X], batch_size: int) -> None:
+        self._path = path
+        self._f = f
+        self._batches = batch(items, batch_size)
+
+    @override
+    def next_batch(self) -> List[X]:
+        try:
+            return next(self._batches)
+        except UnicodeDecodeError as err:
+            raise _named(err, self._path) from err
+
+    @override
+    def snapshot(self) -> int:
+        return self._f.tell()
+
+    @override
+    def close(self) -> None:
+        self._f.close()
+
+
+def _line_partition(path: Path, batch_size: int, resume_state: Optional[int]) -> _TextPartition[str]:
+    # Universal newlines: `\n`, `\r\n` and a lone `\r` all end a line and
+    # all arrive here as a single `\n`, which is then dropped.
+    f = open(path)
+    if resume_state is not None:
+        f.seek(resume_state)
+    lines = (line.rstrip("\n") for line in _lines(f))
+    return _TextPartition(path, f, lines, batch_size)
+
+
+def _csv_partition(
+    path: Path, batch_size: int, resume_state: Optional[int], fmtparams: Dict[str, Any]
+) -> _TextPartition[Dict[str, str]]:
+    # The csv module does its own newline handling, so the file must not.
+    f = open(path, newline="")
+    rows: DictReader[str] = DictReader(_lines(f), **fmtparams)
+    try:
+        # Reading `fieldnames` consumes the header row (unless `fieldnames`
+        # was given), so it must happen before seeking to a resume position.
+        _ = rows.fieldnames
+    except UnicodeDecodeError as err:
+        f.close()
+        raise _named(err, path) from err
+    if resume_state is not None:
+        f.seek(resume_state)
+    return _TextPartition(path, f, rows, batch_size)
+
+
+class _OneFileSource(FixedPartitionedSource[X, int]):
+    """One partition, named `"{fs_id}::{path}"`, for one file; none if it is missing."""
+
+    def __init__(self, path: Union[Path, str], batch_size: int, get_fs_id: Callable[[Path], str]) -> None:
+        self._path = Path(path)
+        self._batch_size = batch_size
+        self._fs_id = _check_fs_id(get_fs_id(self._path.parent))
+
+    @override
+    def list_parts(self) -> List[str]:
+        return [f"{self._fs_id}::{self._path}"] if self._path.exists() else []
+
+    def _own_path(self, for_part: str) -> Path:
+        _fs_id, path = for_part.split("::", 1)
+        if path != str(self._path):
+            msg = f"partition {for_part!r} is not this source's file {str(self._path)!r}"
+            raise ValueError(msg)
+        return self._path
+
+
+class FileSource(_OneFileSource[str]):
+    """Read one file line by line, each line without its line ending.
+
+    `\\n`, `\\r\\n` and a lone `\\r` all end a line; a last line without an
+    ending is still emitted.  A missing file gives no partitions (so nothing
+    is read), but its directory must exist.  Resumes after the last emitted
+    line.
+
+    :arg path: the file.
+    :arg batch_size: most lines per batch.
+    :arg get_fs_id: called with the file's directory; returns a name for its
+        filesystem that stays the same across runs and must not contain
+        `::`.  Defaults to the device number.
+    """
+
+    def __init__(
+        self,
+        path: Union[Path, str],
+        batch_size: int = 1000,
+        get_fs_id: Callable[[Path], str] = _get_path_dev,
+    ) -> None:
+        super().__init__(path, batch_size, get_fs_id)
+
+    @override
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _TextPartition[str]:
+        return _line_partition(self._own_path(for_part), self._batch_size, resume_state)
+
+
+class CSVSource(_OneFileSource[Dict[str, str]]):
+    """Read one CSV file as one `dict` per row, keyed by the header row.
+
+    Rows are parsed by `csv.DictReader`, so its rules hold: blank rows are
+    skipped, missing fields are `None` and extra fields are listed under the
+    key `None`.  An empty file emits nothing.  Otherwise as `FileSource`.
+
+    :arg path: the file.
+    :arg batch_size: most rows per batch.
+    :arg get_fs_id: as for `FileSource`.
+    :arg fmtparams: passed on to `csv.DictReader` (for example `delimiter`,
+        or `fieldnames` for a file without a header row).
+    """
+
+    def __init__(
+        self,
+        path: Union[Path, str],
+        batch_size: int = 1000,
+        get_fs_id: Callable[[Path], str] = _get_path_dev,
+        **fmtparams: Any,
+    ) -> None:
+        super().__init__(path, batch_size, get_fs_id)
+        self._fmtparams = fmtparams
+
+    @override
+    def build_part(
+        self, step_id: str, for_part: str, resume_state: Optional[int]
+    ) -> _TextPartition[Dict[str, str]]:
+        return _csv_partition(self._own_path(for_part), self._batch_size, resume_state, self._fmtparams)
+
+
+class DirSource(FixedPartitionedSource[str, int]):
+    """Read every file in a directory matching a glob, line by line.
+
+    Each file is a partition named `"{fs_id}::{path relative to the
+    directory}"` and is read as `FileSource` reads.  Files are listed when
+    the run starts, in sorted order; directories matching the pattern are
+    left out (Bytewax lists them too and then fails to open them).
+
+    :arg dir_path: the directory; it must exist when the source is created.
+    :arg glob_pat: `pathlib` glob, relative to `dir_path`; `"**/*"` recurses.
+    :arg batch_size: most lines per batch.
+    :arg get_fs_id: called with `dir_path`; as for `FileSource`.
+    """
+
+    def __init__(
+        self,
+        dir_path: Union[Path, str],
+        glob_pat: str = "*",
+        batch_size: int = 1000,
+        get_fs_id: Callable[[Path], str] = _get_path_dev,
+    ) -> None:
+        self._dir_path = Path(dir_path)
+        if not self._dir_path.exists():
+            msg = f"input directory `{self._dir_path}` does not exist"
+            raise ValueError(msg)
+        if not self._dir_path.is_dir():
+            msg = f"input directory `{self._dir_path}` is not a directory"
+            raise ValueError(msg)
+        self._glob_pat = glob_pat
+        self._batch_size = batch_size
+        self._fs_id = _check_fs_id(get_fs_id(self._dir_path))
+
+    @override
+    def list_parts(self) -> List[str]:
+        files = sorted(p for p in self._dir_path.glob(self._glob_pat) if p.is_file())
+        return [f"{self._fs_id}::{p.relative_to(self._dir_path)}" for p in files]
+
+    @override
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _TextPartition[str]:
+        _fs_id, rel_path = for_part.split("::", 1)
+        return _line_partition(self._dir_path / rel_path, self._batch_size, resume_state)
+
+
+class _FileSinkPartition(StatefulSinkPartition[str, int]):
+    """Append `value + end` per value to one file, synced to disk per batch."""
+
+    def __init__(self, path: Path, resume_state: Optional[int], end: str) -> None:
+        self._end = end
+        self._f = open(path, "a")
+        # Cut back to the snapshot (a missing snapshot means a fresh run, so
+        # the file starts empty).  A snapshot past the end pads with NULs.
+        self._f.seek(0 if resume_state is None else resume_state)
+        self._f.truncate()
+
+    @override
+    def write_batch(self, values: List[str]) -> None:
+        for value in values:
+            self._f.write(value)
+            self._f.write(self._end)
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    @override
+    def snapshot(self) -> int:
+        return self._f.tell()
+
+    @override
+    def close(self) -> None:
+        self._f.close()
+
+
+class FileSink(FixedPartitionedSink[str, int]):
+    """Write each value, followed by `end`, to one file.
+
+    Upstream items must be `(key, value)` with a `str` value; the key is
+    ignored.  There is a single partition, named `str(path)`.  A fresh run
+    empties the file; a resumed run cuts it back to its length after the
+    last completed batch, so no value is written twice.  The directory must
+    exist.
+
+    :arg path: the file.
+    :arg end: written after every value.
+    """
+
+    def __init__(self, path: Union[Path, str], end: str = "\n") -> None:
+        self._path = Path(path)
+        self._end = end
+
+    @override
+    def list_parts(self) -> List[str]:
+        return [str(self._path)]
+
+    @override
+    def part_fn(self, item_key: str) -> int:
+        return 0
+
+    @override
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _FileSinkPartition:
+        if for_part != str(self._path):
+            msg = f"partition {for_part!r} is not this sink's file {str(self._path)!r}"
+            raise ValueError(msg)
+        return _FileSinkPartition(self._path, resume_state, self._end)
+
+
+def _part_name(index: int, _count: int) -> str:
+    return f"part_{index}"
+
+
+def _adler32_key(key: str) -> int:
+    return adler32(key.encode())
+
+
+class DirSink(FixedPartitionedSink[str, int]):
+    """Write values to `file_count` files in a directory, chosen by key.
+
+    Upstream items must be `(key, value)` with a `str` value.  Each file is
+    a partition, named `file_namer(index, file_count)`; a value goes to file
+    `assign_file(key) % file_count`.  Each file behaves as a `FileSink`.  The
+    directory must exist.
+
+    :arg dir_path: the directory.
+    :arg file_count: how many files.
+    :arg file_namer: file name for `(index, file_count)`; defaults to
+        `"part_{index}"`.
+    :arg assign_file: file index for a key (wrapped to `file_count`);
+        defaults to `zlib.adler32` of the UTF-8 key.
+    :arg end: written after every value.
+    """
+
+    def __init__(
+        self,
+        dir_path: Union[Path, str],
+        file_count: int,
+        file_namer: Callable[[int, int], str] = _part_name,
+        assign_file: Callable[[str], int] = _adler32_key,
+        end: str = "\n",
+    ) -> None:
+        self._dir_path = Path(dir_path)
+        self._file_count = file_count
+        self._file_namer = file_namer
+        self._assign_file = assign_file
+        self._end = end
+
+    @override
+    def list_parts(self) -> List[str]:
+        return [self._file_namer(i, self._file_count) for i in range(self._file_count)]
+
+    @override
+    def part_fn(self, item_key: str) -> int:
+        return self._assign_file(item_key)
+
+    @override
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _FileSinkPartition:
+        return _FileSinkPartition(self._dir_path / for_part, resume_state, self._end)

@@ -1,0 +1,8 @@
+"""The planner and the Spark runtime: the only package that imports pyspark.
+
+`plan` turns a `Dataflow` into tables the runtime reads; `route` is the fused
+pass that carries batches through runs of stateless steps; `chunks` is the
+row format between Spark stages; `source_hub`, `spark_source`, `stateful`
+and `sink_writer` are the Spark side of inputs, `stateful_batch` steps and
+outputs; `runner` builds the one streaming query and drives it.
+"""

@@ -1,0 +1,170 @@
+"""Turn a `Dataflow` into the tables the runtime needs.
+
+Only core steps matter here.  Stateful steps are numbered and given a
+*layer*: one more than the deepest stateful step upstream of them.  Each
+layer becomes one `transformWithState` operator, so a flow needs as many
+shuffles as its longest chain of stateful steps.  Outputs and
+`inspect_debug` taps are numbered too; both are carried out on the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+from flowspark.dataflow import Dataflow, Operator
+from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
+from flowspark.outputs import DynamicSink, FixedPartitionedSink, Sink
+
+STATELESS_KINDS = ("flat_map_batch", "branch", "merge", "redistribute", "inspect_debug")
+
+
+@dataclass
+class Consumer:
+    """A core step reading a stream; `index` numbers stateful steps, outputs and taps."""
+
+    step: Operator
+    index: int = -1
+
+
+@dataclass
+class Plan:
+    """Everything the runtime needs to know about a flow, picklable to workers."""
+
+    flow_id: str
+    inputs: List[Operator] = field(default_factory=list)
+    stateful: List[Operator] = field(default_factory=list)
+    layers: List[int] = field(default_factory=list)
+    outputs: List[Operator] = field(default_factory=list)
+    taps: List[Operator] = field(default_factory=list)
+    consumers: Dict[str, List[Consumer]] = field(default_factory=dict)
+
+    @property
+    def depth(self) -> int:
+        """How many stateful layers (and so `transformWithState` operators) the flow has."""
+        return max(self.layers, default=0)
+
+    def steps_in_layer(self, layer: int) -> List[int]:
+        """Indexes of the stateful steps of `layer`."""
+        return [i for i, l in enumerate(self.layers) if l == layer]
+
+
+def _flow_error(flow_id: str, cause: Exception) -> Exception:
+    from flowspark.errors import FlowsparkRuntimeError
+
+    err = FlowsparkRuntimeError(f"flow {flow_id!r} can't run: {cause}")
+    err.__cause__ = cause
+    return err
+
+
+def _check_io(step: Operator) -> None:
+    kind = step.config["kind"]
+    if kind == "input":
+        source = step.config["source"]
+        if not isinstance(source, Source):
+            msg = f"step {step.step_id!r}: source must subclass `flowspark.inputs.Source`; got a {type(source)!r}"
+            raise TypeError(msg)
+        if not isinstance(source, (FixedPartitionedSource, DynamicSource)):
+            msg = f"step {step.step_id!r}: unknown source type {type(source)!r}; subclass `FixedPartitionedSource` or `DynamicSource`"
+            raise TypeError(msg)
+    if kind == "output":
+        sink = step.config["sink"]
+        if not isinstance(sink, Sink):
+            msg = f"step {step.step_id!r}: sink must subclass `flowspark.outputs.Sink`; got a {type(sink)!r}"
+            raise TypeError(msg)
+        if not isinstance(sink, (FixedPartitionedSink, DynamicSink)):
+            msg = f"step {step.step_id!r}: unknown sink type {type(sink)!r}; subclass `FixedPartitionedSink` or `DynamicSink`"
+            raise TypeError(msg)
+
+
+def build_plan(flow: Dataflow) -> Plan:
+    """Number the flow's core steps and compute stateful layers; check the flow's shape."""
+    plan = Plan(flow.flow_id)
+    steps = flow.core_steps()
+    producers: Dict[str, Operator] = {}
+    for step in steps:
+        for down in step.config["downs"]:
+            producers[down] = step
+    try:
+        for step in steps:
+            _check_io(step)
+            kind = step.config["kind"]
+            index = -1
+            if kind == "input":
+                plan.inputs.append(step)
+            elif kind == "stateful_batch":
+                index = len(plan.stateful)
+                plan.stateful.append(step)
+            elif kind == "output":
+                index = len(plan.outputs)
+                plan.outputs.append(step)
+            elif kind == "inspect_debug":
+                index = len(plan.taps)
+                plan.taps.append(step)
+            for up in step.config["ups"]:
+                plan.consumers.setdefault(up, []).append(Consumer(step, index))
+        if not plan.inputs:
+            msg = "Dataflow needs to contain at least one input step; add an `op.input`"
+            raise ValueError(msg)
+        if not plan.outputs and not plan.taps:
+            msg = "Dataflow needs to contain at least one output or inspect step; add an `op.output` or `op.inspect`"
+            raise ValueError(msg)
+    except (TypeError, ValueError) as ex:
+        raise _flow_error(flow.flow_id, ex) from ex
+    plan.layers = _layers(plan, producers)
+    return plan
+
+
+def _layers(plan: Plan, producers: Dict[str, Operator]) -> List[int]:
+    """Layer of each stateful step: 1 + the deepest stateful step upstream of it."""
+    depth_of: Dict[str, int] = {}
+    stateful_ids = {s.step_id: i for i, s in enumerate(plan.stateful)}
+
+    def depth(step: Operator) -> int:
+        if step.step_id in depth_of:
+            return depth_of[step.step_id]
+        ups = [producers[u] for u in step.config["ups"] if u in producers]
+        below = max((depth(u) for u in ups), default=0)
+        mine = below + 1 if step.step_id in stateful_ids else below
+        depth_of[step.step_id] = mine
+        return mine
+
+    return [depth(s) for s in plan.stateful]
+
+
+def source_parts(plan: Plan) -> List[Tuple[int, str]]:
+    """Every `(input index, partition name)` of the flow's fixed-partitioned sources."""
+    parts: List[Tuple[int, str]] = []
+    for i, step in enumerate(plan.inputs):
+        source: Any = step.config["source"]
+        if isinstance(source, FixedPartitionedSource):
+            parts.extend((i, name) for name in source.list_parts())
+    return parts
+
+
+_DRIVER_ONLY = ("source", "sink", "inspector")
+
+
+def for_workers(plan: Plan) -> Plan:
+    """A copy without sources, sinks and inspectors: what Spark's workers need.
+
+    Those three run in the driver; leaving them out keeps unpicklable
+    connections and in-process lists out of what Spark ships.
+    """
+    copies: Dict[str, Operator] = {}
+
+    def strip(step: Operator) -> Operator:
+        if step.step_id not in copies:
+            config = {k: v for k, v in step.config.items() if k not in _DRIVER_ONLY}
+            copies[step.step_id] = Operator(step.step_name, step.step_id, op_type=step.op_type, core=True, config=config)
+        return copies[step.step_id]
+
+    return Plan(
+        plan.flow_id,
+        inputs=[strip(s) for s in plan.inputs],
+        stateful=[strip(s) for s in plan.stateful],
+        layers=list(plan.layers),
+        outputs=[strip(s) for s in plan.outputs],
+        taps=[strip(s) for s in plan.taps],
+        consumers={k: [Consumer(strip(c.step), c.index) for c in v] for k, v in plan.consumers.items()},
+    )

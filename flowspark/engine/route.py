@@ -1,0 +1,108 @@
+"""The fused stateless pass: carry batches through runs of stateless steps.
+
+Starting from a stream, a batch goes through every `flat_map_batch`,
+`branch`, `merge`, `redistribute` and `inspect_debug` downstream of it in one
+Python call chain, and stops where it reaches a stateful step (grouped into
+that step's key buckets), an output or a tap.  The same pass runs inside a
+source's `read()` and after each stateful step, so no stateless step ever
+costs a Spark stage of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Tuple
+
+from flowspark.engine import chunks
+from flowspark.engine.failures import StepFailure, guarded
+from flowspark.engine.plan import Plan
+
+
+class Collector:
+    """Where one pass's results gather, by destination, before becoming chunks."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.stateful: Dict[Tuple[int, int], List[List[Tuple[str, Any]]]] = {}
+        self.outputs: Dict[int, List[List[Any]]] = {}
+        self.taps: Dict[int, List[List[Any]]] = {}
+
+    def rows(self, seq: Iterator[int]) -> List[chunks.Row]:
+        """The gathered batches as chunk rows, one per destination."""
+        rows: List[chunks.Row] = []
+        for (step, bucket), batches in self.stateful.items():
+            rows.append((chunks.stateful_group(step, bucket), next(seq), chunks.DATA, chunks.dumps(batches)))
+        for index, batches in self.outputs.items():
+            rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(batches)))
+        for index, batches in self.taps.items():
+            rows.append((chunks.tap_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(batches)))
+        return rows
+
+
+def _keyed(step_id: str, batch: List[Any]) -> None:
+    """Stateful steps route by key: every item must be a `(str, value)` 2-tuple."""
+    for item in batch:
+        if type(item) is not tuple or len(item) != 2:
+            msg = (
+                f"step {step_id!r} requires `(key, value)` 2-tuple from upstream "
+                f"for routing; got a `{type(item).__name__}` instead"
+            )
+            raise StepFailure(msg, TypeError(msg), bare=True)
+        if not isinstance(item[0], str):
+            msg = (
+                f"step {step_id!r} requires `str` keys in `(key, value)` from upstream "
+                f"for routing; got a `{type(item[0]).__name__}` instead"
+            )
+            raise StepFailure(msg, TypeError(msg), bare=True)
+
+
+class Router:
+    """Pushes batches from a stream through the stateless steps below it."""
+
+    def __init__(self, plan: Plan, buckets: int) -> None:
+        self._plan = plan
+        self._buckets = buckets
+
+    def push(self, stream_id: str, batch: List[Any], out: Collector) -> None:
+        """Send one batch of `stream_id` to everything that consumes that stream."""
+        if not batch:
+            return
+        for consumer in self._plan.consumers.get(stream_id, ()):
+            step = consumer.step
+            config = step.config
+            kind = config["kind"]
+            if kind == "flat_map_batch":
+                result = guarded(step.step_id, "mapper", config["mapper"], batch)
+                produced: List[Any] = guarded(step.step_id, "mapper", list, result)
+                self.push(config["downs"][0], produced, out)
+            elif kind == "branch":
+                self._branch(step.step_id, config, batch, out)
+            elif kind in ("merge", "redistribute"):
+                self.push(config["downs"][0], batch, out)
+            elif kind == "inspect_debug":
+                out.taps.setdefault(consumer.index, []).append(batch)
+                self.push(config["downs"][0], batch, out)
+            elif kind == "stateful_batch":
+                self._to_stateful(step.step_id, consumer.index, batch, out)
+            elif kind == "output":
+                out.outputs.setdefault(consumer.index, []).append(batch)
+
+    def _branch(self, step_id: str, config: Dict[str, Any], batch: List[Any], out: Collector) -> None:
+        predicate = config["predicate"]
+        trues: List[Any] = []
+        falses: List[Any] = []
+        for item in batch:
+            keep = guarded(step_id, "predicate", predicate, item)
+            if not isinstance(keep, bool):
+                msg = f"return value of `predicate` in step {step_id!r} must be a `bool`; got a {type(keep)!r} instead"
+                raise StepFailure(f"error calling `predicate` in step {step_id!r}", TypeError(msg))
+            (trues if keep else falses).append(item)
+        self.push(config["downs"][0], trues, out)
+        self.push(config["downs"][1], falses, out)
+
+    def _to_stateful(self, step_id: str, index: int, batch: List[Any], out: Collector) -> None:
+        _keyed(step_id, batch)
+        by_bucket: Dict[int, List[Tuple[str, Any]]] = {}
+        for item in batch:
+            by_bucket.setdefault(chunks.bucket_of(item[0], self._buckets), []).append(item)
+        for bucket, items in by_bucket.items():
+            out.stateful.setdefault((index, bucket), []).append(items)

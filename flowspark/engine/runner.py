@@ -1,0 +1,124 @@
+"""Run a flow as one Spark Structured Streaming query and wait for its end.
+
+The query is: the flowspark source (inputs plus the stateless steps right
+after them), one `transformWithState` per stateful layer (each also running
+the stateless steps after its steps), and one `foreachBatch` writer on the
+driver.  A bounded run ends once the end-of-input micro-batch has been
+written; the query is then stopped between batches' writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+from flowspark.dataflow import Dataflow
+from flowspark.engine import chunks
+from flowspark.engine.failures import recover
+from flowspark.engine.plan import Plan, build_plan, for_workers
+from flowspark.engine.session import get_session
+from flowspark.engine.sink_writer import SinkWriter
+from flowspark.engine.source_hub import SourceHub
+from flowspark.engine.spark_source import FORMAT, encode_options
+from flowspark.engine.stateful import LayerProcessor
+from flowspark.errors import FlowsparkRuntimeError
+
+DEFAULT_BUCKETS = 16
+META = "flowspark-meta.json"
+
+
+@dataclass
+class RunConfig:
+    """How to run: parallelism, micro-batch interval, recovery directory, Spark settings."""
+
+    parallelism: Optional[int] = None
+    interval_seconds: float = 0.2
+    recovery_dir: Optional[str] = None
+    master: Optional[str] = None
+    conf: Dict[str, str] = field(default_factory=dict)
+    max_items_per_batch: int = 2_000_000
+    max_seconds_per_poll: float = 5.0
+
+
+def _buckets(checkpoint: str) -> int:
+    """Key buckets per stateful step: fixed when a recovery directory is first used."""
+    path = os.path.join(checkpoint, META)
+    if os.path.exists(path):
+        with open(path) as f:
+            return int(json.load(f)["buckets"])
+    os.makedirs(checkpoint, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"buckets": DEFAULT_BUCKETS}, f)
+    return DEFAULT_BUCKETS
+
+
+def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
+    """The error to raise for a failed run, as Bytewax would raise it."""
+    for err in (query_error, *others):
+        if err is None:
+            continue
+        found = recover(str(err))
+        if found is not None:
+            return found
+    for err in others:
+        if err is not None:
+            return err
+    if query_error is not None:
+        text = str(query_error).strip().splitlines()
+        return FlowsparkRuntimeError(f"flow {plan.flow_id!r} failed in Spark: {text[0] if text else query_error!r}")
+    return None
+
+
+def run_flow(flow: Dataflow, config: RunConfig) -> None:
+    """Run `flow` until its inputs end (or forever, for unbounded inputs)."""
+    plan = build_plan(flow)
+    spark = get_session(config.master, config.conf)
+    parallelism = config.parallelism or spark.sparkContext.defaultParallelism
+    temporary = config.recovery_dir is None
+    checkpoint = tempfile.mkdtemp(prefix="flowspark-") if config.recovery_dir is None else config.recovery_dir
+    buckets = _buckets(checkpoint)
+    hub = SourceHub(plan, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
+    writer: Optional[SinkWriter] = None
+    query = None
+    try:
+        writer = SinkWriter(plan, checkpoint)
+        workers = for_workers(plan)
+        spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
+        frame = spark.readStream.format(FORMAT).options(**encode_options(hub.address, hub.authkey, workers, buckets)).load()
+        for layer in range(1, plan.depth + 1):
+            frame = frame.groupBy("grp").transformWithState(
+                LayerProcessor(workers, layer, buckets), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
+            )
+        query = (
+            frame.writeStream.foreachBatch(writer)
+            .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
+            .option("checkpointLocation", os.path.join(checkpoint, "query"))
+            .trigger(processingTime=f"{int(config.interval_seconds * 1000)} milliseconds")
+            .start()
+        )
+        while not writer.finished.wait(0.05):
+            if hub.failure is not None or writer.failure is not None or not query.isActive:
+                break
+        query_error = None
+        if query.isActive:
+            query.stop()
+        if query.exception() is not None:
+            query_error = query.exception()
+        error = _failure(plan, query_error, hub.failure, writer.failure)
+        if error is not None:
+            raise error
+    except KeyboardInterrupt:
+        if query is not None and query.isActive:
+            query.stop()
+        raise
+    finally:
+        hub.close()
+        if writer is not None:
+            writer.close()
+        if temporary:
+            shutil.rmtree(checkpoint, ignore_errors=True)

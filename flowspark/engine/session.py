@@ -1,0 +1,98 @@
+"""The SparkSession flowspark runs on, created once per process and reused.
+
+The settings are the ones the research probes found necessary or fastest:
+RocksDB (the only state store `transformWithState` accepts), Arrow, UTC, a
+C1-only driver JIT (the default JIT burns 15-30 CPU-seconds per run on two
+cores), a large thread stack (Spark's error matching can overflow the
+default one on long Python tracebacks), and the user's own interpreter for
+Python workers (`PYSPARK_PYTHON`, the only setting honoured when a flow starts
+as `python ...`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import BinaryIO, Callable, Dict, Optional
+
+from pyspark.sql import SparkSession
+
+from flowspark.engine.spark_source import FlowsparkSource
+
+_LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+_JAVA_OPTIONS = f"-Xss16m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{_LOG_CONFIG}"
+
+
+def default_master(parallelism: int) -> str:
+    return os.environ.get("FLOWSPARK_MASTER") or f"local[{parallelism}]"
+
+
+def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = None) -> SparkSession:
+    """The process's session, created on first use with flowspark's settings."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.appName("flowspark")
+        .master(master or default_master(os.cpu_count() or 2))
+        .config("spark.sql.streaming.stateStore.providerClass",
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", _JAVA_OPTIONS)
+        .config("spark.executor.extraJavaOptions", "-Xss16m")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = _with_filtered_stderr(builder.getOrCreate)
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(FlowsparkSource)
+    return spark
+
+
+_NOISE = (
+    b"Streaming TransformWithStateInPandas Python worker",
+    b"Starting Streaming TransformWithStateInPandas Python worker",
+    b"WARNING: Using incubator modules",
+    b"Setting default log level to",
+    b"To adjust logging level use",
+)
+
+
+def _forward(pipe: BinaryIO) -> None:
+    """Copy the JVM's stderr to ours, minus Spark's start-up and state-worker chatter."""
+    skip_blank = False
+    for line in pipe:
+        if line.startswith(_NOISE) or (skip_blank and line.strip() == b""):
+            skip_blank = True
+            continue
+        skip_blank = False
+        sys.stderr.buffer.write(line)
+        sys.stderr.flush()
+
+
+def _with_filtered_stderr(start: Callable[[], SparkSession]) -> SparkSession:
+    """Start the JVM with its stderr (and so its Python workers') going through `_forward`.
+
+    Spark's `transformWithState` workers print several lines per micro-batch,
+    which the JVM passes to the stderr it inherited from us; real errors and
+    user prints travel the same way and are kept.
+    """
+    read_fd, write_fd = os.pipe()
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)
+    try:
+        spark = start()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(write_fd)
+    threading.Thread(target=_forward, args=(os.fdopen(read_fd, "rb"),), name="flowspark-jvm-stderr", daemon=True).start()
+    return spark

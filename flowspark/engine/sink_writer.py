@@ -1,0 +1,153 @@
+"""The driver side of a flow's outputs: one `foreachBatch` callback.
+
+Every output and `inspect_debug` tap runs here, in the user's process, so
+`TestingSink` lists, prints and other in-process effects behave as in
+Bytewax.  Each micro-batch is written once: a ledger in the checkpoint
+directory records the last written batch id and the snapshot of every
+`FixedPartitionedSink` partition after it, so a batch Spark replays after a
+crash is skipped, or (if the crash hit mid-write) rewritten from partitions
+rebuilt at the previous snapshot, which is how `FileSink` avoids duplicates.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+from flowspark.engine import chunks
+from flowspark.engine.plan import Plan
+from flowspark.errors import FlowsparkRuntimeError
+from flowspark.outputs import DynamicSink, FixedPartitionedSink
+
+LEDGER = "flowspark-sinks.pkl"
+
+
+class _Ledger:
+    """Last written batch id and sink snapshots, replaced atomically."""
+
+    def __init__(self, directory: str) -> None:
+        self._path = os.path.join(directory, LEDGER)
+        self.batch = -1
+        self.snapshots: Dict[str, Dict[str, Any]] = {}
+        if os.path.exists(self._path):
+            with open(self._path, "rb") as f:
+                self.batch, self.snapshots = pickle.load(f)
+
+    def commit(self, batch: int, snapshots: Dict[str, Dict[str, Any]]) -> None:
+        tmp = self._path + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump((batch, snapshots), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+        self.batch, self.snapshots = batch, snapshots
+
+
+class _Output:
+    """The partitions of one output step."""
+
+    def __init__(self, step_id: str, sink: Any, resume: Dict[str, Any]) -> None:
+        self.step_id = step_id
+        self.sink = sink
+        self.fixed = isinstance(sink, FixedPartitionedSink)
+        self.parts: Dict[str, Any] = {}
+        if self.fixed:
+            self.names: List[str] = self._call("list_parts", sink.list_parts)
+            for name in self.names:
+                self.parts[name] = self._call("build_part", sink.build_part, step_id, name, resume.get(name))
+        elif isinstance(sink, DynamicSink):
+            self.parts["0"] = self._call("build", sink.build, step_id, 0, 1)
+
+    def _call(self, what: str, func: Any, *args: Any) -> Any:
+        try:
+            return func(*args)
+        except Exception as ex:
+            msg = f"error calling `{what}` in step {self.step_id!r}"
+            raise FlowsparkRuntimeError(msg) from ex
+
+    def write(self, items: List[Any]) -> None:
+        if not self.fixed:
+            self._call("write_batch", self.parts["0"].write_batch, items)
+            return
+        by_part: Dict[str, List[Any]] = {}
+        for item in items:
+            if type(item) is not tuple or len(item) != 2 or not isinstance(item[0], str):
+                msg = (
+                    f"step {self.step_id!r} requires `(key, value)` 2-tuples with `str` keys "
+                    f"for a partitioned sink; got {item!r}"
+                )
+                raise FlowsparkRuntimeError(msg) from TypeError(msg)
+            index = self._call("part_fn", self.sink.part_fn, item[0]) % len(self.names)
+            by_part.setdefault(self.names[index], []).append(item[1])
+        for name, values in by_part.items():
+            self._call("write_batch", self.parts[name].write_batch, values)
+
+    def snapshots(self) -> Dict[str, Any]:
+        return {name: self._call("snapshot", part.snapshot) for name, part in self.parts.items()} if self.fixed else {}
+
+    def close(self) -> None:
+        for part in self.parts.values():
+            self._call("close", part.close)
+
+
+class SinkWriter:
+    """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id."""
+
+    def __init__(self, plan: Plan, checkpoint: str) -> None:
+        self._plan = plan
+        self._ledger = _Ledger(checkpoint)
+        self._outputs = [
+            _Output(step.step_id, step.config["sink"], self._ledger.snapshots.get(step.step_id, {}))
+            for step in plan.outputs
+        ]
+        self.finished = threading.Event()
+        self.ending: Optional[str] = None
+        self.failure: Optional[BaseException] = None
+        self.last_batch = self._ledger.batch
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        try:
+            self._write(frame.collect(), batch_id)
+        except BaseException as ex:
+            if self.failure is None:
+                self.failure = ex
+            raise
+
+    def _write(self, rows: List[Any], batch_id: int) -> None:
+        ordered: List[Tuple[str, int, int, bytes]] = sorted(
+            ((r.grp, r.seq, r.kind, r.payload) for r in rows), key=lambda r: (r[0] == "C", r[0], r[1])
+        )
+        fresh = batch_id > self._ledger.batch
+        for grp, _, kind, payload in ordered:
+            if kind == chunks.CONTROL:
+                self.ending = chunks.loads(payload)
+                continue
+            if not fresh:
+                continue
+            index = int(grp[1:].split("@", 1)[0])
+            for batch in chunks.batches_of(payload):
+                if grp.startswith("O"):
+                    self._outputs[index].write(batch)
+                else:
+                    self._inspect(index, batch, batch_id)
+        if fresh:
+            self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
+            self.last_batch = batch_id
+        if self.ending is not None:
+            self.finished.set()
+
+    def _inspect(self, index: int, batch: List[Any], epoch: int) -> None:
+        step = self._plan.taps[index]
+        inspector = step.config["inspector"]
+        for item in batch:
+            try:
+                inspector(step.step_id, item, epoch, 0)
+            except Exception as ex:
+                msg = f"error calling `inspector` in step {step.step_id!r}"
+                raise FlowsparkRuntimeError(msg) from ex
+
+    def close(self) -> None:
+        for output in self._outputs:
+            output.close()

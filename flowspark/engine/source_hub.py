@@ -1,0 +1,302 @@
+"""The driver side of a flow's inputs.
+
+Source partitions live here, in the user's own process, exactly as in
+Bytewax: they are built from resume states, polled for batches and
+snapshotted here.  Spark's streaming source asks this hub, over a local
+socket, for the next offset and for the data of an offset range.  An offset
+records every partition's snapshot and item count, so Spark's checkpoint is
+also the sources' recovery store, and a range the hub no longer holds (after
+a restart) is read again from the start snapshot.
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+import secrets
+import threading
+import time
+from datetime import datetime, timezone
+from multiprocessing.connection import Connection, Listener
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import cloudpickle
+
+from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
+from flowspark.engine.failures import StepFailure
+from flowspark.engine.plan import Plan
+
+Offset = Dict[str, Any]
+PartData = Tuple[int, int, List[List[Any]]]
+"""A partition's input step index, its global index, and the batches it produced."""
+Piece = Tuple[str, int, bytes]
+"""Work for one Spark task: origin name, first sequence number, pickled batches."""
+
+
+def _split(batches: List[List[Any]], pieces: int) -> List[List[List[Any]]]:
+    """Cut a run of batches into at most `pieces` runs of similar item counts."""
+    total = sum(len(b) for b in batches)
+    target = max(1, -(-total // max(1, pieces)))
+    runs: List[List[List[Any]]] = [[]]
+    size = 0
+    for batch in batches:
+        if size >= target:
+            runs.append([])
+            size = 0
+        runs[-1].append(batch)
+        size += len(batch)
+    return [r for r in runs if r]
+
+
+def _encode(value: Any) -> str:
+    return base64.b64encode(cloudpickle.dumps(value)).decode()
+
+
+def _decode(text: str) -> Any:
+    return pickle.loads(base64.b64decode(text))
+
+
+class _Part:
+    """One live source partition and where it stands."""
+
+    def __init__(self, input_index: int, name: str, step_id: str, source: Any, resume: Any, fixed: bool) -> None:
+        self.input_index = input_index
+        self.name = name
+        self.step_id = step_id
+        self.source = source
+        self.fixed = fixed
+        self.done = False
+        self.final: Any = None
+        self.partition = self._build(resume)
+
+    def _build(self, resume: Any) -> Any:
+        try:
+            if self.fixed:
+                return self.source.build_part(self.step_id, self.name, resume)
+            return self.source.build(self.step_id, 0, 1)
+        except Exception as ex:
+            raise StepFailure(f"error building partition {self.name!r} of step {self.step_id!r}", ex) from ex
+
+    def awake(self, now: datetime) -> bool:
+        at = self.partition.next_awake()
+        return at is None or at <= now
+
+    def snapshot(self) -> Any:
+        if self.done or not self.fixed:
+            return self.final
+        return self.partition.snapshot()
+
+    def finish(self) -> None:
+        """The partition ended: keep its last snapshot, then close it."""
+        self.final = self.partition.snapshot() if self.fixed else None
+        self.done = True
+        self.partition.close()
+
+    def close(self) -> None:
+        self.partition.close()
+
+
+class SourceHub:
+    """Serves offsets and data to Spark's source; owns the partitions."""
+
+    def __init__(self, plan: Plan, max_items: int, max_seconds: float, pieces: int) -> None:
+        self._plan = plan
+        self._pieces = pieces
+        self._max_items = max_items
+        self._max_seconds = max_seconds
+        self._lock = threading.Lock()
+        self._parts: Dict[str, _Part] = {}
+        self._keys: List[str] = []
+        self._position: Optional[Offset] = None
+        self._buffer: Dict[int, List[PartData]] = {}
+        self._abort = False
+        self._ended = False
+        self.failure: Optional[BaseException] = None
+        self.authkey = secrets.token_bytes(16)
+        self._listener = Listener(("127.0.0.1", 0), authkey=self.authkey)
+        host, port = self._listener.address
+        self.address = f"{host}:{port}"
+        self._closed = False
+        threading.Thread(target=self._serve, name="flowspark-source-hub", daemon=True).start()
+
+    # -- partitions -------------------------------------------------------
+
+    def _part_specs(self) -> List[Tuple[str, int, str, Any, bool]]:
+        specs: List[Tuple[str, int, str, Any, bool]] = []
+        for i, step in enumerate(self._plan.inputs):
+            source = step.config["source"]
+            if isinstance(source, FixedPartitionedSource):
+                try:
+                    names = source.list_parts()
+                except Exception as ex:
+                    raise StepFailure(f"error listing partitions of step {step.step_id!r}", ex) from ex
+                specs.extend((f"{i}:{n}", i, n, source, True) for n in names)
+            elif isinstance(source, DynamicSource):
+                specs.append((f"{i}:*", i, "*", source, False))
+        return specs
+
+    def initial_offset(self) -> Offset:
+        with self._lock:
+            specs = self._part_specs()
+            self._keys = [key for key, *_ in specs]
+            return {"n": 0, "end": "", "parts": {key: {"s": _encode(None), "c": 0} for key in self._keys}}
+
+    def _sync(self, start: Offset) -> None:
+        """Make the live partitions stand at `start` (first call, or a restart)."""
+        if self._position is not None and self._position == start:
+            return
+        for part in self._parts.values():
+            part.close()
+        self._parts = {}
+        specs = self._part_specs()
+        self._keys = [key for key, *_ in specs]
+        for key, i, name, source, fixed in specs:
+            state = start["parts"].get(key)
+            resume = _decode(state["s"]) if state else None
+            self._parts[key] = _Part(i, name, self._plan.inputs[i].step_id, source, resume, fixed)
+        self._position = start
+
+    def latest_offset(self, start: Offset) -> Offset:
+        with self._lock:
+            self._sync(start)
+            if self._ended:
+                return start
+            data, counts = self._poll()
+            end = ""
+            if self._abort:
+                end = "abort"
+            elif not data and all(p.done for p in self._parts.values()):
+                end = "eof"
+            if not data and not end:
+                return start
+            parts = {}
+            for key in self._keys:
+                part = self._parts[key]
+                before = start["parts"].get(key, {"c": 0})["c"]
+                parts[key] = {"s": _encode(part.snapshot()), "c": before + counts.get(key, 0)}
+            new = {"n": start["n"] + 1, "end": end, "parts": parts}
+            self._buffer[new["n"]] = data
+            self._position = new
+            if end:
+                self._ended = True
+            return new
+
+    def _poll(self) -> Tuple[List[PartData], Dict[str, int]]:
+        deadline = time.monotonic() + self._max_seconds
+        data: List[PartData] = []
+        counts: Dict[str, int] = {}
+        for index, key in enumerate(self._keys):
+            part = self._parts[key]
+            batches: List[List[Any]] = []
+            total = 0
+            while not part.done and total < self._max_items and time.monotonic() < deadline:
+                if not part.awake(datetime.now(timezone.utc)):
+                    break
+                try:
+                    batch = list(part.partition.next_batch())
+                except StopIteration:
+                    part.finish()
+                    break
+                except AbortExecution:
+                    self._abort = True
+                    break
+                except Exception as ex:
+                    raise StepFailure(f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
+                if batch:
+                    batches.append(batch)
+                    total += len(batch)
+                elif part.partition.next_awake() is None:
+                    break
+            if batches:
+                data.append((part.input_index, index, batches))
+                counts[key] = total
+            if self._abort:
+                break
+        return data, counts
+
+    def partition_data(self, start: Offset, end: Offset) -> List[Piece]:
+        """The batches read between two offsets, pickled in pieces for Spark tasks.
+
+        They come from the buffer, or are read again from the start snapshot
+        after a restart.  Each partition's batches are cut into at most
+        `pieces` runs so that several tasks share a busy partition; a piece's
+        origin and sequence base keep its items in order downstream.
+        """
+        with self._lock:
+            data = self._buffer[end["n"]] if end["n"] in self._buffer else self._replay(start, end)
+        out: List[Piece] = []
+        for input_index, index, batches in data:
+            for piece, run in enumerate(_split(batches, self._pieces)):
+                origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
+                out.append((origin, piece << 40, cloudpickle.dumps(run)))
+        return out
+
+    def _replay(self, start: Offset, end: Offset) -> List[PartData]:
+        data: List[PartData] = []
+        for index, (key, i, name, source, fixed) in enumerate(self._part_specs()):
+            want = end["parts"].get(key, {"c": 0})["c"] - start["parts"].get(key, {"c": 0})["c"]
+            if want <= 0 or not fixed:
+                continue
+            part = _Part(i, name, self._plan.inputs[i].step_id, source, _decode(start["parts"][key]["s"]), fixed)
+            batches: List[List[Any]] = []
+            got = 0
+            while got < want:
+                try:
+                    batch = list(part.partition.next_batch())
+                except (StopIteration, AbortExecution):
+                    break
+                batch = batch[: want - got]
+                if batch:
+                    batches.append(batch)
+                    got += len(batch)
+                else:
+                    time.sleep(0.01)
+            part.close()
+            data.append((i, index, batches))
+        return data
+
+    def commit(self, end: Offset) -> None:
+        with self._lock:
+            for n in [n for n in self._buffer if n <= end["n"]]:
+                del self._buffer[n]
+
+    # -- serving ----------------------------------------------------------
+
+    def _serve(self) -> None:
+        while not self._closed:
+            try:
+                conn = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: Connection) -> None:
+        calls: Dict[str, Callable[..., Any]] = {
+            "initial_offset": self.initial_offset,
+            "latest_offset": self.latest_offset,
+            "partition_data": self.partition_data,
+            "commit": self.commit,
+        }
+        with conn:
+            while True:
+                try:
+                    name, args = conn.recv()
+                except (EOFError, OSError):
+                    return
+                try:
+                    reply: Tuple[bool, Any] = (True, calls[name](*args))
+                except BaseException as ex:
+                    if self.failure is None:
+                        self.failure = ex
+                    reply = (False, str(ex))
+                conn.send_bytes(cloudpickle.dumps(reply))
+
+    def close(self) -> None:
+        """Stop serving and close every partition."""
+        self._closed = True
+        self._listener.close()
+        with self._lock:
+            for part in self._parts.values():
+                if not part.done:
+                    part.close()
+            self._parts = {}

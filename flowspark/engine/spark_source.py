@@ -1,0 +1,135 @@
+"""Spark's view of a flow's inputs: one Python streaming data source.
+
+Its driver-side methods (offsets, planning partitions) run in a Python
+process Spark starts, and forward to the `SourceHub` in the user's process.
+`read()` runs in Spark's Python workers: it takes a piece of pickled
+batches, pushes them through the stateless steps right after the inputs
+(the fused pass) and yields chunk rows as Arrow.  End-of-input ranges yield
+one end marker per stateful bucket and the `done` control row.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import pickle
+from multiprocessing.connection import Client, Connection
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import cloudpickle
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from flowspark.engine import chunks
+from flowspark.engine.plan import Plan
+from flowspark.engine.route import Collector, Router
+
+FORMAT = "flowspark"
+
+
+def encode_options(address: str, authkey: bytes, plan: Plan, buckets: int) -> Dict[str, str]:
+    """The options Spark passes to the source: where the hub is, and the worker plan."""
+    return {
+        "address": address,
+        "authkey": authkey.hex(),
+        "plan": base64.b64encode(cloudpickle.dumps(plan)).decode(),
+        "buckets": str(buckets),
+    }
+
+
+class _Piece(InputPartition):
+    """One task's work: `("data", origin, seq base, pickled batches)` or `("eof",)` / `("abort",)`."""
+
+    def __init__(self, value: Tuple[Any, ...]) -> None:
+        super().__init__(value)
+
+
+class _Reader(DataSourceStreamReader):
+    def __init__(self, options: Dict[str, str]) -> None:
+        host, port = options["address"].rsplit(":", 1)
+        self._address = (host, int(port))
+        self._authkey = bytes.fromhex(options["authkey"])
+        self._plan: Plan = pickle.loads(base64.b64decode(options["plan"]))
+        self._buckets = int(options["buckets"])
+        self._conn: Optional[Connection] = None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_conn"] = None
+        return state
+
+    def _call(self, name: str, *args: Any) -> Any:
+        if self._conn is None:
+            self._conn = Client(self._address, authkey=self._authkey)
+        self._conn.send((name, args))
+        ok, value = pickle.loads(self._conn.recv_bytes())
+        if not ok:
+            raise RuntimeError(f"flowspark source failed: {value}")
+        return value
+
+    def initialOffset(self) -> Dict[str, Any]:
+        return self._call("initial_offset")  # type: ignore[no-any-return]
+
+    def latestOffset(self, start: Dict[str, Any], limit: Any) -> Dict[str, Any]:
+        return self._call("latest_offset", start)  # type: ignore[no-any-return]
+
+    def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
+        if start == end:
+            return []
+        pieces: List[InputPartition] = [_Piece(("data",) + p) for p in self._call("partition_data", start, end)]
+        if end["end"] == "eof":
+            pieces.append(_Piece(("eof",)))
+        elif end["end"] == "abort":
+            pieces.append(_Piece(("abort",)))
+        return pieces
+
+    def commit(self, end: Dict[str, Any]) -> None:
+        self._call("commit", end)
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        value = partition.value
+        if value[0] == "data":
+            _, origin, seq_base, payload = value
+            yield chunks.to_arrow(self._fused_pass(origin, seq_base, payload))
+        elif value[0] == "eof":
+            yield chunks.to_arrow(self._end_rows("done"))
+        else:
+            yield chunks.to_arrow([("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps("abort"))])
+
+    def _fused_pass(self, origin: str, seq_base: int, payload: bytes) -> List[chunks.Row]:
+        batches: List[List[Any]] = pickle.loads(payload)
+        stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
+        router = Router(self._plan, self._buckets)
+        out = Collector(origin)
+        for batch in batches:
+            router.push(stream_id, batch, out)
+        return out.rows(itertools.count(seq_base))
+
+    def _end_rows(self, control: str) -> List[chunks.Row]:
+        rows: List[chunks.Row] = [
+            (chunks.stateful_group(step, bucket), chunks.LAST_SEQ, chunks.EOF, b"")
+            for step in range(len(self._plan.stateful))
+            for bucket in range(self._buckets)
+        ]
+        rows.append(("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(control)))
+        return rows
+
+
+class FlowsparkSource(DataSource):
+    """The data source Spark knows as format `flowspark`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return chunks.SCHEMA_DDL
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _Reader(dict(self.options))
+
+

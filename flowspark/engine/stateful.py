@@ -1,0 +1,192 @@
+"""`stateful_batch` steps inside Spark's `transformWithState`.
+
+One processor serves one *layer* of stateful steps.  Spark groups rows by
+`grp`; a stateful step's group is one bucket of its keys (`S<step>/<bucket>`),
+so the shuffle and the state operator see a few hundred chunk rows per
+micro-batch whatever the number of items or keys.  Inside a bucket each
+key's logic snapshot is one entry of a map state (so the state store holds
+one pickled snapshot per key, as Bytewax's recovery store does), and each
+key's `notify_at` is one entry of a second map state backed by
+processing-time timers.  Rows bound for later layers, outputs or the driver
+pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+
+import cloudpickle
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+
+from flowspark.engine import chunks
+from flowspark.engine.failures import StepFailure, guarded
+from flowspark.engine.plan import Plan
+from flowspark.engine.route import Collector, Router
+
+_seq = itertools.count()
+"""Orders the rows this worker emits: rows of one group come from one worker."""
+
+
+def _emits(step_id: str, method: str, key: str, result: Any) -> Tuple[List[Any], bool]:
+    """Check a logic's `(emit, discard)` result the way Bytewax does."""
+    if not isinstance(result, tuple) or len(result) != 2:
+        msg = f"`{method}` in step {step_id!r} must return a 2-tuple of `(emit, discard)`; got {result!r}"
+        raise StepFailure(f"error calling `{method}` in step {step_id!r} for key {key!r}", TypeError(msg))
+    emit, discard = result
+    if isinstance(emit, (str, bytes)) or not isinstance(emit, Iterable):
+        msg = f"`{method}` in step {step_id!r} must return an iterable `emit`; `emit` was not a `list`: got a {type(emit)!r}"
+        raise StepFailure(f"error calling `{method}` in step {step_id!r} for key {key!r}", TypeError(msg))
+    return list(emit), bool(discard)
+
+
+def _epoch_ms(at: datetime, step_id: str, key: str) -> int:
+    if at.tzinfo is None:
+        msg = "expected a datetime with non-None tzinfo"
+        raise StepFailure(f"error calling `notify_at` in step {step_id!r} for key {key!r}", TypeError(msg))
+    return int(at.timestamp() * 1000)
+
+
+class _Bucket:
+    """The live logics of one bucket of keys during one handler call."""
+
+    def __init__(self, step_id: str, builder: Callable[[Any], Any], logic_state: Any, notify_state: Any) -> None:
+        self.step_id = step_id
+        self._builder = builder
+        self._logic_state = logic_state
+        self._notify_state = notify_state
+        self._live: Dict[str, Any] = {}
+        self._touched: Set[str] = set()
+
+    def logic(self, key: str) -> Any:
+        if key in self._live and self._live[key] is not None:
+            return self._live[key]
+        resume = None
+        if key not in self._live:
+            stored = self._logic_state.getValue((key,))
+            if stored is not None:
+                resume = cloudpickle.loads(stored[0])
+        logic = guarded(self.step_id, "builder", self._builder, resume, key=key)
+        self._live[key] = logic
+        return logic
+
+    def call(self, key: str, method: str, *args: Any) -> List[Tuple[str, Any]]:
+        """Run one logic method for `key`; return what it emits, keyed."""
+        logic = self.logic(key)
+        result = guarded(self.step_id, method, getattr(logic, method), *args, key=key)
+        emit, discard = _emits(self.step_id, method, key, result)
+        self._touched.add(key)
+        if discard:
+            self._live[key] = None
+        return [(key, value) for value in emit]
+
+    def stored_keys(self) -> List[str]:
+        keys = {k for (k,) in self._logic_state.keys()}
+        keys.update(k for k, v in self._live.items() if v is not None)
+        keys.difference_update(k for k, v in self._live.items() if v is None)
+        return sorted(keys)
+
+    def due_keys(self, now_ms: int) -> List[str]:
+        return sorted(k for (k,), (at,) in self._notify_state.iterator() if at <= now_ms)
+
+    def persist(self, handle: StatefulProcessorHandle) -> None:
+        """Store the snapshot and next wake-up of every key that ran."""
+        for key in self._touched:
+            logic = self._live[key]
+            if logic is None:
+                self._logic_state.removeKey((key,))
+                self._notify_state.removeKey((key,))
+                continue
+            snap = guarded(self.step_id, "snapshot", logic.snapshot, key=key)
+            self._logic_state.updateValue((key,), (cloudpickle.dumps(snap),))
+            at = guarded(self.step_id, "notify_at", logic.notify_at, key=key)
+            if at is None:
+                self._notify_state.removeKey((key,))
+                continue
+            at_ms = _epoch_ms(at, self.step_id, key)
+            stored = self._notify_state.getValue((key,))
+            if stored is None or stored[0] != at_ms:
+                self._notify_state.updateValue((key,), (at_ms,))
+                handle.registerTimer(at_ms)
+
+
+class LayerProcessor(StatefulProcessor):
+    """Runs the stateful steps of one layer, and the stateless steps after them."""
+
+    def __init__(self, plan: Plan, layer: int, buckets: int) -> None:
+        self._plan = plan
+        self._steps = set(plan.steps_in_layer(layer))
+        self._buckets = buckets
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self._handle = handle
+        self._logics = handle.getMapState("logic", "key string", "snap binary")
+        self._notify = handle.getMapState("notify", "key string", "at long")
+        self._router = Router(self._plan, self._buckets)
+
+    def _mine(self, grp: str) -> Optional[int]:
+        if not grp.startswith("S"):
+            return None
+        step, _ = chunks.parse_stateful_group(grp)
+        return step if step in self._steps else None
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
+        grp = key[0]
+        ordered = sorted(((r.seq, r.kind, r.payload) for r in rows), key=lambda r: r[0])
+        step = self._mine(grp)
+        if step is None:
+            for seq, kind, payload in ordered:
+                yield Row(grp=grp, seq=seq, kind=kind, payload=payload)
+            return
+        bucket, out = self._open(step, grp)
+        for _, kind, payload in ordered:
+            if kind == chunks.DATA:
+                for batch in chunks.batches_of(payload):
+                    self._on_batch(step, bucket, batch, out)
+            else:
+                keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
+                self._emit(step, keyed, out)
+        yield from self._finish(bucket, out)
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
+        grp = key[0]
+        step = self._mine(grp)
+        if step is None:
+            return iter(())
+        bucket, out = self._open(step, grp)
+        now_ms = timerValues.getCurrentProcessingTimeInMs()
+        keyed = [kv for k in bucket.due_keys(now_ms) for kv in bucket.call(k, "on_notify")]
+        self._emit(step, keyed, out)
+        return self._finish(bucket, out)
+
+    def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
+        config = self._plan.stateful[step].config
+        bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify)
+        return bucket, Collector(grp)
+
+    def _on_batch(self, step: int, bucket: _Bucket, batch: List[Tuple[str, Any]], out: Collector) -> None:
+        by_key: Dict[str, List[Any]] = {}
+        for k, v in batch:
+            by_key.setdefault(k, []).append(v)
+        keyed: List[Tuple[str, Any]] = []
+        for k in sorted(by_key):
+            keyed.extend(bucket.call(k, "on_batch", by_key[k]))
+        self._emit(step, keyed, out)
+
+    def _emit(self, step: int, keyed: List[Tuple[str, Any]], out: Collector) -> None:
+        self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
+
+    def _finish(self, bucket: _Bucket, out: Collector) -> Iterator[Row]:
+        bucket.persist(self._handle)
+        for grp, seq, kind, payload in out.rows(_seq):
+            yield Row(grp=grp, seq=seq, kind=kind, payload=payload)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,248 @@
+"""Sources: where a flow's items come from.
+
+The classes have Bytewax's names and methods.  A `FixedPartitionedSource`
+has named partitions that each resume from their own snapshot; flowspark
+carries those snapshots in the offsets Spark checkpoints.  A `DynamicSource`
+builds one stateless partition per worker and never resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from abc import ABC, abstractmethod
+from datetime import datetime, timedelta, timezone
+from typing import (
+    AsyncIterable,
+    Callable,
+    Generic,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Type,
+    TypeVar,
+)
+
+from typing_extensions import override
+
+__all__ = [
+    "AbortExecution",
+    "DynamicSource",
+    "FixedPartitionedSource",
+    "SimplePollingSource",
+    "Source",
+    "StatefulSourcePartition",
+    "StatelessSourcePartition",
+    "batch",
+    "batch_async",
+    "batch_getter",
+    "batch_getter_ex",
+]
+
+X = TypeVar("X")
+"""Type of emitted items."""
+
+S = TypeVar("S")
+"""Type of a partition's resume state."""
+
+
+class AbortExecution(RuntimeError):
+    """Raised by a source partition to stop the run where it is (for tests)."""
+
+
+class Source(ABC, Generic[X]):  # noqa: B024
+    """Base of every source; `op.input` accepts nothing else."""
+
+
+class StatefulSourcePartition(ABC, Generic[X, S]):
+    """One partition of a `FixedPartitionedSource`."""
+
+    @abstractmethod
+    def next_batch(self) -> Iterable[X]:
+        """Return the next items; raise `StopIteration` when the partition ends."""
+
+    def next_awake(self) -> Optional[datetime]:
+        """When to call `next_batch` next; `None` means as soon as possible."""
+        return None
+
+    @abstractmethod
+    def snapshot(self) -> S:
+        """State that resumes this partition right after the last emitted item."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources; called when the partition ends or the run stops."""
+
+
+class FixedPartitionedSource(Source[X], Generic[X, S]):
+    """A source with a fixed set of named, resumable partitions."""
+
+    @abstractmethod
+    def list_parts(self) -> List[str]:
+        """The names of all partitions; they must stay the same across runs."""
+
+    @abstractmethod
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[S]) -> StatefulSourcePartition[X, S]:
+        """Build partition `for_part`, resuming from `resume_state` if given."""
+
+
+class StatelessSourcePartition(ABC, Generic[X]):
+    """One worker's partition of a `DynamicSource`."""
+
+    @abstractmethod
+    def next_batch(self) -> Iterable[X]:
+        """Return the next items; raise `StopIteration` when the partition ends."""
+
+    def next_awake(self) -> Optional[datetime]:
+        """When to call `next_batch` next; `None` means as soon as possible."""
+        return None
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources; called when the partition ends or the run stops."""
+
+
+class DynamicSource(Source[X]):
+    """A source that builds one non-resumable partition per worker."""
+
+    @abstractmethod
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> StatelessSourcePartition[X]:
+        """Build the partition of worker `worker_index` of `worker_count`."""
+
+
+class _SimplePollingPartition(StatefulSourcePartition[X, Optional[S]]):
+    def __init__(self, now: datetime, interval: timedelta, align_to: Optional[datetime], source: "SimplePollingSource[X, S]", resume_state: Optional[S]) -> None:
+        self._interval = interval
+        self._source = source
+        if align_to is None:
+            self._next_awake = now
+        else:
+            passed = (now - align_to) % interval
+            self._next_awake = now if passed == timedelta(0) else now + (interval - passed)
+        if resume_state is not None:
+            source.resume(resume_state)
+
+    def next_batch(self) -> List[X]:
+        now = datetime.now(timezone.utc)
+        try:
+            item = self._source.next_item()
+        except SimplePollingSource.Retry as retry:
+            self._next_awake = now + retry.timeout
+            return []
+        self._next_awake += self._interval
+        return [] if item is None else [item]
+
+    def next_awake(self) -> Optional[datetime]:
+        return self._next_awake
+
+    def snapshot(self) -> Optional[S]:
+        return self._source.snapshot()
+
+
+class SimplePollingSource(FixedPartitionedSource[X, Optional[S]]):
+    """Call `next_item` every `interval` from a single partition.
+
+    Override `next_item`; to be resumable, also `snapshot` and `resume`.
+    Raise `SimplePollingSource.Retry(timeout)` to be called again sooner.
+    """
+
+    class Retry(Exception):  # noqa: N818
+        """Raised by `next_item` to be retried after `timeout`."""
+
+        def __init__(self, timeout: timedelta) -> None:
+            super().__init__(timeout)
+            self.timeout = timeout
+
+    def __init__(self, interval: timedelta, align_to: Optional[datetime] = None) -> None:
+        self._interval = interval
+        self._align_to = align_to
+
+    @override
+    def list_parts(self) -> List[str]:
+        return ["singleton"]
+
+    @override
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[S]) -> _SimplePollingPartition[X, S]:
+        now = datetime.now(timezone.utc)
+        return _SimplePollingPartition(now, self._interval, self._align_to, self, resume_state)
+
+    @abstractmethod
+    def next_item(self) -> X:
+        """Return the next item, `None` for nothing this time; raise `StopIteration` at the end."""
+
+    def snapshot(self) -> Optional[S]:
+        """State to resume from; `None` by default (not resumable)."""
+        return None
+
+    def resume(self, resume_state: S) -> None:
+        """Restore the state `snapshot` returned."""
+
+
+def batch(ib: Iterable[X], batch_size: int) -> Iterator[List[X]]:
+    """Chunk an iterable into lists of at most `batch_size` items."""
+    it = iter(ib)
+    while True:
+        chunk: List[X] = []
+        for item in it:
+            chunk.append(item)
+            if len(chunk) >= batch_size:
+                break
+        if not chunk:
+            return
+        yield chunk
+
+
+def batch_getter(getter: Callable[[], X], batch_size: int, yield_on: Optional[X] = None) -> Iterator[List[X]]:
+    """Call `getter` into lists of at most `batch_size`, cutting a list when it returns `yield_on`."""
+    while True:
+        chunk: List[X] = []
+        while len(chunk) < batch_size:
+            item = getter()
+            if item == yield_on:
+                break
+            chunk.append(item)
+        yield chunk
+
+
+def batch_getter_ex(getter: Callable[[], X], batch_size: int, yield_ex: Type[Exception] = queue.Empty) -> Iterator[List[X]]:
+    """Call `getter` into lists of at most `batch_size`, cutting a list when it raises `yield_ex`."""
+    while True:
+        chunk: List[X] = []
+        while len(chunk) < batch_size:
+            try:
+                chunk.append(getter())
+            except yield_ex:
+                break
+        yield chunk
+
+
+def batch_async(
+    aib: AsyncIterable[X],
+    timeout: timedelta,
+    batch_size: int,
+    loop: Optional[asyncio.AbstractEventLoop] = None,
+) -> Iterator[List[X]]:
+    """Drain an async iterable synchronously, one list per `timeout` or `batch_size` items."""
+    run_loop = loop if loop is not None else asyncio.new_event_loop()
+    ait = aib.__aiter__()
+
+    async def next_chunk() -> List[X]:
+        chunk: List[X] = []
+
+        async def fill() -> None:
+            while len(chunk) < batch_size:
+                chunk.append(await ait.__anext__())
+
+        try:
+            await asyncio.wait_for(fill(), timeout.total_seconds())
+        except asyncio.TimeoutError:
+            pass
+        except StopAsyncIteration:
+            if not chunk:
+                raise
+        return chunk
+
+    while True:
+        try:
+            yield run_loop.run_until_complete(next_chunk())
+        except StopAsyncIteration:
+            return

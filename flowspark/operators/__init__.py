@@ -1,0 +1,91 @@
+"""Bytewax's operators, on Spark.
+
+The core operators (`input`, `output`, `flat_map_batch`, `stateful_batch`,
+`branch`, `merge`, `redistribute`, `inspect_debug`) are what the planner
+translates; everything else here is composed from them in plain Python.
+"""
+
+from flowspark.dataflow import KeyedStream
+from flowspark.operators._core import (
+    BranchOut,
+    StatefulBatchLogic,
+    branch,
+    flat_map_batch,
+    input,
+    inspect_debug,
+    merge,
+    output,
+    redistribute,
+    stateful_batch,
+)
+from flowspark.operators._enrich import TTLCache, enrich_cached
+from flowspark.operators._join import JoinEmitMode, JoinInsertMode, join
+from flowspark.operators._stateful import (
+    StatefulLogic,
+    collect,
+    count_final,
+    fold_final,
+    max_final,
+    min_final,
+    reduce_final,
+    stateful,
+    stateful_flat_map,
+    stateful_map,
+)
+from flowspark.operators._stateless import (
+    filter,
+    filter_map,
+    filter_map_value,
+    filter_value,
+    flat_map,
+    flat_map_value,
+    flatten,
+    inspect,
+    key_on,
+    key_rm,
+    map,
+    map_value,
+    raises,
+)
+
+__all__ = [
+    "BranchOut",
+    "JoinEmitMode",
+    "JoinInsertMode",
+    "KeyedStream",
+    "StatefulBatchLogic",
+    "StatefulLogic",
+    "TTLCache",
+    "branch",
+    "collect",
+    "count_final",
+    "enrich_cached",
+    "filter",
+    "filter_map",
+    "filter_map_value",
+    "filter_value",
+    "flat_map",
+    "flat_map_batch",
+    "flat_map_value",
+    "flatten",
+    "fold_final",
+    "input",
+    "inspect",
+    "inspect_debug",
+    "join",
+    "key_on",
+    "key_rm",
+    "map",
+    "map_value",
+    "max_final",
+    "merge",
+    "min_final",
+    "output",
+    "raises",
+    "redistribute",
+    "reduce_final",
+    "stateful",
+    "stateful_batch",
+    "stateful_flat_map",
+    "stateful_map",
+]

@@ -1,0 +1,174 @@
+"""The eight core operators: the only steps the planner translates to Spark.
+
+Every other operator is built from these in plain Python, so each piece of
+semantics lives in exactly one place.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Generic,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    overload,
+)
+
+from typing_extensions import TypeGuard
+
+from flowspark.dataflow import Dataflow, KeyedStream, Stream, core_step, operator
+from flowspark.inputs import Source
+from flowspark.outputs import Sink
+
+X = TypeVar("X")
+"""Type of upstream items."""
+Y = TypeVar("Y")
+"""Type of modified downstream items."""
+V = TypeVar("V")
+"""Type of upstream values."""
+W = TypeVar("W")
+"""Type of modified downstream values."""
+S = TypeVar("S")
+"""Type of state snapshots."""
+W_co = TypeVar("W_co", covariant=True)
+"""Type of emitted values, covariant."""
+X_co = TypeVar("X_co", covariant=True)
+Y_co = TypeVar("Y_co", covariant=True)
+
+
+class StatefulBatchLogic(ABC, Generic[V, W, S]):
+    """The per-key state machine of `stateful_batch`.
+
+    One instance lives per key.  Each method returns the values to emit and
+    whether to throw the logic away (`DISCARD`) or keep it (`RETAIN`).
+    """
+
+    RETAIN: ClassVar[bool] = False
+    """Keep this logic after the call."""
+
+    DISCARD: ClassVar[bool] = True
+    """Drop this logic after the call; the key's next value builds a new one."""
+
+    @abstractmethod
+    def on_batch(self, values: List[V]) -> Tuple[Iterable[W], bool]:
+        """Handle the key's values of one batch, in arrival order."""
+
+    def on_notify(self) -> Tuple[Iterable[W], bool]:
+        """Called once the time `notify_at` returned has passed."""
+        return ((), StatefulBatchLogic.RETAIN)
+
+    def on_eof(self) -> Tuple[Iterable[W], bool]:
+        """Called once for every live key when the input ends."""
+        return ((), StatefulBatchLogic.RETAIN)
+
+    def notify_at(self) -> Optional[datetime]:
+        """When `on_notify` should next be called; `None` for never."""
+        return None
+
+    @abstractmethod
+    def snapshot(self) -> S:
+        """The state to rebuild this logic from; must not share mutable objects."""
+
+
+@dataclass(frozen=True)
+class BranchOut(Generic[X_co, Y_co]):
+    """The two streams of `branch`."""
+
+    trues: Stream[X_co]
+    falses: Stream[Y_co]
+
+
+def _default_debug_inspector(step_id: str, item: Any, epoch: int, worker_idx: int) -> None:
+    print(f"{step_id} W{worker_idx} @{epoch}: {item!r}", flush=True)
+
+
+@operator
+def input(  # noqa: A001
+    step_id: str,
+    flow: Dataflow,
+    source: Source[X],
+) -> Stream[X]:
+    """Introduce items from `source` into the flow."""
+    (down,) = core_step("input", ["down"], source=source, ups=[])
+    return down
+
+
+@operator
+def output(step_id: str, up: Stream[X], sink: Sink[X]) -> None:
+    """Write every item of `up` to `sink`."""
+    core_step("output", [], sink=sink, ups=[up.stream_id])
+
+
+@operator
+def flat_map_batch(step_id: str, up: Stream[X], mapper: Callable[[List[X]], Iterable[Y]]) -> Stream[Y]:
+    """Transform a whole batch of items at once; emit what `mapper` returns."""
+    (down,) = core_step("flat_map_batch", ["down"], mapper=mapper, ups=[up.stream_id])
+    return down
+
+
+@operator
+def stateful_batch(
+    step_id: str,
+    up: KeyedStream[V],
+    builder: Callable[[Optional[S]], StatefulBatchLogic[V, W, S]],
+) -> KeyedStream[W]:
+    """Run a `StatefulBatchLogic` per key; emits `(key, value)` for what it returns."""
+    (down,) = core_step("stateful_batch", ["down"], builder=builder, ups=[up.stream_id])
+    return down
+
+
+@overload
+def branch(step_id: str, up: Stream[X], predicate: Callable[[X], TypeGuard[Y]]) -> BranchOut[Y, X]: ...
+
+
+@overload
+def branch(step_id: str, up: Stream[X], predicate: Callable[[X], bool]) -> BranchOut[X, X]: ...
+
+
+@operator
+def branch(step_id: str, up: Stream[X], predicate: Callable[[X], bool]) -> BranchOut[Any, Any]:
+    """Send each item to `trues` or `falses` by `predicate`, keeping order."""
+    trues, falses = core_step("branch", ["trues", "falses"], predicate=predicate, ups=[up.stream_id])
+    return BranchOut(trues, falses)
+
+
+@operator
+def merge(step_id: str, *ups: Stream[Any]) -> Stream[Any]:
+    """Combine several streams into one; no order across them."""
+    if not ups:
+        msg = f"step {step_id!r}: `merge` needs at least one upstream stream"
+        raise AssertionError(msg)
+    (down,) = core_step("merge", ["down"], ups=[u.stream_id for u in ups])
+    return down
+
+
+@operator
+def redistribute(step_id: str, up: Stream[X]) -> Stream[X]:
+    """Spread items evenly over the workers; content unchanged, order not kept."""
+    (down,) = core_step("redistribute", ["down"], ups=[up.stream_id])
+    return down
+
+
+@operator
+def inspect_debug(
+    step_id: str,
+    up: Stream[X],
+    inspector: Callable[[str, X, int, int], None] = _default_debug_inspector,
+) -> Stream[X]:
+    """Call `inspector(step_id, item, epoch, worker_index)` on each item; pass items on."""
+    (down,) = core_step("inspect_debug", ["down"], inspector=inspector, ups=[up.stream_id])
+    return down
+
+
+def is_sequence(value: Any) -> bool:
+    """Whether a logic's `emit` is a proper sequence (not a string or a bare value)."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))

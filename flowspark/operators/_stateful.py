@@ -1,0 +1,360 @@
+"""Per-key stateful operators, built on `stateful_batch`.
+
+`stateful` adapts a per-value `StatefulLogic` to the batch interface; every
+other operator here is a `StatefulLogic` plus a builder.  The runtime may
+rebuild a logic from its snapshot before any batch, so every logic keeps all
+of its state in what `snapshot()` returns and its builder restores it fully.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, ClassVar, Dict, Generic, Iterable, List, Optional, Tuple
+
+from typing_extensions import override
+
+from flowspark.dataflow import KeyedStream, Stream, f_repr, operator
+from flowspark.operators._core import S, StatefulBatchLogic, V, W, X, flat_map_batch, stateful_batch
+from flowspark.operators._stateless import map, qualified_id
+
+
+class StatefulLogic(ABC, Generic[V, W, S]):
+    """The per-key state machine of `stateful`, fed one value at a time.
+
+    Each method returns the values to emit and whether to throw the logic
+    away (`DISCARD`) or keep it (`RETAIN`).  After a discard, the key's next
+    value builds a fresh logic with `None`.
+    """
+
+    RETAIN: ClassVar[bool] = False
+    """Keep this logic after the call."""
+
+    DISCARD: ClassVar[bool] = True
+    """Drop this logic after the call."""
+
+    @abstractmethod
+    def on_item(self, value: V) -> Tuple[Iterable[W], bool]:
+        """Handle one value of this key."""
+
+    def on_notify(self) -> Tuple[Iterable[W], bool]:
+        """Called once the time `notify_at` returned has passed."""
+        return ((), StatefulLogic.RETAIN)
+
+    def on_eof(self) -> Tuple[Iterable[W], bool]:
+        """Called once when the input ends, if the logic is still alive."""
+        return ((), StatefulLogic.RETAIN)
+
+    def notify_at(self) -> Optional[datetime]:
+        """When `on_notify` should next be called; `None` for never."""
+        return None
+
+    @abstractmethod
+    def snapshot(self) -> S:
+        """The state to rebuild this logic from; must not share mutable objects."""
+
+
+@dataclass
+class _PerItemLogic(StatefulBatchLogic[V, W, S]):
+    """Feeds a batch to a `StatefulLogic` value by value, rebuilding it after discards."""
+
+    logic: Optional[StatefulLogic[V, W, S]]
+    builder: Callable[[Optional[S]], StatefulLogic[V, W, S]]
+
+    @override
+    def on_batch(self, values: List[V]) -> Tuple[Iterable[W], bool]:
+        emits: List[W] = []
+        for value in values:
+            if self.logic is None:
+                self.logic = self.builder(None)
+            ws, discard = self.logic.on_item(value)
+            emits.extend(ws)
+            if discard:
+                self.logic = None
+        return (emits, self.logic is None)
+
+    def _live(self) -> StatefulLogic[V, W, S]:
+        assert self.logic is not None, "a discarded logic was called again"
+        return self.logic
+
+    @override
+    def on_notify(self) -> Tuple[Iterable[W], bool]:
+        return self._live().on_notify()
+
+    @override
+    def on_eof(self) -> Tuple[Iterable[W], bool]:
+        return self._live().on_eof()
+
+    @override
+    def notify_at(self) -> Optional[datetime]:
+        return self._live().notify_at()
+
+    @override
+    def snapshot(self) -> S:
+        return self._live().snapshot()
+
+
+@operator
+def stateful(
+    step_id: str,
+    up: KeyedStream[V],
+    builder: Callable[[Optional[S]], StatefulLogic[V, W, S]],
+) -> KeyedStream[W]:
+    """Run a `StatefulLogic` per key, one value at a time.
+
+    `builder` gets `None` for a new key, or the logic's last snapshot when
+    resuming; emitted values come out as `(key, value)`.
+    """
+
+    def shim_builder(resume_state: Optional[S]) -> _PerItemLogic[V, W, S]:
+        return _PerItemLogic(builder(resume_state), builder)
+
+    return stateful_batch("stateful_batch", up, shim_builder)
+
+
+@dataclass
+class _FlatMapLogic(StatefulLogic[V, W, S]):
+    step_id: str
+    mapper: Callable[[Optional[S], V], Tuple[Optional[S], Iterable[W]]]
+    state: Optional[S]
+
+    @override
+    def on_item(self, value: V) -> Tuple[Iterable[W], bool]:
+        res = self.mapper(self.state, value)
+        try:
+            state, ws = res
+        except TypeError as ex:
+            msg = (
+                f"return value of `mapper` {f_repr(self.mapper)} in step {self.step_id!r} "
+                "must be a 2-tuple of `(updated_state, emit_values)`; "
+                f"got a {type(res)!r} instead"
+            )
+            raise TypeError(msg) from ex
+        if state is None:
+            return (ws, StatefulLogic.DISCARD)
+        self.state = state
+        return (ws, StatefulLogic.RETAIN)
+
+    @override
+    def snapshot(self) -> S:
+        assert self.state is not None, "a discarded state was snapshotted"
+        return copy.deepcopy(self.state)
+
+
+@operator
+def stateful_flat_map(
+    step_id: str,
+    up: KeyedStream[V],
+    mapper: Callable[[Optional[S], V], Tuple[Optional[S], Iterable[W]]],
+) -> KeyedStream[W]:
+    """Thread a per-key state through `mapper`, emitting every value it returns.
+
+    The state starts as `None`; returning `None` as the new state forgets it.
+    """
+    fq_id = qualified_id(up)
+
+    def shim_builder(resume_state: Optional[S]) -> _FlatMapLogic[V, W, S]:
+        return _FlatMapLogic(fq_id, mapper, resume_state)
+
+    return stateful("stateful", up, shim_builder)
+
+
+@operator
+def stateful_map(
+    step_id: str,
+    up: KeyedStream[V],
+    mapper: Callable[[Optional[S], V], Tuple[Optional[S], W]],
+) -> KeyedStream[W]:
+    """Thread a per-key state through `mapper`, emitting one value per value.
+
+    The state starts as `None`; returning `None` as the new state forgets it.
+    """
+    fq_id = qualified_id(up)
+
+    def shim_mapper(state: Optional[S], v: V) -> Tuple[Optional[S], Iterable[W]]:
+        res = mapper(state, v)
+        try:
+            new_state, w = res
+        except TypeError as ex:
+            msg = (
+                f"return value of `mapper` {f_repr(mapper)} in step {fq_id!r} "
+                "must be a 2-tuple of `(updated_state, emit_value)`; "
+                f"got a {type(res)!r} instead"
+            )
+            raise TypeError(msg) from ex
+        return (new_state, (w,))
+
+    return stateful_flat_map("stateful_flat_map", up, shim_mapper)
+
+
+@dataclass
+class _CollectState(Generic[V]):
+    acc: List[V] = field(default_factory=list)
+    timeout_at: Optional[datetime] = None
+
+
+def _system_utc() -> datetime:
+    return datetime.now(tz=timezone.utc)
+
+
+@dataclass
+class _CollectLogic(StatefulLogic[V, List[V], _CollectState[V]]):
+    now_getter: Callable[[], datetime]
+    timeout: timedelta
+    max_size: int
+    state: _CollectState[V]
+
+    @override
+    def on_item(self, value: V) -> Tuple[Iterable[List[V]], bool]:
+        self.state.timeout_at = self.now_getter() + self.timeout
+        self.state.acc.append(value)
+        if len(self.state.acc) >= self.max_size:
+            return ((self.state.acc,), StatefulLogic.DISCARD)
+        return ((), StatefulLogic.RETAIN)
+
+    @override
+    def on_notify(self) -> Tuple[Iterable[List[V]], bool]:
+        return ((self.state.acc,), StatefulLogic.DISCARD)
+
+    @override
+    def on_eof(self) -> Tuple[Iterable[List[V]], bool]:
+        return ((self.state.acc,), StatefulLogic.DISCARD)
+
+    @override
+    def notify_at(self) -> Optional[datetime]:
+        return self.state.timeout_at
+
+    @override
+    def snapshot(self) -> _CollectState[V]:
+        return copy.deepcopy(self.state)
+
+
+@operator
+def collect(
+    step_id: str,
+    up: KeyedStream[V],
+    timeout: timedelta,
+    max_size: int,
+) -> KeyedStream[List[V]]:
+    """Gather each key's values into lists.
+
+    A key's list is emitted once it holds `max_size` values, once `timeout`
+    of system time has passed since its last value, or at EOF.
+    """
+
+    def shim_builder(resume_state: Optional[_CollectState[V]]) -> _CollectLogic[V]:
+        state = resume_state if resume_state is not None else _CollectState[V]()
+        return _CollectLogic(_system_utc, timeout, max_size, state)
+
+    return stateful("stateful", up, shim_builder)
+
+
+@dataclass
+class _FoldFinalLogic(StatefulLogic[V, S, S]):
+    folder: Callable[[S, V], S]
+    state: S
+
+    @override
+    def on_item(self, value: V) -> Tuple[Iterable[S], bool]:
+        self.state = self.folder(self.state, value)
+        return ((), StatefulLogic.RETAIN)
+
+    @override
+    def on_eof(self) -> Tuple[Iterable[S], bool]:
+        return ((self.state,), StatefulLogic.DISCARD)
+
+    @override
+    def snapshot(self) -> S:
+        return copy.deepcopy(self.state)
+
+
+@operator
+def fold_final(
+    step_id: str,
+    up: KeyedStream[V],
+    builder: Callable[[], S],
+    folder: Callable[[S, V], S],
+) -> KeyedStream[S]:
+    """Fold each key's values into an accumulator; emit `(key, acc)` at EOF only."""
+
+    def shim_builder(resume_state: Optional[S]) -> _FoldFinalLogic[V, S]:
+        state = resume_state if resume_state is not None else builder()
+        return _FoldFinalLogic(folder, state)
+
+    return stateful("stateful", up, shim_builder)
+
+
+def _no_state() -> Any:
+    return None
+
+
+@operator
+def reduce_final(
+    step_id: str,
+    up: KeyedStream[V],
+    reducer: Callable[[V, V], V],
+) -> KeyedStream[V]:
+    """Combine each key's values left to right with `reducer`; emit at EOF only.
+
+    Each batch is pre-reduced per key before the stateful step, which cuts
+    the state updates to one per key and batch.
+    """
+
+    def pre_reducer(batch: List[Tuple[str, V]]) -> List[Tuple[str, V]]:
+        accs: Dict[str, V] = {}
+        for k, v in batch:
+            accs[k] = reducer(accs[k], v) if k in accs else v
+        return list(accs.items())
+
+    def shim_folder(acc: Optional[V], v: V) -> V:
+        return v if acc is None else reducer(acc, v)
+
+    pre_up = flat_map_batch("pre_reduce", up, pre_reducer)
+    return fold_final("fold_final", pre_up, _no_state, shim_folder)
+
+
+@operator
+def count_final(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[int]:
+    """Count the items per `key(item)`; emit `(key, count)` at EOF only."""
+
+    def init_count(x: X) -> Tuple[str, int]:
+        return (key(x), 1)
+
+    def add(total: int, n: int) -> int:
+        return total + n
+
+    return reduce_final("sum", map("init_count", up, init_count), add)
+
+
+def _identity(x: X) -> X:
+    return x
+
+
+@operator
+def max_final(
+    step_id: str,
+    up: KeyedStream[V],
+    by: Callable[[V], Any] = _identity,
+) -> KeyedStream[V]:
+    """Emit each key's largest value (by `by(value)`) at EOF; ties keep the earlier."""
+
+    def pick(a: V, b: V) -> V:
+        return max(a, b, key=by)
+
+    return reduce_final("reduce_final", up, pick)
+
+
+@operator
+def min_final(
+    step_id: str,
+    up: KeyedStream[V],
+    by: Callable[[V], Any] = _identity,
+) -> KeyedStream[V]:
+    """Emit each key's smallest value (by `by(value)`) at EOF; ties keep the earlier."""
+
+    def pick(a: V, b: V) -> V:
+        return min(a, b, key=by)
+
+    return reduce_final("reduce_final", up, pick)

@@ -1,0 +1,262 @@
+"""Stateless operators, each a thin shim over `flat_map_batch`.
+
+The inner step ids (`flat_map_batch`, `flat_map`, `map`, ...) match
+Bytewax's, so qualified ids in error messages read the same on both engines.
+Mappers return lists rather than lazy generators so that a user function's
+exception is raised while the runtime is calling the step's mapper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable as IterableABC
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any, Callable, Iterable, List, Optional, Tuple
+
+from typing_extensions import override
+
+from flowspark.dataflow import KeyedStream, Stream, f_repr, operator
+from flowspark.operators._core import V, W, X, Y, flat_map_batch, inspect_debug, output
+from flowspark.outputs import DynamicSink, StatelessSinkPartition
+
+
+def qualified_id(up: Stream[Any]) -> str:
+    """The qualified id of the step being built, e.g. `flow.outer.step`.
+
+    Inside a builder the upstream streams are re-scoped into the new step,
+    so their scope's parent is the step itself.
+    """
+    return up._scope.parent_id
+
+
+def _check_bool(keep: Any, predicate: Callable[..., Any], step_id: str) -> bool:
+    if not isinstance(keep, bool):
+        msg = (
+            f"return value of `predicate` {f_repr(predicate)} in step {step_id!r} "
+            f"must be a `bool`; got a {type(keep)!r} instead"
+        )
+        raise TypeError(msg)
+    return keep
+
+
+@operator
+def map(  # noqa: A001
+    step_id: str,
+    up: Stream[X],
+    mapper: Callable[[X], Y],
+) -> Stream[Y]:
+    """Replace each item with `mapper(item)`; `None` results are kept."""
+
+    def shim_mapper(xs: List[X]) -> List[Y]:
+        return [mapper(x) for x in xs]
+
+    return flat_map_batch("flat_map_batch", up, shim_mapper)
+
+
+@operator
+def flat_map(
+    step_id: str,
+    up: Stream[X],
+    mapper: Callable[[X], Iterable[Y]],
+) -> Stream[Y]:
+    """Replace each item with every item of `mapper(item)`, in order."""
+
+    def shim_mapper(xs: List[X]) -> List[Y]:
+        return list(chain.from_iterable(mapper(x) for x in xs))
+
+    return flat_map_batch("flat_map_batch", up, shim_mapper)
+
+
+@operator
+def flatten(step_id: str, up: Stream[Iterable[X]]) -> Stream[X]:
+    """Emit the elements of each iterable item; non-iterables are a `TypeError`."""
+    fq_id = qualified_id(up)
+
+    def shim_mapper(x: Iterable[X]) -> Iterable[X]:
+        if not isinstance(x, IterableABC):
+            msg = f"step {fq_id!r} requires upstream to be iterables; got a {type(x)!r} instead"
+            raise TypeError(msg)
+        return x
+
+    return flat_map("flat_map", up, shim_mapper)
+
+
+@operator
+def filter(  # noqa: A001
+    step_id: str,
+    up: Stream[X],
+    predicate: Callable[[X], bool],
+) -> Stream[X]:
+    """Keep the items for which `predicate` returns `True` (it must return a `bool`)."""
+    fq_id = qualified_id(up)
+
+    def shim_mapper(x: X) -> Tuple[X, ...]:
+        return (x,) if _check_bool(predicate(x), predicate, fq_id) else ()
+
+    return flat_map("flat_map", up, shim_mapper)
+
+
+@operator
+def filter_map(
+    step_id: str,
+    up: Stream[X],
+    mapper: Callable[[X], Optional[Y]],
+) -> Stream[Y]:
+    """Map each item and drop the `None` results."""
+
+    def shim_mapper(x: X) -> Tuple[Y, ...]:
+        y = mapper(x)
+        return () if y is None else (y,)
+
+    return flat_map("flat_map", up, shim_mapper)
+
+
+@operator
+def key_on(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[X]:
+    """Turn each item into `(key(item), item)`; the key must be a `str`."""
+    fq_id = qualified_id(up)
+
+    def shim_mapper(x: X) -> Tuple[str, X]:
+        k = key(x)
+        if not isinstance(k, str):
+            msg = (
+                f"return value of `key` {f_repr(key)} in step {fq_id!r} "
+                f"must be a `str`; got a {type(k)!r} instead"
+            )
+            raise TypeError(msg)
+        return (k, x)
+
+    return map("map", up, shim_mapper)
+
+
+@operator
+def key_rm(step_id: str, up: KeyedStream[X]) -> Stream[X]:
+    """Drop the key of each `(key, value)` item, keeping the value."""
+
+    def shim_mapper(k_v: Tuple[str, X]) -> X:
+        _k, v = k_v
+        return v
+
+    return map("map", up, shim_mapper)
+
+
+@operator
+def map_value(
+    step_id: str,
+    up: KeyedStream[V],
+    mapper: Callable[[V], W],
+) -> KeyedStream[W]:
+    """Replace each `(key, value)` with `(key, mapper(value))`."""
+
+    def shim_mapper(k_v: Tuple[str, V]) -> Tuple[str, W]:
+        k, v = k_v
+        return (k, mapper(v))
+
+    return map("map", up, shim_mapper)
+
+
+@operator
+def flat_map_value(
+    step_id: str,
+    up: KeyedStream[V],
+    mapper: Callable[[V], Iterable[W]],
+) -> KeyedStream[W]:
+    """Replace each `(key, value)` with `(key, w)` for every `w` of `mapper(value)`."""
+    fq_id = qualified_id(up)
+
+    def shim_mapper(k_v: Tuple[str, V]) -> List[Tuple[str, W]]:
+        try:
+            k, v = k_v
+        except TypeError as ex:
+            msg = (
+                f"step {fq_id!r} requires `(key, value)` 2-tuple as upstream "
+                f"for routing; got a {type(k_v)!r} instead"
+            )
+            raise TypeError(msg) from ex
+        return [(k, w) for w in mapper(v)]
+
+    return flat_map("flat_map", up, shim_mapper)
+
+
+@operator
+def filter_value(
+    step_id: str,
+    up: KeyedStream[V],
+    predicate: Callable[[V], bool],
+) -> KeyedStream[V]:
+    """Keep the `(key, value)` items whose value passes `predicate` (a `bool`)."""
+    fq_id = qualified_id(up)
+
+    def shim_mapper(v: V) -> Tuple[V, ...]:
+        return (v,) if _check_bool(predicate(v), predicate, fq_id) else ()
+
+    return flat_map_value("filter", up, shim_mapper)
+
+
+@operator
+def filter_map_value(
+    step_id: str,
+    up: KeyedStream[V],
+    mapper: Callable[[V], Optional[W]],
+) -> KeyedStream[W]:
+    """Map each value and drop the items whose result is `None`."""
+
+    def shim_mapper(v: V) -> Tuple[W, ...]:
+        w = mapper(v)
+        return () if w is None else (w,)
+
+    return flat_map_value("flat_map_value", up, shim_mapper)
+
+
+def _default_inspector(step_id: str, item: Any) -> None:
+    print(f"{step_id}: {item!r}", flush=True)
+
+
+@operator
+def inspect(
+    step_id: str,
+    up: Stream[X],
+    inspector: Callable[[str, X], None] = _default_inspector,
+) -> Stream[X]:
+    """Call `inspector(step_id, item)` on each item and pass the items on.
+
+    `step_id` is this step's qualified id; the default prints
+    `"{step_id}: {item!r}"`.
+    """
+    fq_id = qualified_id(up)
+
+    def shim_inspector(_fq_step_id: str, item: X, _epoch: int, _worker_idx: int) -> None:
+        inspector(fq_id, item)
+
+    return inspect_debug("inspect_debug", up, shim_inspector)
+
+
+@dataclass
+class _RaisePartition(StatelessSinkPartition[Any]):
+    step_id: str
+
+    @override
+    def write_batch(self, items: List[Any]) -> None:
+        for item in items:
+            msg = f"`raises` step {self.step_id!r} got an item: {item!r}"
+            raise RuntimeError(msg)
+
+
+@dataclass
+class _RaiseSink(DynamicSink[Any]):
+    """A sink that fails the run on the first item it is given."""
+
+    step_id: str
+
+    @override
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _RaisePartition:
+        return _RaisePartition(self.step_id)
+
+
+@operator
+def raises(step_id: str, up: Stream[Any]) -> None:
+    """Fail the run with a `RuntimeError` if any item reaches this step.
+
+    Useful to assert that a stream (e.g. a stream of errors) stays empty.
+    """
+    output("output", up, _RaiseSink(qualified_id(up)))

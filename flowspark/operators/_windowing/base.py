@@ -1,0 +1,219 @@
+"""The windowing interfaces: clocks, windowers, window logics, metadata.
+
+A window step combines three user-replaceable parts, each split into a
+picklable *config* (`Clock`, `Windower`, the logic builder) and a per-key
+*logic* built from the config and a resume snapshot:
+
+* the clock says when each value happened and how far time has progressed
+  (the watermark);
+* the windower says which windows a timestamp belongs to and when they close;
+* a `WindowLogic` per open window accumulates values and emits results.
+
+Everything here is per key: each key has its own clock and watermark.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Generic, Iterable, Optional, Set, Tuple, TypeVar
+
+from typing_extensions import Self
+
+from flowspark.operators._core import S, V, W
+
+__all__ = [
+    "LATE_SESSION_ID",
+    "SC",
+    "SW",
+    "UTC_MAX",
+    "UTC_MIN",
+    "ZERO_TD",
+    "Clock",
+    "ClockLogic",
+    "WindowLogic",
+    "WindowMetadata",
+    "Windower",
+    "WindowerLogic",
+    "is_aware",
+]
+
+ZERO_TD: timedelta = timedelta(0)
+"""A zero-length duration."""
+
+UTC_MAX: datetime = datetime.max.replace(tzinfo=timezone.utc)
+"""The latest representable UTC instant; the watermark at end of input."""
+
+UTC_MIN: datetime = datetime.min.replace(tzinfo=timezone.utc)
+"""The earliest representable UTC instant; the watermark of a new key."""
+
+LATE_SESSION_ID: int = -1
+"""Window id reported for values that arrive too late for any session."""
+
+SC = TypeVar("SC")
+"""Type of a clock logic's snapshots."""
+
+SW = TypeVar("SW")
+"""Type of a windower logic's snapshots."""
+
+
+def is_aware(moment: datetime) -> bool:
+    """Whether `moment` carries a usable time zone (so it compares with UTC)."""
+    return moment.tzinfo is not None and moment.utcoffset() is not None
+
+
+class ClockLogic(ABC, Generic[V, S]):
+    """One key's sense of time: item timestamps and the watermark.
+
+    The watermark is the instant before which the clock expects no more
+    values; values stamped earlier are late.  It must never move backwards
+    (the window step holds it steady if a clock tries).  Build one with
+    `Clock.build`; everything that has to survive a restart goes into
+    `snapshot`, because flowspark may rebuild the logic from its snapshot
+    before any call.
+    """
+
+    @abstractmethod
+    def before_batch(self) -> None:
+        """Get ready for a run of `on_item` calls (e.g. read the system time once)."""
+
+    @abstractmethod
+    def on_item(self, value: V) -> Tuple[datetime, datetime]:
+        """Return `(timestamp of value, watermark after seeing it)`."""
+
+    @abstractmethod
+    def on_notify(self) -> datetime:
+        """Return the current watermark when no value arrived (a wake-up)."""
+
+    @abstractmethod
+    def on_eof(self) -> datetime:
+        """Return the watermark at end of input, usually `UTC_MAX` to close everything.
+
+        This must not change the snapshotted state, so that a later run can
+        continue where this one stopped.
+        """
+
+    @abstractmethod
+    def to_system_utc(self, timestamp: datetime) -> Optional[datetime]:
+        """Map a timestamp to the UTC system time when it will be reached.
+
+        The window step uses this to schedule wake-ups that close windows
+        without new input; `None` means "do not wake up for it".
+        """
+
+    @abstractmethod
+    def snapshot(self) -> S:
+        """Return a picklable copy of the state, shared with nothing live."""
+
+
+class Clock(ABC, Generic[V, S]):
+    """Configuration of a clock; builds one `ClockLogic` per key."""
+
+    @abstractmethod
+    def build(self, resume_state: Optional[S]) -> ClockLogic[V, S]:
+        """Make a logic from this config and a snapshot (`None` for a new key)."""
+
+
+@dataclass
+class WindowMetadata:
+    """What is known about a window when it closes.
+
+    Whether `close_time` is inclusive depends on the windower: sessions
+    include it, sliding and tumbling windows do not.
+    """
+
+    open_time: datetime
+    """When the window starts."""
+
+    close_time: datetime
+    """When the window ends."""
+
+    merged_ids: Set[int] = field(default_factory=set)
+    """Ids of windows that were merged directly into this one."""
+
+
+class WindowerLogic(ABC, Generic[S]):
+    """One key's bookkeeping of which windows exist and when they close.
+
+    Build one with `Windower.build`.  As with clocks, all state that matters
+    must be in `snapshot`.
+    """
+
+    @abstractmethod
+    def open_for(self, timestamp: datetime) -> Iterable[int]:
+        """Return the ids of the windows an on-time value belongs to, opening them."""
+
+    @abstractmethod
+    def late_for(self, timestamp: datetime) -> Iterable[int]:
+        """Return the ids a late value would have belonged to, without opening anything.
+
+        A sentinel id is fine when the windower cannot tell.
+        """
+
+    @abstractmethod
+    def merged(self) -> Iterable[Tuple[int, int]]:
+        """Return and forget the merges since the last call, as `(original, target)`.
+
+        An original id is gone afterwards: it is never reported as closed.
+        """
+
+    @abstractmethod
+    def close_for(self, watermark: datetime) -> Iterable[Tuple[int, WindowMetadata]]:
+        """Return and forget every window the watermark has passed, with its metadata.
+
+        A closed id must never be opened again.
+        """
+
+    @abstractmethod
+    def notify_at(self) -> Optional[datetime]:
+        """Return the timestamp at which the next window could close, if any."""
+
+    @abstractmethod
+    def is_empty(self) -> bool:
+        """Whether the windower holds nothing worth keeping (no open window).
+
+        When this is true and the key has no open window and no queued value,
+        flowspark keeps only a tombstone of the key (clock state and
+        watermark) and later rebuilds the windower from scratch.
+        """
+
+    @abstractmethod
+    def snapshot(self) -> S:
+        """Return a picklable copy of the state, shared with nothing live."""
+
+
+class Windower(ABC, Generic[S]):
+    """Configuration of a kind of window; builds one `WindowerLogic` per key."""
+
+    @abstractmethod
+    def build(self, resume_state: Optional[S]) -> WindowerLogic[S]:
+        """Make a logic from this config and a snapshot (`None` for a new key)."""
+
+
+class WindowLogic(ABC, Generic[V, W, S]):
+    """What to do with the values of one window of one key.
+
+    The `window` operator builds one per window with its `builder` and
+    wraps each returned item as `(key, (window_id, item))` on `down`.
+    """
+
+    @abstractmethod
+    def on_value(self, value: V) -> Iterable[W]:
+        """Take one value of this window (in timestamp order when `ordered`)."""
+
+    @abstractmethod
+    def on_merge(self, original: Self) -> Iterable[W]:
+        """Absorb the state of `original`, a window merged into this one.
+
+        `original` is dropped afterwards.  Only merging windowers (sessions)
+        cause this.
+        """
+
+    @abstractmethod
+    def on_close(self) -> Iterable[W]:
+        """The window has closed; return its final items."""
+
+    @abstractmethod
+    def snapshot(self) -> S:
+        """Return a picklable copy of the state, shared with nothing live."""

@@ -1,0 +1,91 @@
+"""The window logic of `fold_window` and the callbacks of `collect_window`."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Dict, Iterable, List, Set, Tuple, Type
+
+from typing_extensions import Self, override
+
+from flowspark.operators._core import S, V
+from flowspark.operators._windowing.base import WindowLogic
+
+__all__ = ["FoldWindowLogic", "collect_callbacks"]
+
+
+class FoldWindowLogic(WindowLogic[V, S, S]):
+    """Folds a window's values into an accumulator, emitted once at close."""
+
+    def __init__(self, folder: Callable[[S, V], S], merger: Callable[[S, S], S], state: S) -> None:
+        self.folder = folder
+        self.merger = merger
+        self.state = state
+
+    @override
+    def on_value(self, value: V) -> Iterable[S]:
+        self.state = self.folder(self.state, value)
+        return ()
+
+    @override
+    def on_merge(self, original: Self) -> Iterable[S]:
+        self.state = self.merger(self.state, original.state)
+        return ()
+
+    @override
+    def on_close(self) -> Iterable[S]:
+        return (self.state,)
+
+    @override
+    def snapshot(self) -> S:
+        return copy.deepcopy(self.state)
+
+
+def _append(acc: List[Any], value: Any) -> List[Any]:
+    acc.append(value)
+    return acc
+
+
+def _add(acc: Set[Any], value: Any) -> Set[Any]:
+    acc.add(value)
+    return acc
+
+
+def _update(acc: Dict[Any, Any], other: Dict[Any, Any]) -> Dict[Any, Any]:
+    acc.update(other)
+    return acc
+
+
+def collect_callbacks(
+    step_id: str,
+    into: Type[Any],
+) -> Tuple[Callable[[], Any], Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
+    """The `(builder, folder, merger)` that collect values into `into`.
+
+    `list` keeps every value (merging concatenates), `set` the distinct
+    ones, `dict` takes `(key, value)` pairs where later pairs win.  Any
+    other type (subclasses count as their base) is refused.
+    """
+    if isinstance(into, type) and issubclass(into, list):
+        return (list, _append, list.__add__)
+    if isinstance(into, type) and issubclass(into, set):
+        return (set, _add, set.union)
+    if isinstance(into, type) and issubclass(into, dict):
+
+        def put(acc: Dict[Any, Any], pair: Any) -> Dict[Any, Any]:
+            try:
+                key, value = pair
+            except (TypeError, ValueError) as ex:
+                msg = (
+                    f"step {step_id!r} collecting into a `dict` requires `(key, value)` "
+                    f"2-tuple as the values in the stream; got a {type(pair)!r} instead"
+                )
+                raise TypeError(msg) from ex
+            acc[key] = value
+            return acc
+
+        return (dict, put, _update)
+    msg = (
+        f"step {step_id!r}: `collect_window` can't collect into {into!r}; "
+        "only `list`, `set` and `dict` are supported; use `fold_window` for anything else"
+    )
+    raise TypeError(msg)

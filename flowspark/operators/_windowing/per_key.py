@@ -1,0 +1,248 @@
+"""The per-key state machine behind every window operator.
+
+One `KeyWindowLogic` per key runs inside a single `stateful_batch` step and
+owns that key's clock, windower, open window logics and (in ordered mode)
+the queue of values waiting for the watermark, so all of them are saved and
+restored together as one `KeySnapshot`.
+
+It follows Bytewax 0.21.1's `window` operator step for step, with one
+deliberate difference: Bytewax throws a key's whole state away once its
+windower is empty, so a later straggler meets a brand-new clock, counts as
+on time and reopens (and re-emits) a window that already closed.  Here an
+idle key keeps a tombstone instead: the clock state and the watermark stay,
+the windower is reset, and nothing else is held, so stragglers go to `late`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Tuple, Union
+
+from typing_extensions import TypeAlias, override
+
+from flowspark.operators._core import S, StatefulBatchLogic, V, W
+from flowspark.operators._windowing.base import (
+    UTC_MIN,
+    Clock,
+    Windower,
+    WindowLogic,
+    WindowMetadata,
+    is_aware,
+)
+from flowspark.operators._windowing.clocks import TimestampError
+
+__all__ = [
+    "Closed",
+    "Emitted",
+    "KeySnapshot",
+    "KeyWindowLogic",
+    "Late",
+    "WindowConfig",
+    "WindowEvent",
+]
+
+
+@dataclass(frozen=True)
+class Emitted(Generic[W]):
+    """An item a window logic returned, bound for `down`."""
+
+    window_id: int
+    value: W
+
+
+@dataclass(frozen=True)
+class Late(Generic[V]):
+    """A value that arrived after the watermark passed it, bound for `late`."""
+
+    window_id: int
+    value: V
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A window closed, bound for `meta`."""
+
+    window_id: int
+    meta: WindowMetadata
+
+
+WindowEvent: TypeAlias = Union[Late[V], Emitted[W], Closed]
+"""What the per-key logic emits; the operator splits it into three streams."""
+
+
+@dataclass(frozen=True)
+class KeySnapshot(Generic[V, S]):
+    """Everything a key's window state needs to be rebuilt, in one picklable value.
+
+    An idle key (no open window, nothing queued) is a tombstone: the clock
+    state, a fresh windower state and the watermark.
+    """
+
+    clock_state: Any
+    windower_state: Any
+    logic_states: Dict[int, S]
+    queue: List[Tuple[V, datetime]]
+    """Values not yet applied (ordered mode), with their timestamps, in arrival order."""
+    watermark: datetime
+    """The highest watermark seen outside end of input; it never goes back."""
+
+
+@dataclass(frozen=True)
+class WindowConfig(Generic[V, W, S]):
+    """The configuration of one window step; called with a snapshot, it builds a key's logic."""
+
+    step_id: str
+    clock: Clock[V, Any]
+    windower: Windower[Any]
+    builder: Callable[[Optional[S]], WindowLogic[V, W, S]]
+    ordered: bool
+
+    def __call__(self, resume_state: Optional[KeySnapshot[V, S]]) -> KeyWindowLogic[V, W, S]:
+        """Build the logic of one key (the `stateful_batch` builder)."""
+        return KeyWindowLogic(self, resume_state)
+
+
+class KeyWindowLogic(StatefulBatchLogic[V, "WindowEvent[V, W]", KeySnapshot[V, S]]):
+    """One key's windows: stamps values, routes late ones, applies, merges and closes."""
+
+    def __init__(self, config: WindowConfig[V, W, S], resume_state: Optional[KeySnapshot[V, S]]) -> None:
+        self._config = config
+        if resume_state is None:
+            self._clock = config.clock.build(None)
+            self._windower = config.windower.build(None)
+            self._logics: Dict[int, WindowLogic[V, W, S]] = {}
+            self._queue: List[Tuple[V, datetime]] = []
+            self._watermark = UTC_MIN
+        else:
+            self._clock = config.clock.build(resume_state.clock_state)
+            self._windower = config.windower.build(resume_state.windower_state)
+            self._logics = {i: config.builder(state) for i, state in resume_state.logic_states.items()}
+            self._queue = list(resume_state.queue)
+            self._watermark = resume_state.watermark
+
+    @contextmanager
+    def _naming_step(self) -> Iterator[None]:
+        """Put the step id in front of a clock's complaint about a bad datetime."""
+        try:
+            yield
+        except TimestampError as ex:
+            msg = f"step {self._config.step_id!r}: {ex}"
+            raise TypeError(msg) from None
+
+    def _check_aware(self, what: str, moment: Any) -> datetime:
+        if not isinstance(moment, datetime) or not is_aware(moment):
+            msg = (
+                f"step {self._config.step_id!r}: the clock returned a {what} that is not "
+                f"a timezone-aware `datetime`: {moment!r}"
+            )
+            raise TypeError(msg)
+        return moment
+
+    def _advance(self, watermark: datetime) -> datetime:
+        """Record a watermark from the clock; one that went back is held at the old value."""
+        self._watermark = max(self._watermark, self._check_aware("watermark", watermark))
+        return self._watermark
+
+    def _never_opened(self, window_id: int, why: str) -> RuntimeError:
+        msg = (
+            f"step {self._config.step_id!r}: {type(self._windower).__name__} {why} "
+            f"window {window_id}, which was never opened"
+        )
+        return RuntimeError(msg)
+
+    def _apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
+        events: List[WindowEvent[V, W]] = []
+        for value, timestamp in due:
+            for window_id in self._windower.open_for(timestamp):
+                logic = self._logics.get(window_id)
+                if logic is None:
+                    logic = self._logics[window_id] = self._config.builder(None)
+                events.extend(Emitted(window_id, w) for w in logic.on_value(value))
+        return events
+
+    def _merge(self) -> List[WindowEvent[V, W]]:
+        events: List[WindowEvent[V, W]] = []
+        for original_id, target_id in self._windower.merged():
+            if original_id == target_id:
+                continue
+            original = self._logics.pop(original_id, None)
+            target = self._logics.get(target_id)
+            if original is None or target is None:
+                missing = original_id if original is None else target_id
+                raise self._never_opened(missing, "merged")
+            events.extend(Emitted(target_id, w) for w in target.on_merge(original))
+        return events
+
+    def _close(self, watermark: datetime) -> List[WindowEvent[V, W]]:
+        events: List[WindowEvent[V, W]] = []
+        for window_id, meta in self._windower.close_for(watermark):
+            logic = self._logics.pop(window_id, None)
+            if logic is None:
+                raise self._never_opened(window_id, "closed")
+            events.extend(Emitted(window_id, w) for w in logic.on_close())
+            events.append(Closed(window_id, meta))
+        return events
+
+    def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
+        """Apply the values that are due, then report merges, then close windows."""
+        if self._config.ordered:
+            due = sorted((e for e in self._queue if e[1] <= watermark), key=lambda e: e[1])
+            self._queue = [e for e in self._queue if e[1] > watermark]
+        else:
+            due, self._queue = self._queue, []
+        return self._apply(due) + self._merge() + self._close(watermark)
+
+    def _finish(self, events: List[WindowEvent[V, W]]) -> Tuple[List[WindowEvent[V, W]], bool]:
+        """Reset an idle key's windower (as Bytewax would) but keep the key: the tombstone."""
+        if not self._logics and not self._queue and self._windower.is_empty():
+            self._windower = self._config.windower.build(None)
+        return (events, StatefulBatchLogic.RETAIN)
+
+    @override
+    def on_batch(self, values: List[V]) -> Tuple[List[WindowEvent[V, W]], bool]:
+        if not values:
+            return self.on_notify()
+        events: List[WindowEvent[V, W]] = []
+        with self._naming_step():
+            self._clock.before_batch()
+            for value in values:
+                timestamp, watermark = self._clock.on_item(value)
+                self._check_aware("timestamp", timestamp)
+                if timestamp < self._advance(watermark):
+                    events.extend(Late(i, value) for i in self._windower.late_for(timestamp))
+                else:
+                    self._queue.append((value, timestamp))
+        return self._finish(events + self._flush(self._watermark))
+
+    @override
+    def on_notify(self) -> Tuple[List[WindowEvent[V, W]], bool]:
+        with self._naming_step():
+            watermark = self._advance(self._clock.on_notify())
+        return self._finish(self._flush(watermark))
+
+    @override
+    def on_eof(self) -> Tuple[List[WindowEvent[V, W]], bool]:
+        # The end-of-input watermark closes everything but is not kept, so a
+        # later run can continue from this state.
+        eof_watermark = max(self._check_aware("watermark", self._clock.on_eof()), self._watermark)
+        return self._finish(self._flush(eof_watermark))
+
+    @override
+    def notify_at(self) -> Optional[datetime]:
+        candidates = [self._windower.notify_at()]
+        if self._config.ordered and self._queue:
+            candidates.append(min(timestamp for _value, timestamp in self._queue))
+        due = [moment for moment in candidates if moment is not None]
+        return self._clock.to_system_utc(min(due)) if due else None
+
+    @override
+    def snapshot(self) -> KeySnapshot[V, S]:
+        return KeySnapshot(
+            self._clock.snapshot(),
+            self._windower.snapshot(),
+            {window_id: logic.snapshot() for window_id, logic in self._logics.items()},
+            list(self._queue),
+            self._watermark,
+        )

@@ -1,0 +1,80 @@
+"""Sinks: where a flow's items go.
+
+The classes have Bytewax's names and methods.  flowspark writes every sink
+from the driver, once per micro-batch, in the order the items were emitted
+within each upstream partition.
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from typing import Generic, List, Optional, TypeVar
+
+__all__ = [
+    "DynamicSink",
+    "FixedPartitionedSink",
+    "Sink",
+    "StatefulSinkPartition",
+    "StatelessSinkPartition",
+]
+
+X = TypeVar("X")
+"""Type of the items a sink writes."""
+
+S = TypeVar("S")
+"""Type of a sink partition's resume state."""
+
+
+class Sink(ABC, Generic[X]):  # noqa: B024
+    """Base of every sink; `op.output` accepts nothing else."""
+
+
+class StatelessSinkPartition(ABC, Generic[X]):
+    """One worker's partition of a `DynamicSink`."""
+
+    @abstractmethod
+    def write_batch(self, items: List[X]) -> None:
+        """Write a batch of items."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources at the end of the run."""
+
+
+class DynamicSink(Sink[X]):
+    """A sink with one partition per worker, accepting any item."""
+
+    @abstractmethod
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> StatelessSinkPartition[X]:
+        """Build the partition of worker `worker_index` of `worker_count`."""
+
+
+class StatefulSinkPartition(ABC, Generic[X, S]):
+    """One partition of a `FixedPartitionedSink`."""
+
+    @abstractmethod
+    def write_batch(self, values: List[X]) -> None:
+        """Write a batch of values (keys already removed)."""
+
+    @abstractmethod
+    def snapshot(self) -> S:
+        """State that resumes this partition right after the last write."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources at the end of the run."""
+
+
+class FixedPartitionedSink(Sink[tuple[str, X]], Generic[X, S]):
+    """A sink with named partitions; `(key, value)` items go to `part_fn(key)`."""
+
+    @abstractmethod
+    def list_parts(self) -> List[str]:
+        """The names of all partitions; they must stay the same across runs."""
+
+    def part_fn(self, item_key: str) -> int:
+        """Which partition (an index into `list_parts`, taken modulo) a key goes to."""
+        return zlib.adler32(item_key.encode())
+
+    @abstractmethod
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[S]) -> StatefulSinkPartition[X, S]:
+        """Build partition `for_part`, resuming from `resume_state` if given."""

@@ -1,0 +1,164 @@
+"""Run a flow from the command line: `python -m flowspark.run IMPORT_STR`.
+
+`IMPORT_STR` is `module`, `module:flow_var`, `module:factory("arg", n=2)` or
+`path/to/file.py[:...]`, as in Bytewax.  Bytewax's flags and `BYTEWAX_*`
+environment variables keep their meaning where Spark has one: workers are
+local parallelism, the snapshot interval is the micro-batch interval, the
+recovery directory holds Spark's checkpoint.  `--master` and `--conf` go to
+Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from flowspark.dataflow import Dataflow
+
+__all__ = ["cli_main"]
+
+
+class _EnvDefault(argparse.Action):
+    """An option whose default comes from an environment variable."""
+
+    def __init__(self, envvar: str, default: Any = None, **kwargs: Any) -> None:
+        if envvar in os.environ:
+            default = os.environ[envvar]
+            kwargs["required"] = False
+        super().__init__(default=default, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Optional[str] = None) -> None:
+        setattr(namespace, self.dest, values)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m flowspark.run",
+        description="Run a flowspark dataflow as a Spark Structured Streaming query.",
+    )
+    parser.add_argument("import_str", help="module[:flow] or path/to/file.py[:flow]; flow defaults to `flow`; may be a factory call")
+    parser.add_argument("-w", "--workers-per-process", type=int, action=_EnvDefault, envvar="BYTEWAX_WORKERS_PER_PROCESS",
+                        help="parallelism: local Spark threads and shuffle partitions (default: number of cores)")
+    parser.add_argument("-i", "--process-id", type=int, action=_EnvDefault, envvar="BYTEWAX_PROCESS_ID",
+                        help="accepted for Bytewax compatibility; Spark schedules processes itself (use --master)")
+    parser.add_argument("-a", "--addresses", action=_EnvDefault, envvar="BYTEWAX_ADDRESSES",
+                        help="accepted for Bytewax compatibility; Spark schedules processes itself (use --master)")
+    parser.add_argument("-r", "--recovery-directory", type=Path, action=_EnvDefault, envvar="BYTEWAX_RECOVERY_DIRECTORY",
+                        help="directory for Spark's checkpoint; a run started again with it continues where it stopped")
+    parser.add_argument("-s", "--snapshot-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_SNAPSHOT_INTERVAL",
+                        help="seconds between micro-batches (each one is a snapshot); default 0.2")
+    parser.add_argument("-b", "--backup-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_RECOVERY_BACKUP_INTERVAL",
+                        help="accepted for Bytewax compatibility; Spark keeps its own checkpoint history")
+    parser.add_argument("--master", default=os.environ.get("FLOWSPARK_MASTER"),
+                        help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
+    return parser
+
+
+def _module_name(target: str) -> str:
+    """Turn a file path into an importable module name, putting its root on `sys.path`."""
+    if not target.endswith(".py") and os.sep not in target:
+        sys.path.insert(0, os.getcwd())
+        return target
+    path = Path(target).resolve()
+    parts = [path.stem] if path.name != "__init__.py" else []
+    folder = path.parent
+    while (folder / "__init__.py").exists():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    sys.path.insert(0, str(folder))
+    return ".".join(parts)
+
+
+def locate_flow(import_str: str) -> Dataflow:
+    """Import the module and find (or build, with a factory call) the flow."""
+    module_part, _, attr = import_str.partition(":")
+    name = _module_name(module_part)
+    try:
+        module = importlib.import_module(name)
+    except ImportError as ex:
+        if getattr(ex, "name", None) == name:
+            msg = f"Could not import {name!r}: {ex}"
+            raise ImportError(msg) from ex
+        raise
+    attr = attr or "flow"
+    try:
+        expr = ast.parse(attr.strip(), mode="eval").body
+    except SyntaxError as ex:
+        msg = f"Failed to parse {attr!r} as an attribute name or function call"
+        raise ValueError(msg) from ex
+    if isinstance(expr, ast.Name):
+        target_name, args, kwargs = expr.id, None, {}
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        target_name = expr.func.id
+        try:
+            args = [ast.literal_eval(a) for a in expr.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in expr.keywords if k.arg}
+        except ValueError as ex:
+            msg = f"Failed to parse arguments of {attr!r}: only literal values are allowed"
+            raise ValueError(msg) from ex
+    else:
+        msg = f"Failed to parse {attr!r} as an attribute name or function call"
+        raise ValueError(msg)
+    try:
+        found = getattr(module, target_name)
+    except AttributeError as ex:
+        msg = f"Failed to find attribute {target_name!r} in {module.__name__!r}"
+        raise AttributeError(msg) from ex
+    flow = found(*args, **kwargs) if args is not None else found
+    if not isinstance(flow, Dataflow):
+        msg = f"A valid flowspark dataflow was not obtained from '{module.__name__}:{attr}'"
+        raise TypeError(msg)
+    return flow
+
+
+def _conf(pairs: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, str]:
+    conf: Dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            parser.error(f"--conf needs KEY=VALUE; got {pair!r}")
+        conf[key] = value
+    return conf
+
+
+def cli_main(argv: Optional[List[str]] = None) -> int:
+    """Parse the command line, run the flow, and return the process exit code."""
+    from flowspark.engine.runner import RunConfig, run_flow
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.process_id is not None or args.addresses is not None:
+        print("flowspark: -i/--process-id and -a/--addresses are ignored; Spark places the work "
+              "(run several machines with --master spark://HOST:PORT)", file=sys.stderr)
+    if args.backup_interval is not None and args.recovery_directory is None:
+        parser.error("-b/--backup-interval needs -r/--recovery-directory")
+    config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=_conf(args.conf, parser))
+    if args.snapshot_interval is not None:
+        config.interval_seconds = max(0.05, float(args.snapshot_interval))
+    if args.recovery_directory is not None:
+        config.recovery_dir = str(args.recovery_directory)
+    flow = locate_flow(args.import_str)
+    try:
+        run_flow(flow, config)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", file=sys.stderr)
+        return 130
+    except Exception as ex:
+        print(f"flowspark: {type(ex).__name__}: {ex}", file=sys.stderr)
+        cause = ex.__cause__
+        while cause is not None:
+            print(f"  caused by {type(cause).__name__}: {cause}", file=sys.stderr)
+            cause = cause.__cause__
+        return 1
+    return 0
+
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main())
