@@ -22,6 +22,7 @@ from flowspark.engine import chunks
 from flowspark.engine.failures import recover
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.session import get_session
+from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import SinkWriter
 from flowspark.engine.source_hub import SourceHub
 from flowspark.engine.spark_source import FORMAT, encode_options
@@ -77,6 +78,7 @@ def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional
 def run_flow(flow: Dataflow, config: RunConfig) -> None:
     """Run `flow` until its inputs end (or forever, for unbounded inputs)."""
     plan = build_plan(flow)
+    ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
     parallelism = config.parallelism or spark.sparkContext.defaultParallelism
     temporary = config.recovery_dir is None

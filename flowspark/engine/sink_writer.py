@@ -120,11 +120,13 @@ class SinkWriter:
             ((r.grp, r.seq, r.kind, r.payload) for r in rows), key=lambda r: (r[0] == "C", r[0], r[1])
         )
         fresh = batch_id > self._ledger.batch
+        # A batch written before a restart is skipped whole, its end marker
+        # included: that end belonged to the earlier run.
+        if not fresh:
+            return
         for grp, _, kind, payload in ordered:
             if kind == chunks.CONTROL:
                 self.ending = chunks.loads(payload)
-                continue
-            if not fresh:
                 continue
             index = int(grp[1:].split("@", 1)[0])
             for batch in chunks.batches_of(payload):
@@ -132,9 +134,8 @@ class SinkWriter:
                     self._outputs[index].write(batch)
                 else:
                     self._inspect(index, batch, batch_id)
-        if fresh:
-            self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
-            self.last_batch = batch_id
+        self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
+        self.last_batch = batch_id
         if self.ending is not None:
             self.finished.set()
 
