@@ -51,7 +51,7 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = _with_filtered_stderr(builder.getOrCreate)
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL", "OFF").upper())
     spark.dataSource.register(FlowsparkSource)
     return spark
 

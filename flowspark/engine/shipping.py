@@ -50,4 +50,4 @@ def ship_by_value(packages: Iterable[str]) -> None:
     for name in packages:
         module = sys.modules[name]
         cloudpickle.register_pickle_by_value(module)
-        spark_cloudpickle.register_pickle_by_value(module)
+        spark_cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]

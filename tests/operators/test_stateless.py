@@ -131,7 +131,8 @@ def test_core_steps_match_bytewax() -> None:
 def test_inspect_passes_its_qualified_id() -> None:
     for name in ENGINES:
         seen: List[Any] = []
-        inspector = _last_core(Engine(name), lambda op, up: op.inspect("peek", up, lambda s, x: seen.append((s, x))), "inspector")
+        make: Make = lambda op, up: op.inspect("peek", up, lambda s, x: seen.append((s, x)))  # noqa: B023
+        inspector = _last_core(Engine(name), make, "inspector")
         inspector("df.peek.inspect_debug", "item", 1, 0)
         assert seen == [("df.peek", "item")], name
 
@@ -284,7 +285,8 @@ def _stateless_flow(e: Engine) -> Any:
 def test_stateless_flow_matches_bytewax() -> None:
     bytewax_out, flowspark_out = run_both(_stateless_flow)
     assert bytewax_out["lens"] == [3, 3, 1, 3, 3, 3, 3, 2]
-    assert bytewax_out["vowels"] == [("t", "E"), ("c", "A"), ("a", "A"), ("d", "O"), ("s", "A"), ("t", "E"), ("e", "E"), ("o", "O")]
+    vowels = [("t", "E"), ("c", "A"), ("a", "A"), ("d", "O"), ("s", "A"), ("t", "E"), ("e", "E"), ("o", "O")]
+    assert bytewax_out["vowels"] == vowels
     assert flowspark_out == bytewax_out
 
 

@@ -1,0 +1,462 @@
+"""Draw a flow's structure: Mermaid, PlantUML, JSON, and Spark's physical plan.
+
+The first three describe the logical graph exactly as Bytewax 0.21.1's
+`bytewax.visualize` does, so a flow gives the same text on both engines.
+Every step's ports are given ids of the form `<step id>.<port name>`, and
+each input port is linked to the port that produced its stream *at the same
+nesting level*: inside a step, a stream that came in through the step's own
+input port is credited to that port, not to the step outside that made it.
+
+`to_physical` is a flowspark addition.  It shows how the planner lays the
+core steps out over the one Spark query it builds: the source stage, one
+`transformWithState` stage per stateful layer with the shuffle in front of
+it, and the driver's `foreachBatch`.
+
+From the command line:
+
+    python -m flowspark.visualize my_module:flow [-o mermaid|plantuml|json] [-r] [-p]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import ChainMap
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Literal, Optional, Sequence, Set, get_args
+
+from flowspark.dataflow import Dataflow, Operator
+
+__all__ = [
+    "PhysicalPlan",
+    "PhysicalRun",
+    "RenderedDataflow",
+    "RenderedOperator",
+    "RenderedPort",
+    "physical_plan",
+    "to_json",
+    "to_mermaid",
+    "to_physical",
+    "to_plantuml",
+    "to_rendered",
+]
+
+
+# ---------------------------------------------------------------------------
+# The rendered model: ports resolved to ids unique in the whole flow.
+
+
+@dataclass(frozen=True)
+class RenderedPort:
+    """One port of a step, with the ports (and streams) that feed it.
+
+    `from_port_ids` and `from_stream_ids` run in parallel: the i-th stream
+    arrives from the i-th port.  Output ports of core steps have both empty;
+    output ports of composite steps name the inner port the stream leaves.
+    """
+
+    port_name: str
+    port_id: str
+    from_port_ids: List[str]
+    from_stream_ids: List[str]
+
+
+@dataclass(frozen=True)
+class RenderedOperator:
+    """One step with its ports linked up, and its substeps rendered likewise."""
+
+    op_type: str
+    step_name: str
+    step_id: str
+    inp_ports: List[RenderedPort]
+    out_ports: List[RenderedPort]
+    substeps: List["RenderedOperator"]
+
+
+@dataclass(frozen=True)
+class RenderedDataflow:
+    """A whole flow with every port link resolved."""
+
+    flow_id: str
+    substeps: List[RenderedOperator]
+
+
+_PortOf = ChainMap[str, str]
+"""Stream id -> id of the port it is seen to come from at the current level."""
+
+
+def _render_step(step: Operator, port_of: _PortOf) -> RenderedOperator:
+    inputs = [
+        RenderedPort(
+            name,
+            f"{step.step_id}.{name}",
+            [port_of[stream_id] for stream_id in stream_ids],
+            list(stream_ids),
+        )
+        for name, stream_ids in step.ups.items()
+    ]
+    # Later steps at this level see our output streams as coming from us.
+    port_of.update({stream_id: f"{step.step_id}.{name}" for name, stream_id in step.downs.items()})
+    # Inside this step, streams that entered through an input port are
+    # credited to that port.  A child map shadows without touching outside.
+    inner = port_of.new_child({sid: port.port_id for port in inputs for sid in port.from_stream_ids})
+    substeps = [_render_step(sub, inner) for sub in step.substeps]
+    outputs = [
+        RenderedPort(
+            name,
+            f"{step.step_id}.{name}",
+            [inner[stream_id]] if substeps else [],
+            [stream_id] if substeps else [],
+        )
+        for name, stream_id in step.downs.items()
+    ]
+    return RenderedOperator(step.op_type, step.step_name, step.step_id, inputs, outputs, substeps)
+
+
+def to_rendered(flow: Dataflow) -> RenderedDataflow:
+    """Resolve every port link of `flow`.
+
+    To draw an edge, connect each port id in a port's `from_port_ids` to
+    that port's `port_id`.
+    """
+    port_of: _PortOf = ChainMap()
+    return RenderedDataflow(flow.flow_id, [_render_step(step, port_of) for step in flow.substeps])
+
+
+# ---------------------------------------------------------------------------
+# JSON
+
+
+def _port_json(port: RenderedPort) -> Dict[str, Any]:
+    return {
+        "typ": "RenderedPort",
+        "port_name": port.port_name,
+        "port_id": port.port_id,
+        "from_port_ids": port.from_port_ids,
+        "from_stream_ids": port.from_stream_ids,
+    }
+
+
+def _step_json(step: RenderedOperator) -> Dict[str, Any]:
+    return {
+        "typ": "RenderedOperator",
+        "op_type": step.op_type,
+        "step_name": step.step_name,
+        "step_id": step.step_id,
+        "inp_ports": [_port_json(p) for p in step.inp_ports],
+        "out_ports": [_port_json(p) for p in step.out_ports],
+        "substeps": [_step_json(s) for s in step.substeps],
+    }
+
+
+def to_json(flow: Dataflow) -> str:
+    """The rendered flow as indented JSON, every nesting level included.
+
+    Each object carries a `typ` field naming its kind (`RenderedDataflow`,
+    `RenderedOperator`, `RenderedPort`); the format is Bytewax's own and
+    meant for debugging and tooling.
+    """
+    rendered = to_rendered(flow)
+    doc = {
+        "typ": "RenderedDataflow",
+        "flow_id": rendered.flow_id,
+        "substeps": [_step_json(s) for s in rendered.substeps],
+    }
+    return json.dumps(doc, indent=2)
+
+
+# ---------------------------------------------------------------------------
+# PlantUML
+
+
+def _plantuml_step(step: RenderedOperator, recursive: bool) -> List[str]:
+    body: List[str] = []
+    body.extend(f"portin {port.port_id}" for port in step.inp_ports)
+    body.extend(f"portout {port.port_id}" for port in step.out_ports)
+    for port in step.inp_ports:
+        for src, stream_id in zip(port.from_port_ids, port.from_stream_ids):
+            body.append(f"{src} --> {port.port_id} : {stream_id}")
+    if recursive:
+        for sub in step.substeps:
+            body.extend(_plantuml_step(sub, recursive))
+        for port in step.out_ports:
+            for src, stream_id in zip(port.from_port_ids, port.from_stream_ids):
+                body.append(f"{src} --> {port.port_id} : {stream_id}")
+    return [
+        f"component {step.step_id} [",
+        f"    {step.step_id} ({step.op_type})",
+        "]",
+        f"component {step.step_id} {{",
+        *("    " + line for line in body),
+        "}",
+    ]
+
+
+def to_plantuml(flow: Dataflow, recursive: bool = False) -> str:
+    """A PlantUML component diagram of the flow (https://plantuml.com/).
+
+    Each step is a component with its ports; with `recursive`, substeps are
+    drawn nested inside the step that contains them.
+    """
+    lines = ["@startuml"]
+    for step in to_rendered(flow).substeps:
+        lines.extend(_plantuml_step(step, recursive))
+    lines.append("@enduml")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Mermaid
+
+
+def to_mermaid(flow: Dataflow) -> str:
+    """A Mermaid flowchart of the flow's top-level steps (https://mermaid.js.org/).
+
+    Substeps are not drawn; each edge is labelled `out port → in port`.
+    """
+    top = to_rendered(flow).substeps
+    port_name: Dict[str, str] = {}
+    owner: Dict[str, str] = {}
+    for step in top:
+        for port in step.inp_ports + step.out_ports:
+            port_name[port.port_id] = port.port_name
+            owner[port.port_id] = step.step_id
+    lines = ["flowchart TD", f'subgraph "{flow.flow_id} (Dataflow)"']
+    for step in top:
+        lines.append(f'{step.step_id}["{step.step_name} ({step.op_type})"]')
+        for port in step.inp_ports:
+            for src in port.from_port_ids:
+                lines.append(f'{owner[src]} -- "{port_name[src]} \u2192 {port.port_name}" --> {step.step_id}')
+    lines.append("end")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The physical plan (flowspark only)
+
+
+SOURCE = "source"
+"""Stage label of the flowspark streaming source (inputs and what is fused after them)."""
+
+
+def layer_stage(layer: int) -> str:
+    """Stage label of stateful layer `layer`'s `transformWithState` operator."""
+    return f"layer {layer}"
+
+
+@dataclass(frozen=True)
+class PhysicalRun:
+    """A step that starts a fused pass, and the stateless core steps it runs after itself.
+
+    `head` is an input's or a stateful step's id; `fused` lists, in flow
+    order, the stateless core steps its items pass through before they reach
+    a stateful step, an output or a tap.  `fed_by` names the stages whose
+    rows reach `head` (empty for inputs).
+    """
+
+    head: str
+    kind: str
+    fused: List[str]
+    fed_by: List[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PhysicalPlan:
+    """Which core steps run in which part of the Spark query.
+
+    `source` has one run per input; `layers[i]` has one run per stateful
+    step of layer `i + 1`, in plan order (the `S<n>` of their Spark groups
+    is `stateful_index`).  `outputs` and `taps` run on the driver, each fed
+    by the stages listed in `driver_fed_by`.  `kinds` gives each core
+    step's kind.
+    """
+
+    flow_id: str
+    buckets: int
+    source: List[PhysicalRun]
+    layers: List[List[PhysicalRun]]
+    outputs: List[str]
+    taps: List[str]
+    stateful_index: Dict[str, int]
+    driver_fed_by: Dict[str, List[str]]
+    kinds: Dict[str, str]
+
+
+def _stage_order(stages: Set[str]) -> List[str]:
+    def rank(stage: str) -> int:
+        return 0 if stage == SOURCE else int(stage.split()[-1])
+
+    return sorted(stages, key=rank)
+
+
+def physical_plan(flow: Dataflow, buckets: Optional[int] = None) -> PhysicalPlan:
+    """Lay the flow's core steps out over the stages of its Spark query.
+
+    A stateless step belongs to the source stage when an input reaches it
+    without crossing a stateful step, and to layer L's stage when a stateful
+    step of layer L reaches it likewise; a step reached both ways runs in
+    both.  `buckets` is the number of key buckets per stateful step
+    (the runner's default unless given).  Raises as `build_plan` does for a
+    flow that can't run (no input, no output, a wrong source or sink).
+    """
+    from flowspark.engine.plan import STATELESS_KINDS, build_plan
+
+    if buckets is None:
+        from flowspark.engine.runner import DEFAULT_BUCKETS
+
+        buckets = DEFAULT_BUCKETS
+    plan = build_plan(flow)
+    order = {step.step_id: i for i, step in enumerate(flow.core_steps())}
+    kinds = {step.step_id: step.config["kind"] for step in flow.core_steps()}
+    layer_of = {step.step_id: layer for step, layer in zip(plan.stateful, plan.layers)}
+    stages_of: Dict[str, Set[str]] = {}
+
+    def fused_after(head: Operator, stage: str) -> List[str]:
+        """Stateless steps reached from `head` before any stateful step, output or tap end."""
+        seen: Set[str] = set()
+        todo = list(head.config["downs"])
+        while todo:
+            stream_id = todo.pop()
+            for consumer in plan.consumers.get(stream_id, ()):
+                step = consumer.step
+                stages_of.setdefault(step.step_id, set()).add(stage)
+                if step.config["kind"] in STATELESS_KINDS and step.step_id not in seen:
+                    seen.add(step.step_id)
+                    todo.extend(step.config["downs"])
+        return sorted(seen, key=order.__getitem__)
+
+    source_runs = [(step, fused_after(step, SOURCE)) for step in plan.inputs]
+    layer_runs = [(step, fused_after(step, layer_stage(layer_of[step.step_id]))) for step in plan.stateful]
+    source = [PhysicalRun(step.step_id, "input", fused) for step, fused in source_runs]
+    layers: List[List[PhysicalRun]] = [[] for _ in range(plan.depth)]
+    for step, fused in layer_runs:
+        fed = _stage_order(stages_of.get(step.step_id, set()))
+        layers[layer_of[step.step_id] - 1].append(PhysicalRun(step.step_id, "stateful_batch", fused, fed))
+    outputs = [step.step_id for step in plan.outputs]
+    taps = [step.step_id for step in plan.taps]
+    return PhysicalPlan(
+        flow_id=plan.flow_id,
+        buckets=buckets,
+        source=source,
+        layers=layers,
+        outputs=outputs,
+        taps=taps,
+        stateful_index={step.step_id: i for i, step in enumerate(plan.stateful)},
+        driver_fed_by={sid: _stage_order(stages_of.get(sid, set())) for sid in outputs + taps},
+        kinds=kinds,
+    )
+
+
+def _fed(stages: Sequence[str]) -> str:
+    return ", ".join(stages) if stages else "nothing"
+
+
+def to_physical(flow: Dataflow, buckets: Optional[int] = None) -> str:
+    """Describe, as text, which core steps run in which stage of the Spark query.
+
+    The query reads: the source stage (every input, with the stateless steps
+    fused after it, inside the flowspark data source's `read()`), then per
+    stateful layer a shuffle (`groupBy("grp")`, one group per key bucket of
+    each of the layer's steps; rows bound elsewhere pass through) and a
+    `transformWithState` stage running the layer's steps and the stateless
+    steps fused after them, and last the driver's `foreachBatch`, which runs
+    the outputs and the `inspect_debug` taps.
+    """
+    pp = physical_plan(flow, buckets)
+    last = pp.buckets - 1
+
+    def named(step_id: str) -> str:
+        return f"{step_id} ({pp.kinds[step_id]})"
+
+    lines = [
+        f"Physical plan of {pp.flow_id!r}: one Spark Structured Streaming query, "
+        f"{len(pp.layers)} stateful layer(s), {len(pp.layers)} shuffle(s)",
+        "",
+        "Stage source: flowspark streaming source; read() runs the inputs and the steps fused after them",
+    ]
+    for run in pp.source:
+        lines.append(f"  input {named(run.head)}")
+        lines.extend(f"    fused {named(s)}" for s in run.fused)
+    for number, runs in enumerate(pp.layers, start=1):
+        lines.append("")
+        lines.append(f"Shuffle {number}: groupBy(grp), one group per key bucket; other rows pass through")
+        for run in runs:
+            index = pp.stateful_index[run.head]
+            lines.append(f"  S{index}/0..S{index}/{last}: {run.head}")
+        lines.append(
+            f"Stage {layer_stage(number)}: transformWithState runs these stateful steps "
+            "and the steps fused after them"
+        )
+        for run in runs:
+            lines.append(f"  stateful {named(run.head)} <- {_fed(run.fed_by)}")
+            lines.extend(f"    fused {named(s)}" for s in run.fused)
+    lines.append("")
+    lines.append("Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch")
+    lines.extend(f"  output {step_id} <- {_fed(pp.driver_fed_by[step_id])}" for step_id in pp.outputs)
+    lines.extend(f"  tap {step_id} <- {_fed(pp.driver_fed_by[step_id])}" for step_id in pp.taps)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Command line
+
+_Formats = Literal["json", "mermaid", "plantuml"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m flowspark.visualize",
+        description=(
+            "Print a diagram of a dataflow's structure; pipe it into a file and "
+            "render it with Mermaid (https://mermaid.js.org/) or PlantUML "
+            "(https://plantuml.com/). The JSON format is for debugging. With "
+            "-p, print which steps run in which stage of the Spark query instead."
+        ),
+    )
+    parser.add_argument(
+        "import_str",
+        help="the flow as <module>[:<variable or factory call>], e.g. src.flow, "
+        "src.flow:flow or src.flow:get_flow('arg')",
+    )
+    parser.add_argument(
+        "-o", "--output-format", choices=get_args(_Formats), default="mermaid",
+        help="diagram format; default mermaid",
+    )
+    parser.add_argument(
+        "-r", "--recursive", action="store_true",
+        help="draw nested steps too (PlantUML only; Mermaid never does, JSON always does)",
+    )
+    parser.add_argument(
+        "-p", "--physical", action="store_true",
+        help="print the Spark physical plan (stages, shuffles, driver) instead of a diagram",
+    )
+    return parser
+
+
+def render(flow: Dataflow, output_format: str = "mermaid", recursive: bool = False, physical: bool = False) -> str:
+    """The text the command line prints for these options."""
+    if physical:
+        return to_physical(flow)
+    if output_format == "json":
+        return to_json(flow)
+    if output_format == "mermaid":
+        return to_mermaid(flow)
+    if output_format == "plantuml":
+        return to_plantuml(flow, recursive)
+    msg = f"unknown visualization type {output_format!r}"
+    raise ValueError(msg)
+
+
+def cli_main(argv: Optional[List[str]] = None) -> int:
+    """Parse the command line, print the requested view of the flow, return the exit code."""
+    from flowspark.run import locate_flow
+
+    args = _parser().parse_args(argv)
+    flow = locate_flow(args.import_str)
+    print(render(flow, args.output_format, args.recursive, args.physical))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main())

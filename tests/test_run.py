@@ -1,0 +1,66 @@
+"""`python -m flowspark.run`: finding the flow, exit codes and messages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flowspark.run import locate_flow
+
+FLOWS = '''
+import flowspark.operators as op
+from flowspark.dataflow import Dataflow
+from flowspark.testing import TestingSource
+from flowspark.connectors.stdio import StdOutSink
+
+def make(n, word="x"):
+    flow = Dataflow("made")
+    s = op.input("inp", flow, TestingSource([word] * n))
+    op.output("out", s, StdOutSink())
+    return flow
+
+def explode(x):
+    raise ValueError("bad item " + str(x))
+
+broken = Dataflow("broken")
+op.output("out", op.map("explode", op.input("inp", broken, TestingSource([1])), explode), StdOutSink())
+not_a_flow = 3
+'''
+
+
+@pytest.fixture()
+def flows_file(tmp_path: Path) -> Path:
+    path = tmp_path / "my_flows.py"
+    path.write_text(FLOWS)
+    return path
+
+
+def test_locate_by_path_factory_and_errors(flows_file: Path) -> None:
+    flow = locate_flow(f"{flows_file}:make(2, word='y')")
+    assert flow.flow_id == "made"
+    with pytest.raises(AttributeError, match="Failed to find attribute 'nope'"):
+        locate_flow(f"{flows_file}:nope")
+    with pytest.raises(TypeError, match="valid flowspark dataflow"):
+        locate_flow(f"{flows_file}:not_a_flow")
+    with pytest.raises(ImportError, match="Could not import"):
+        locate_flow("no_such_module_here:flow")
+
+
+def _cli(*args: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run([sys.executable, "-m", "flowspark.run", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_cli_runs_a_factory_and_reports_failures(flows_file: Path) -> None:
+    ok = _cli("my_flows:make(3, word='hi')", "-w", "1", cwd=flows_file.parent)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines() == ["hi", "hi", "hi"]
+    failed = _cli("my_flows:broken", cwd=flows_file.parent)
+    assert failed.returncode != 0
+    assert "broken.explode" in failed.stderr and "bad item 1" in failed.stderr
+    assert "at org.apache.spark" not in failed.stderr
+    usage = _cli("my_flows:make(1)", "-b", "5", cwd=flows_file.parent)
+    assert usage.returncode == 2 and "-b/--backup-interval needs" in usage.stderr
