@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="accepted for Bytewax compatibility; Spark keeps its own checkpoint history")
     parser.add_argument("--master", default=os.environ.get("FLOWSPARK_MASTER"),
                         help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])")
+    parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
+                        help="at most N items per source partition in one micro-batch (default 2,000,000)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
     return parser
 
@@ -139,6 +141,8 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
     config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=_conf(args.conf, parser))
+    if args.max_batch_items is not None:
+        config.max_items_per_batch = args.max_batch_items
     if args.snapshot_interval is not None:
         config.interval_seconds = max(0.05, float(args.snapshot_interval))
     if args.recovery_directory is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import ChainMap
 from dataclasses import dataclass, field
@@ -454,7 +455,13 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
 
     args = _parser().parse_args(argv)
     flow = locate_flow(args.import_str)
-    print(render(flow, args.output_format, args.recursive, args.physical))
+    try:
+        print(render(flow, args.output_format, args.recursive, args.physical), flush=True)
+    except BrokenPipeError:
+        # The reader (`| head`, say) left early; keep Python's exit-time
+        # flush from complaining about the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from importlib import import_module
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List
 
 import pytest
 from oracle import ENGINES, Engine
@@ -25,10 +25,6 @@ from flowspark.visualize import physical_plan, to_mermaid, to_physical
 
 ROOT = Path(__file__).resolve().parent.parent
 ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
-
-
-def _keyed(x: Any) -> Tuple[str, Any]:
-    return (str(x), x)
 
 
 def stateless_flow(e: Engine) -> Any:
@@ -104,8 +100,8 @@ def custom_flow(e: Engine) -> Any:
 
     @dataclasses.dataclass(frozen=True)
     class Pair:
-        left: Any
-        right: Any
+        left: dataflow.Stream
+        right: dataflow.Stream
         label: str
 
     @dataflow.operator

@@ -104,7 +104,7 @@ class WindowConfig(Generic[V, W, S]):
         return KeyWindowLogic(self, resume_state)
 
 
-class KeyWindowLogic(StatefulBatchLogic[V, "WindowEvent[V, W]", KeySnapshot[V, S]]):
+class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]):
     """One key's windows: stamps values, routes late ones, applies, merges and closes."""
 
     def __init__(self, config: WindowConfig[V, W, S], resume_state: Optional[KeySnapshot[V, S]]) -> None:

@@ -1,0 +1,60 @@
+"""The benchmark flows as native Spark SQL batch queries on `local[2]`.
+
+`python -m benchmarks.native FLOW` reads `FLOWBENCH_INPUT` (a CSV file of
+`key,second,value`) and writes the same lines the dataflow version writes,
+as a directory of text part files at `FLOWBENCH_OUTPUT`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+QUERIES = {
+    # fold_window sum over 60 s tumbling windows aligned to second 0: window id = second div 60.
+    "windowed": """
+        SELECT concat_ws(',', key, CAST(second DIV 60 AS STRING), CAST(sum(value) AS STRING))
+        FROM events
+        GROUP BY key, second DIV 60
+    """,
+    # map(parse) -> filter(value % 10 != 0) -> flat_map(odd values twice: value, -value) -> map(format)
+    "stateless": """
+        SELECT concat_ws(',', key, CAST(second AS STRING), CAST(v AS STRING))
+        FROM events
+        LATERAL VIEW explode(IF(value % 2 = 1, array(value, -value), array(value))) x AS v
+        WHERE value % 10 != 0
+    """,
+    # stateful_map running count per key, in input order (the file's partitions are read in
+    # order, so monotonically_increasing_id grows with the line position).
+    "running_count": """
+        SELECT concat_ws(',', key, CAST(second AS STRING), CAST(value AS STRING),
+                         CAST(row_number() OVER (PARTITION BY key ORDER BY pos) AS STRING))
+        FROM (SELECT *, monotonically_increasing_id() AS pos FROM events)
+    """,
+}
+
+
+def main(flow: str) -> None:
+    inp, out = os.environ["FLOWBENCH_INPUT"], os.environ["FLOWBENCH_OUTPUT"]
+    spark = (
+        SparkSession.builder.appName(f"native-{flow}")
+        .master("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    events = spark.read.csv(inp, schema="key STRING, second INT, value INT")
+    events.createOrReplaceTempView("events")
+    spark.sql(QUERIES[flow]).write.mode("overwrite").text(out)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in QUERIES:
+        sys.exit(f"usage: python -m benchmarks.native {{{','.join(QUERIES)}}}")
+    main(sys.argv[1])

@@ -1,0 +1,55 @@
+"""Flows the kill-and-resume tests run in a subprocess, reading paths from the environment."""
+
+import os
+from datetime import datetime, timedelta, timezone
+from typing import List, Optional, Tuple
+
+import flowspark.operators as op
+from flowspark.connectors.files import FileSink, FileSource
+from flowspark.dataflow import Dataflow
+from flowspark.operators import StatefulBatchLogic
+
+IN_PATH = os.environ.get("KILL_IN", "in.txt")
+OUT_PATH = os.environ.get("KILL_OUT", "out.txt")
+
+
+class RunningSum(StatefulBatchLogic[int, str, Tuple[int, int]]):
+    """Sums a key's values; asks to be woken an hour later (a timer that never fires here)."""
+
+    def __init__(self, resume: Optional[Tuple[int, int]]) -> None:
+        self.total, self.seen = resume or (0, 0)
+
+    def on_batch(self, values: List[int]) -> Tuple[List[str], bool]:
+        out = []
+        for v in values:
+            self.total += v
+            self.seen += 1
+            out.append(f"{self.seen}:{self.total}")
+        return out, StatefulBatchLogic.RETAIN
+
+    def on_notify(self) -> Tuple[List[str], bool]:
+        return ["notified"], StatefulBatchLogic.RETAIN
+
+    def on_eof(self) -> Tuple[List[str], bool]:
+        return [f"eof:{self.total}"], StatefulBatchLogic.RETAIN
+
+    def notify_at(self) -> datetime:
+        return datetime(2100, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=self.seen)
+
+    def snapshot(self) -> Tuple[int, int]:
+        return (self.total, self.seen)
+
+
+def parse(line: str) -> Tuple[str, int]:
+    key, value = line.split(",")
+    return key, int(value)
+
+
+def as_line(item: Tuple[str, str]) -> Tuple[str, str]:
+    key, value = item
+    return ("all", f"{key},{value}")
+
+
+flow = Dataflow("kill_notify")
+sums = op.stateful_batch("sum", op.map("parse", op.input("inp", flow, FileSource(IN_PATH, batch_size=500)), parse), RunningSum)
+op.output("out", op.map("line", sums, as_line), FileSink(OUT_PATH))
