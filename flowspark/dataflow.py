@@ -261,7 +261,8 @@ def operator(builder: Callable[P, R]) -> Callable[P, R]:
 
     The function's first parameter must be `step_id`.  Each call records one
     step, nested under the step (or flow) of its upstream streams, with the
-    steps the function adds as its substeps.
+    steps the function adds as its substeps.  As in Bytewax, the function
+    receives the qualified id (`flow.outer.step`), ready for messages.
     """
     sig = inspect.signature(builder)
     params = list(sig.parameters)
@@ -287,6 +288,7 @@ def operator(builder: Callable[P, R]) -> Callable[P, R]:
             raise ValueError(msg)
         step = Operator(step_name, step_id, op_type=op_name, ups=_stream_ports(bound))
         inner = _Scope(scope.flow, step_id, step.substeps)
+        bound.arguments["step_id"] = step_id
         inner_args = [_rescope(a, inner) for a in bound.args]
         inner_kwargs = {k: _rescope(v, inner) for k, v in bound.kwargs.items()}
         _building.append((inner, step))

@@ -64,6 +64,7 @@ class _Bucket:
         self._notify_state = notify_state
         self._live: Dict[str, Any] = {}
         self._touched: Set[str] = set()
+        self._checked: Set[str] = set()
 
     def logic(self, key: str) -> Any:
         if key in self._live and self._live[key] is not None:
@@ -86,6 +87,18 @@ class _Bucket:
         if discard:
             self._live[key] = None
         return [(key, value) for value in emit]
+
+    def overdue(self, key: str, now_ms: int) -> bool:
+        """Whether `key`'s wake-up passed before this batch began (checked once per call).
+
+        Spark runs expired timers after the batch's new rows; a logic must
+        see its `on_notify` first, as it would have had the batch come later.
+        """
+        if key in self._checked:
+            return False
+        self._checked.add(key)
+        stored = self._notify_state.getValue((key,))
+        return stored is not None and stored[0] <= now_ms
 
     def stored_keys(self) -> List[str]:
         keys = {k for (k,) in self._logic_state.keys()}
@@ -146,10 +159,11 @@ class LayerProcessor(StatefulProcessor):
                 yield Row(grp=grp, seq=seq, kind=kind, payload=payload)
             return
         bucket, out = self._open(step, grp)
+        now_ms = timerValues.getCurrentProcessingTimeInMs()
         for _, kind, payload in ordered:
             if kind == chunks.DATA:
                 for batch in chunks.batches_of(payload):
-                    self._on_batch(step, bucket, batch, out)
+                    self._on_batch(step, bucket, batch, out, now_ms)
             else:
                 keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
                 self._emit(step, keyed, out)
@@ -171,12 +185,14 @@ class LayerProcessor(StatefulProcessor):
         bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify)
         return bucket, Collector(grp)
 
-    def _on_batch(self, step: int, bucket: _Bucket, batch: List[Tuple[str, Any]], out: Collector) -> None:
+    def _on_batch(self, step: int, bucket: _Bucket, batch: List[Tuple[str, Any]], out: Collector, now_ms: int) -> None:
         by_key: Dict[str, List[Any]] = {}
         for k, v in batch:
             by_key.setdefault(k, []).append(v)
         keyed: List[Tuple[str, Any]] = []
         for k in sorted(by_key):
+            if bucket.overdue(k, now_ms):
+                keyed.extend(bucket.call(k, "on_notify"))
             keyed.extend(bucket.call(k, "on_batch", by_key[k]))
         self._emit(step, keyed, out)
 

@@ -18,7 +18,7 @@ from typing_extensions import override
 
 from flowspark.dataflow import KeyedStream, Stream, f_repr, operator
 from flowspark.operators._core import S, StatefulBatchLogic, V, W, X, flat_map_batch, stateful_batch
-from flowspark.operators._stateless import map, qualified_id
+from flowspark.operators._stateless import map
 
 
 class StatefulLogic(ABC, Generic[V, W, S]):
@@ -153,10 +153,9 @@ def stateful_flat_map(
 
     The state starts as `None`; returning `None` as the new state forgets it.
     """
-    fq_id = qualified_id(up)
 
     def shim_builder(resume_state: Optional[S]) -> _FlatMapLogic[V, W, S]:
-        return _FlatMapLogic(fq_id, mapper, resume_state)
+        return _FlatMapLogic(step_id, mapper, resume_state)
 
     return stateful("stateful", up, shim_builder)
 
@@ -171,7 +170,6 @@ def stateful_map(
 
     The state starts as `None`; returning `None` as the new state forgets it.
     """
-    fq_id = qualified_id(up)
 
     def shim_mapper(state: Optional[S], v: V) -> Tuple[Optional[S], Iterable[W]]:
         res = mapper(state, v)
@@ -179,7 +177,7 @@ def stateful_map(
             new_state, w = res
         except TypeError as ex:
             msg = (
-                f"return value of `mapper` {f_repr(mapper)} in step {fq_id!r} "
+                f"return value of `mapper` {f_repr(mapper)} in step {step_id!r} "
                 "must be a 2-tuple of `(updated_state, emit_value)`; "
                 f"got a {type(res)!r} instead"
             )

@@ -20,15 +20,6 @@ from flowspark.operators._core import V, W, X, Y, flat_map_batch, inspect_debug,
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 
 
-def qualified_id(up: Stream[Any]) -> str:
-    """The qualified id of the step being built, e.g. `flow.outer.step`.
-
-    Inside a builder the upstream streams are re-scoped into the new step,
-    so their scope's parent is the step itself.
-    """
-    return up._scope.parent_id
-
-
 def _check_bool(keep: Any, predicate: Callable[..., Any], step_id: str) -> bool:
     if not isinstance(keep, bool):
         msg = (
@@ -70,11 +61,10 @@ def flat_map(
 @operator
 def flatten(step_id: str, up: Stream[Iterable[X]]) -> Stream[X]:
     """Emit the elements of each iterable item; non-iterables are a `TypeError`."""
-    fq_id = qualified_id(up)
 
     def shim_mapper(x: Iterable[X]) -> Iterable[X]:
         if not isinstance(x, IterableABC):
-            msg = f"step {fq_id!r} requires upstream to be iterables; got a {type(x)!r} instead"
+            msg = f"step {step_id!r} requires upstream to be iterables; got a {type(x)!r} instead"
             raise TypeError(msg)
         return x
 
@@ -88,10 +78,9 @@ def filter(  # noqa: A001
     predicate: Callable[[X], bool],
 ) -> Stream[X]:
     """Keep the items for which `predicate` returns `True` (it must return a `bool`)."""
-    fq_id = qualified_id(up)
 
     def shim_mapper(x: X) -> Tuple[X, ...]:
-        return (x,) if _check_bool(predicate(x), predicate, fq_id) else ()
+        return (x,) if _check_bool(predicate(x), predicate, step_id) else ()
 
     return flat_map("flat_map", up, shim_mapper)
 
@@ -114,13 +103,12 @@ def filter_map(
 @operator
 def key_on(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[X]:
     """Turn each item into `(key(item), item)`; the key must be a `str`."""
-    fq_id = qualified_id(up)
 
     def shim_mapper(x: X) -> Tuple[str, X]:
         k = key(x)
         if not isinstance(k, str):
             msg = (
-                f"return value of `key` {f_repr(key)} in step {fq_id!r} "
+                f"return value of `key` {f_repr(key)} in step {step_id!r} "
                 f"must be a `str`; got a {type(k)!r} instead"
             )
             raise TypeError(msg)
@@ -162,14 +150,13 @@ def flat_map_value(
     mapper: Callable[[V], Iterable[W]],
 ) -> KeyedStream[W]:
     """Replace each `(key, value)` with `(key, w)` for every `w` of `mapper(value)`."""
-    fq_id = qualified_id(up)
 
     def shim_mapper(k_v: Tuple[str, V]) -> List[Tuple[str, W]]:
         try:
             k, v = k_v
         except TypeError as ex:
             msg = (
-                f"step {fq_id!r} requires `(key, value)` 2-tuple as upstream "
+                f"step {step_id!r} requires `(key, value)` 2-tuple as upstream "
                 f"for routing; got a {type(k_v)!r} instead"
             )
             raise TypeError(msg) from ex
@@ -185,10 +172,9 @@ def filter_value(
     predicate: Callable[[V], bool],
 ) -> KeyedStream[V]:
     """Keep the `(key, value)` items whose value passes `predicate` (a `bool`)."""
-    fq_id = qualified_id(up)
 
     def shim_mapper(v: V) -> Tuple[V, ...]:
-        return (v,) if _check_bool(predicate(v), predicate, fq_id) else ()
+        return (v,) if _check_bool(predicate(v), predicate, step_id) else ()
 
     return flat_map_value("filter", up, shim_mapper)
 
@@ -223,10 +209,9 @@ def inspect(
     `step_id` is this step's qualified id; the default prints
     `"{step_id}: {item!r}"`.
     """
-    fq_id = qualified_id(up)
 
     def shim_inspector(_fq_step_id: str, item: X, _epoch: int, _worker_idx: int) -> None:
-        inspector(fq_id, item)
+        inspector(step_id, item)
 
     return inspect_debug("inspect_debug", up, shim_inspector)
 
@@ -259,4 +244,4 @@ def raises(step_id: str, up: Stream[Any]) -> None:
 
     Useful to assert that a stream (e.g. a stream of errors) stays empty.
     """
-    output("output", up, _RaiseSink(qualified_id(up)))
+    output("output", up, _RaiseSink(step_id))

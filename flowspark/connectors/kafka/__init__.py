@@ -1,0 +1,382 @@
+"""Kafka topics as sources and sinks, with Bytewax's names (needs `confluent-kafka`).
+
+Every Kafka partition of the given topics is one source partition, named
+`"{partition}-{topic}"`, read through a consumer `assign()`ed to it (no
+consumer-group membership, so no join wait and no committed offsets).  Its
+snapshot is the offset of the next message, so a resumed run starts from
+Spark's checkpoint, never from a consumer group.
+
+Each read is bounded by the partition's end offset (high watermark): a
+partition asks the broker for the end offset when it has caught up with the
+last one it knew, and never emits a message at or past it.  With `tail=False`
+a partition ends when it has caught up and the end offset has not moved.
+
+`KafkaSink` produces `KafkaSinkMessage`s; see its docstring for what a
+restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
+(de)serialization steps and an error stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Generic, Iterable, List, Optional, Tuple, TypeVar, Union, cast
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError as ConfluentKafkaError
+from confluent_kafka.admin import AdminClient
+from typing_extensions import override
+
+from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
+from flowspark.outputs import DynamicSink, StatelessSinkPartition
+
+__all__ = [
+    "OFFSET_BEGINNING",
+    "OFFSET_END",
+    "KafkaError",
+    "KafkaSink",
+    "KafkaSinkMessage",
+    "KafkaSource",
+    "KafkaSourceMessage",
+]
+
+K = TypeVar("K")
+"""Type of a message's key."""
+
+V = TypeVar("V")
+"""Type of a message's value."""
+
+K_co = TypeVar("K_co", covariant=True)
+"""Type of a sink message's key."""
+
+V_co = TypeVar("V_co", covariant=True)
+"""Type of a sink message's value."""
+
+K2 = TypeVar("K2")
+"""Type of the key of a message after a step changed it."""
+
+V2 = TypeVar("V2")
+"""Type of the value of a message after a step changed it."""
+
+_TIMEOUT = 10.0
+"""Seconds to wait for the broker's answer about topics or offsets."""
+
+_WAIT = 0.2
+"""Seconds a partition waits for messages it knows are there but were not fetched yet."""
+
+
+@dataclass(frozen=True)
+class KafkaSourceMessage(Generic[K, V]):
+    """A message read from Kafka, with where it came from."""
+
+    key: K
+    value: V
+
+    topic: Optional[str] = field(default=None)
+    headers: List[Tuple[str, bytes]] = field(default_factory=list)
+    latency: Optional[float] = field(default=None)
+    offset: Optional[int] = field(default=None)
+    partition: Optional[int] = field(default=None)
+    timestamp: Optional[Tuple[int, int]] = field(default=None)
+
+    def to_sink(self) -> KafkaSinkMessage[K, V]:
+        """The same key, value and headers as a message to produce."""
+        return KafkaSinkMessage(key=self.key, value=self.value, headers=self.headers)
+
+    def _with_key_and_value(self, key: K2, value: V2) -> KafkaSourceMessage[K2, V2]:
+        return KafkaSourceMessage(key, value, self.topic, self.headers, self.latency, self.offset,
+                                  self.partition, self.timestamp)
+
+    def _with_key(self, key: K2) -> KafkaSourceMessage[K2, V]:
+        return self._with_key_and_value(key, self.value)
+
+    def _with_value(self, value: V2) -> KafkaSourceMessage[K, V2]:
+        return self._with_key_and_value(self.key, value)
+
+
+@dataclass(frozen=True)
+class KafkaError(Generic[K, V]):
+    """An error met while reading (or deserializing) a message."""
+
+    err: ConfluentKafkaError
+    """The error, as confluent-kafka reports it."""
+
+    msg: KafkaSourceMessage[K, V]
+    """The message the error came with (only its topic and partition, if none)."""
+
+
+@dataclass(frozen=True)
+class KafkaSinkMessage(Generic[K_co, V_co]):
+    """A message to produce; `topic=None` uses the sink's topic, `partition=None` the partitioner."""
+
+    key: K_co
+    value: V_co
+
+    topic: Optional[str] = None
+    headers: List[Tuple[str, bytes]] = field(default_factory=list)
+    partition: Optional[int] = None
+    timestamp: int = 0
+
+    def _with_key_and_value(self, key: K2, value: V2) -> KafkaSinkMessage[K2, V2]:
+        return KafkaSinkMessage(key, value, self.topic, self.headers, self.partition, self.timestamp)
+
+    def _with_key(self, key: K2) -> KafkaSinkMessage[K2, V_co]:
+        return self._with_key_and_value(key, self.value)
+
+    def _with_value(self, value: V2) -> KafkaSinkMessage[K_co, V2]:
+        return self._with_key_and_value(self.key, value)
+
+
+RawMessage = KafkaSourceMessage[Optional[bytes], Optional[bytes]]
+RawItem = Union[RawMessage, KafkaError[Optional[bytes], Optional[bytes]]]
+
+
+def _check_iterable(name: str, value: Iterable[str]) -> None:
+    if isinstance(value, str):
+        msg = f"{name} must be an iterable and not a string"
+        raise TypeError(msg)
+
+
+def _source_message(msg: Message) -> RawMessage:
+    return KafkaSourceMessage(
+        key=msg.key(),
+        value=msg.value(),
+        topic=msg.topic(),
+        headers=cast(List[Tuple[str, bytes]], msg.headers() or []),
+        latency=msg.latency(),
+        offset=msg.offset(),
+        partition=msg.partition(),
+        timestamp=msg.timestamp(),
+    )
+
+
+class _KafkaSourcePartition(StatefulSourcePartition[RawItem, Optional[int]]):
+    """One Kafka partition; emits messages below the end offset, snapshots the next offset.
+
+    `_offset` is negative only while a logical starting offset other than
+    the beginning or the end (say, `OFFSET_STORED`) is still unresolved;
+    the first message resolves it.
+    """
+
+    def __init__(self, consumer: Consumer, topic: str, index: int, offset: int, tail: bool,
+                 batch_size: int, raise_on_errors: bool) -> None:
+        self._consumer = consumer
+        self._tp = TopicPartition(topic, index)
+        self._tail = tail
+        self._batch_size = batch_size
+        self._raise = raise_on_errors
+        self._pending: List[Message] = []
+        low, self._end = self._watermarks()
+        self._offset = {OFFSET_BEGINNING: low, OFFSET_END: self._end}.get(offset, offset)
+        consumer.assign([TopicPartition(topic, index, self._offset)])
+
+    def _where(self) -> str:
+        return f"Kafka topic {self._tp.topic!r} partition {self._tp.partition}"
+
+    def _watermarks(self, cached: bool = False) -> Tuple[int, int]:
+        """The partition's first and end offsets: asked of the broker, or as of the last fetch."""
+        low, high = self._consumer.get_watermark_offsets(self._tp, timeout=_TIMEOUT, cached=cached)
+        return low, high
+
+    def _error(self, err: ConfluentKafkaError, msg: Optional[Message]) -> KafkaError[Optional[bytes], Optional[bytes]]:
+        """Raise `err` or turn it into an error item, as `raise_on_errors` says."""
+        if self._raise:
+            text = f"error consuming from {self._where()}: {err.str()} ({err.name()})"
+            raise RuntimeError(text)
+        source = _source_message(msg) if msg is not None else None
+        if source is None or source.topic is None:
+            source = KafkaSourceMessage(None, None, topic=self._tp.topic, partition=self._tp.partition,
+                                        offset=self._offset)
+        return KafkaError(err, source)
+
+    def _fetch(self, want: int) -> List[Message]:
+        """Up to `want` messages and events; wait a little only if messages are known to be there."""
+        if self._pending:
+            got, self._pending = self._pending, []
+            return got
+        got = self._consumer.consume(want, 0)
+        if not got and not self._caught_up():
+            first = self._consumer.poll(_WAIT)
+            if first is not None:
+                got = [first, *self._consumer.consume(want - 1, 0)] if want > 1 else [first]
+        return got
+
+    def _caught_up(self) -> bool:
+        return self._offset >= 0 and self._offset >= self._end
+
+    @override
+    def next_batch(self) -> List[RawItem]:
+        if self._caught_up():
+            try:
+                self._end = max(self._end, self._watermarks(cached=True)[1])
+            except KafkaException as ex:
+                return [self._error(ex.args[0], None)]
+            if self._caught_up() and not self._tail:
+                raise StopIteration
+        room = self._end - self._offset if self._offset >= 0 else self._batch_size
+        fetched = self._fetch(max(1, min(self._batch_size, room)))
+        batch: List[RawItem] = []
+        for i, msg in enumerate(fetched):
+            err = msg.error()
+            offset = msg.offset()
+            if err is None and offset is not None:
+                if self._offset >= 0 and offset >= self._end:
+                    self._pending = fetched[i:]
+                    break
+                batch.append(_source_message(msg))
+                self._offset = offset + 1
+            elif err is not None and err.code() == ConfluentKafkaError._PARTITION_EOF:
+                # Every message before the end was delivered ahead of this
+                # event, so skip whatever offsets (transaction markers) remain.
+                if offset is not None and offset >= 0:
+                    self._offset = max(self._offset, offset)
+                    self._end = max(self._end, offset)
+            elif err is not None:
+                batch.append(self._error(err, msg))
+        return batch
+
+    @override
+    def snapshot(self) -> Optional[int]:
+        return self._offset
+
+    @override
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
+    """Read Kafka topics: one source partition per Kafka partition, resumed at the next offset.
+
+    Emits `KafkaSourceMessage`s whose key and value are `bytes` (or `None`).
+    `tail=False` ends each partition once it has caught up with the
+    partition's end offset; `starting_offset` (`OFFSET_BEGINNING`, the
+    default, or `OFFSET_END`) applies only where there is no resume state.
+    `add_config` adds librdkafka settings for the consumers and the admin
+    client.  A topic that does not exist is an error: topics are not
+    auto-created unless `add_config` sets `allow.auto.create.topics`.  Read
+    errors raise a `RuntimeError` naming the topic and partition, or, with
+    `raise_on_errors=False`, are emitted as `KafkaError` items.
+    """
+
+    def __init__(
+        self,
+        brokers: Iterable[str],
+        topics: Iterable[str],
+        tail: bool = True,
+        starting_offset: int = OFFSET_BEGINNING,
+        add_config: Optional[Dict[str, str]] = None,
+        batch_size: int = 1000,
+        raise_on_errors: bool = True,
+    ) -> None:
+        _check_iterable("brokers", brokers)
+        _check_iterable("topics", topics)
+        self._brokers = list(brokers)
+        self._topics = list(topics)
+        self._tail = tail
+        self._starting_offset = starting_offset
+        self._add_config = dict(add_config or {})
+        self._batch_size = batch_size
+        self._raise_on_errors = raise_on_errors
+
+    def _config(self, base: Dict[str, Any]) -> Dict[str, Any]:
+        return {"bootstrap.servers": ",".join(self._brokers), **base, **self._add_config}
+
+    @override
+    def list_parts(self) -> List[str]:
+        client = AdminClient(self._config({"allow.auto.create.topics": False}))
+        parts: List[str] = []
+        for topic in self._topics:
+            try:
+                meta = client.list_topics(topic, timeout=_TIMEOUT).topics[topic]
+            except KafkaException as ex:
+                msg = f"error listing partitions for Kafka topic {topic!r}: {ex.args[0].str()}"
+                raise RuntimeError(msg) from ex
+            if meta.error is not None:
+                msg = f"error listing partitions for Kafka topic {topic!r}: {meta.error.str()}"
+                raise RuntimeError(msg)
+            parts.extend(f"{index}-{topic}" for index in sorted(meta.partitions))
+        return parts
+
+    @override
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _KafkaSourcePartition:
+        index, topic = for_part.split("-", 1)
+        if topic not in self._topics:
+            msg = f"partition {for_part!r} is of topic {topic!r}, which is not one of {self._topics!r}"
+            raise ValueError(msg)
+        consumer = Consumer(self._config({
+            "group.id": "flowspark-unused",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+        }))
+        offset = self._starting_offset if resume_state is None else resume_state
+        try:
+            return _KafkaSourcePartition(consumer, topic, int(index), offset, self._tail, self._batch_size,
+                                         self._raise_on_errors)
+        except KafkaException as ex:
+            consumer.close()
+            msg = f"error opening Kafka topic {topic!r} partition {index}: {ex.args[0].str()}"
+            raise RuntimeError(msg) from ex
+
+
+class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes], Optional[bytes]]]):
+    def __init__(self, producer: Producer, topic: Optional[str]) -> None:
+        self._producer = producer
+        self._topic = topic
+
+    def _produce(self, msg: KafkaSinkMessage[Optional[bytes], Optional[bytes]], failed: List[str]) -> None:
+        topic = self._topic if msg.topic is None else msg.topic
+        if topic is None:
+            text = f"No topic to produce to for {msg}"
+            raise RuntimeError(text)
+
+        def report(err: Optional[ConfluentKafkaError], _: Message) -> None:
+            if err is not None:
+                failed.append(f"{err.str()} ({err.name()})")
+
+        while True:
+            try:
+                self._producer.produce(topic, msg.value, msg.key, -1 if msg.partition is None else msg.partition,
+                                       on_delivery=report, timestamp=msg.timestamp, headers=list(msg.headers))
+                return
+            except BufferError:
+                # The local queue is full: let deliveries drain, then retry.
+                self._producer.poll(0.1)
+
+    @override
+    def write_batch(self, items: List[KafkaSinkMessage[Optional[bytes], Optional[bytes]]]) -> None:
+        failed: List[str] = []
+        for msg in items:
+            self._produce(msg, failed)
+            self._producer.poll(0)
+        self._producer.flush()
+        if failed:
+            text = f"{len(failed)} of {len(items)} Kafka messages were not delivered; first error: {failed[0]}"
+            raise RuntimeError(text)
+
+    @override
+    def close(self) -> None:
+        self._producer.flush()
+
+
+class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]]):
+    """Produce `KafkaSinkMessage`s (key and value `bytes` or `None`) to `topic`.
+
+    `topic=None` means every message names its own topic.  Each micro-batch
+    is produced and flushed before it counts as written; a message the
+    broker does not acknowledge fails the run.
+
+    Delivery is at least once: a micro-batch that a crash interrupts after
+    some of its messages reached Kafka but before flowspark recorded the
+    batch as written is produced again, whole, when the run resumes, so
+    consumers can see those messages twice.  Nothing is lost.
+    """
+
+    def __init__(self, brokers: Iterable[str], topic: Optional[str], add_config: Optional[Dict[str, str]] = None) -> None:
+        self._brokers = list(brokers)
+        self._topic = topic
+        self._add_config = dict(add_config or {})
+
+    @override
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _KafkaSinkPartition:
+        config = {"bootstrap.servers": ",".join(self._brokers), **self._add_config}
+        return _KafkaSinkPartition(Producer(config), self._topic)
