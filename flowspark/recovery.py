@@ -4,15 +4,20 @@ A recovery directory is where Spark keeps the run's checkpoint: source
 offsets (with every partition's snapshot), the state store (every stateful
 key's snapshot) and the sinks' ledger.  Start a run again with the same
 directory and it continues after the last completed micro-batch.
+
+`python -m flowspark.recovery DIR --inspect` lists what a directory holds;
+`--step STEP --key KEY` prints one key's snapshot.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Optional, Union
+from typing import List, Optional, Union
 
-__all__ = ["RecoveryConfig"]
+__all__ = ["RecoveryConfig", "init_db_dir"]
 
 
 class RecoveryConfig:
@@ -31,3 +36,45 @@ class RecoveryConfig:
     def backup_interval(self) -> Optional[timedelta]:
         """Accepted for compatibility; Spark's checkpoint needs no separate backup."""
         return self._backup_interval
+
+
+def init_db_dir(db_dir: Union[str, Path], count: int) -> None:
+    """Create the recovery directory; Spark's checkpoint needs no partitions to be made first."""
+    Path(db_dir).mkdir(parents=True, exist_ok=True)
+
+
+def _main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m flowspark.recovery",
+        description="Create or inspect a flowspark recovery directory (a Spark checkpoint).",
+    )
+    parser.add_argument("db_dir", type=Path, help="the recovery directory")
+    parser.add_argument("part_count", nargs="?", type=int,
+                        help="accepted for Bytewax compatibility: the directory is created, no partitions are needed")
+    parser.add_argument("--inspect", action="store_true", help="print the last epoch and the keys per stateful step")
+    parser.add_argument("--step", help="with --key: the stateful step (e.g. flow.sum) whose snapshot to print")
+    parser.add_argument("--key", help="with --step: the key whose snapshot to print")
+    args = parser.parse_args(argv)
+    if not (args.inspect or args.step or args.key):
+        init_db_dir(args.db_dir, args.part_count or 1)
+        print(f"created {args.db_dir}: flowspark keeps Spark's checkpoint there; no partitions need to be "
+              "initialised, and any worker count can resume it")
+        return 0
+    from flowspark.engine.inspect_state import snapshot_of, summary
+
+    if args.step or args.key:
+        if not (args.step and args.key):
+            parser.error("--step and --key go together")
+        print(repr(snapshot_of(str(args.db_dir), args.step, args.key)))
+        return 0
+    info = summary(str(args.db_dir))
+    print(f"flow: {info.flow_id}")
+    print(f"last completed epoch: {info.last_epoch}")
+    print(f"sinks written through epoch: {info.sinks_epoch}")
+    for step, count in info.keys_per_step.items():
+        print(f"  {step}: {count} keys")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

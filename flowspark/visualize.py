@@ -304,7 +304,7 @@ def physical_plan(flow: Dataflow, buckets: Optional[int] = None) -> PhysicalPlan
     from flowspark.engine.plan import STATELESS_KINDS, build_plan
 
     if buckets is None:
-        from flowspark.engine.runner import DEFAULT_BUCKETS
+        from flowspark.engine.resume_check import DEFAULT_BUCKETS
 
         buckets = DEFAULT_BUCKETS
     plan = build_plan(flow)

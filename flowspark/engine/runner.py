@@ -9,18 +9,18 @@ written; the query is then stopped between batches' writes.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
-from flowspark.engine.failures import recover
+from flowspark.engine.failures import StepFailure, recover
 from flowspark.engine.plan import Plan, build_plan, for_workers
+from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.session import get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import SinkWriter
@@ -28,10 +28,6 @@ from flowspark.engine.source_hub import SourceHub
 from flowspark.engine.spark_source import FORMAT, encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.errors import FlowsparkRuntimeError
-
-DEFAULT_BUCKETS = 16
-META = "flowspark-meta.json"
-
 
 @dataclass
 class RunConfig:
@@ -44,18 +40,6 @@ class RunConfig:
     conf: Dict[str, str] = field(default_factory=dict)
     max_items_per_batch: int = 2_000_000
     max_seconds_per_poll: float = 5.0
-
-
-def _buckets(checkpoint: str) -> int:
-    """Key buckets per stateful step: fixed when a recovery directory is first used."""
-    path = os.path.join(checkpoint, META)
-    if os.path.exists(path):
-        with open(path) as f:
-            return int(json.load(f)["buckets"])
-    os.makedirs(checkpoint, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump({"buckets": DEFAULT_BUCKETS}, f)
-    return DEFAULT_BUCKETS
 
 
 def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
@@ -75,52 +59,60 @@ def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional
     return None
 
 
+def _start_query(spark: Any, plan: Plan, hub: SourceHub, writer: SinkWriter, checkpoint: str, buckets: int, parallelism: int, interval: float) -> Any:
+    """Build and start the one streaming query of the flow."""
+    workers = for_workers(plan)
+    spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
+    frame = spark.readStream.format(FORMAT).options(**encode_options(hub.address, hub.authkey, workers, buckets)).load()
+    for layer in range(1, plan.depth + 1):
+        frame = frame.groupBy("grp").transformWithState(
+            LayerProcessor(workers, layer, buckets), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
+        )
+    return (
+        frame.writeStream.foreachBatch(writer)
+        .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
+        .option("checkpointLocation", os.path.join(checkpoint, "query"))
+        .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
+        .start()
+    )
+
+
+def _wait(plan: Plan, query: Any, hub: SourceHub, writer: SinkWriter) -> None:
+    """Wait for the end of input or a failure; stop the query; raise the failure, if any."""
+    try:
+        while not writer.finished.wait(0.05):
+            if hub.failure is not None or writer.failure is not None or not query.isActive:
+                break
+    finally:
+        if query.isActive:
+            query.stop()
+    error = _failure(plan, query.exception(), hub.failure, writer.failure)
+    if error is not None:
+        raise error
+
+
 def run_flow(flow: Dataflow, config: RunConfig) -> None:
     """Run `flow` until its inputs end (or forever, for unbounded inputs)."""
     plan = build_plan(flow)
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
     parallelism = config.parallelism or spark.sparkContext.defaultParallelism
-    temporary = config.recovery_dir is None
-    checkpoint = tempfile.mkdtemp(prefix="flowspark-") if config.recovery_dir is None else config.recovery_dir
-    buckets = _buckets(checkpoint)
+    checkpoint = config.recovery_dir or tempfile.mkdtemp(prefix="flowspark-")
     hub = SourceHub(plan, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
     writer: Optional[SinkWriter] = None
-    query = None
     try:
+        buckets = check_or_record(checkpoint, plan, hub.partition_names())
         writer = SinkWriter(plan, checkpoint)
-        workers = for_workers(plan)
-        spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-        frame = spark.readStream.format(FORMAT).options(**encode_options(hub.address, hub.authkey, workers, buckets)).load()
-        for layer in range(1, plan.depth + 1):
-            frame = frame.groupBy("grp").transformWithState(
-                LayerProcessor(workers, layer, buckets), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
-            )
-        query = (
-            frame.writeStream.foreachBatch(writer)
-            .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
-            .option("checkpointLocation", os.path.join(checkpoint, "query"))
-            .trigger(processingTime=f"{int(config.interval_seconds * 1000)} milliseconds")
-            .start()
-        )
-        while not writer.finished.wait(0.05):
-            if hub.failure is not None or writer.failure is not None or not query.isActive:
-                break
-        query_error = None
-        if query.isActive:
-            query.stop()
-        if query.exception() is not None:
-            query_error = query.exception()
-        error = _failure(plan, query_error, hub.failure, writer.failure)
-        if error is not None:
-            raise error
-    except KeyboardInterrupt:
-        if query is not None and query.isActive:
-            query.stop()
-        raise
+        query = _start_query(spark, plan, hub, writer, checkpoint, buckets, parallelism, config.interval_seconds)
+        _wait(plan, query, hub, writer)
+    except StepFailure as ex:
+        found = recover(str(ex))
+        if found is None:
+            raise
+        raise found from found.__cause__
     finally:
         hub.close()
         if writer is not None:
             writer.close()
-        if temporary:
+        if config.recovery_dir is None:
             shutil.rmtree(checkpoint, ignore_errors=True)

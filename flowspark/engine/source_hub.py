@@ -135,6 +135,13 @@ class SourceHub:
                 specs.append((f"{i}:*", i, "*", source, False))
         return specs
 
+    def partition_names(self) -> List[List[str]]:
+        """Each input's partition names, in input order."""
+        names: List[List[str]] = [[] for _ in self._plan.inputs]
+        for _, i, name, _, _ in self._part_specs():
+            names[i].append(name)
+        return names
+
     def initial_offset(self) -> Offset:
         with self._lock:
             specs = self._part_specs()

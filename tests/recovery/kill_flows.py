@@ -5,6 +5,7 @@ from datetime import datetime, timedelta, timezone
 from typing import List, Optional, Tuple
 
 import flowspark.operators as op
+import flowspark.operators.windowing as win
 from flowspark.connectors.files import FileSink, FileSource
 from flowspark.dataflow import Dataflow
 from flowspark.operators import StatefulBatchLogic
@@ -41,7 +42,7 @@ class RunningSum(StatefulBatchLogic[int, str, Tuple[int, int]]):
 
 
 def parse(line: str) -> Tuple[str, int]:
-    key, value = line.split(",")
+    key, _, value = line.split(",")
     return key, int(value)
 
 
@@ -53,3 +54,34 @@ def as_line(item: Tuple[str, str]) -> Tuple[str, str]:
 flow = Dataflow("kill_notify")
 sums = op.stateful_batch("sum", op.map("parse", op.input("inp", flow, FileSource(IN_PATH, batch_size=500)), parse), RunningSum)
 op.output("out", op.map("line", sums, as_line), FileSink(OUT_PATH))
+
+
+def parse_event(line: str) -> Tuple[str, Tuple[int, int]]:
+    key, second, value = line.split(",")
+    return key, (int(second), int(value))
+
+
+def event_time(event: Tuple[int, int]) -> datetime:
+    return START + timedelta(seconds=event[0])
+
+
+def window_line(item: Tuple[str, Tuple[int, int]]) -> Tuple[str, str]:
+    key, (window_id, total) = item
+    return ("all", f"{key},{window_id},{total}")
+
+
+START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+# In-order timestamps and an hour's wait: no value is ever late, however long
+# a killed run stays down, so every run must produce the same windows.
+windowed = Dataflow("kill_windowed")
+events = op.map("parse", op.input("inp", windowed, FileSource(IN_PATH, batch_size=500)), parse_event)
+sums = win.fold_window(
+    "sum",
+    events,
+    win.EventClock(event_time, wait_for_system_duration=timedelta(hours=1)),
+    win.TumblingWindower(length=timedelta(seconds=60), align_to=START),
+    lambda: 0,
+    lambda total, event: total + event[1],
+    lambda a, b: a + b,
+)
+op.output("out", op.map("line", sums.down, window_line), FileSink(OUT_PATH))

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOWS = ROOT / "tests" / "recovery" / "kill_flows.py"
@@ -53,21 +53,29 @@ def _lines(path: Path) -> List[str]:
 
 
 def _write_input(path: Path, n: int) -> None:
+    """`key,second,value` lines: 50 keys, seconds in order (ten lines a second)."""
     rng = random.Random(7)
-    path.write_text("".join(f"k{rng.randrange(50)},{rng.randrange(1000)}\n" for _ in range(n)))
+    path.write_text("".join(f"k{rng.randrange(50)},{i // 10},{rng.randrange(1000)}\n" for i in range(n)))
 
 
-def test_kills_at_random_points_lose_and_repeat_nothing(tmp_path: Path) -> None:
+def _reference_and_killed(flow: str, tmp_path: Path, kills: int) -> Tuple[List[str], List[str], int]:
     src = tmp_path / "in.txt"
     _write_input(src, 60_000)
     env = dict(os.environ, KILL_IN=str(src))
-
     reference = tmp_path / "reference.txt"
-    _run_with_kills("flow", dict(env, KILL_OUT=str(reference)), tmp_path / "ref-recovery", 0, 0)
-
+    _run_with_kills(flow, dict(env, KILL_OUT=str(reference)), tmp_path / "ref-recovery", 0, 0)
     killed = tmp_path / "killed.txt"
-    kills = _run_with_kills("flow", dict(env, KILL_OUT=str(killed)), tmp_path / "recovery", 3, seed=int(time.time()))
+    done = _run_with_kills(flow, dict(env, KILL_OUT=str(killed)), tmp_path / "recovery", kills, seed=int(time.time()))
+    return _lines(reference), _lines(killed), done
 
-    expected = _lines(reference)
+
+def test_user_logic_with_timers_survives_kills(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("flow", tmp_path, 3)
     assert len(expected) == 60_000 + 50
-    assert _lines(killed) == expected, f"after {kills} kills"
+    assert got == expected, f"after {kills} kills"
+
+
+def test_windowed_file_to_file_survives_kills(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("windowed", tmp_path, 3)
+    assert len(expected) == 50 * 100
+    assert got == expected, f"after {kills} kills"

@@ -280,20 +280,28 @@ class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
     def _config(self, base: Dict[str, Any]) -> Dict[str, Any]:
         return {"bootstrap.servers": ",".join(self._brokers), **base, **self._add_config}
 
-    @override
-    def list_parts(self) -> List[str]:
+    def _partitions(self) -> Dict[str, Union[List[int], ConfluentKafkaError]]:
+        """Each topic's partition numbers, or why they could not be listed."""
         client = AdminClient(self._config({"allow.auto.create.topics": False}))
-        parts: List[str] = []
+        found: Dict[str, Union[List[int], ConfluentKafkaError]] = {}
         for topic in self._topics:
             try:
                 meta = client.list_topics(topic, timeout=_TIMEOUT).topics[topic]
+                found[topic] = sorted(meta.partitions) if meta.error is None else meta.error
             except KafkaException as ex:
-                msg = f"error listing partitions for Kafka topic {topic!r}: {ex.args[0].str()}"
-                raise RuntimeError(msg) from ex
-            if meta.error is not None:
-                msg = f"error listing partitions for Kafka topic {topic!r}: {meta.error.str()}"
+                found[topic] = ex.args[0]
+        return found
+
+    @override
+    def list_parts(self) -> List[str]:
+        # The admin client is gone before anything is raised, so a kept
+        # exception does not keep a client (and its connections) alive.
+        parts: List[str] = []
+        for topic, found in self._partitions().items():
+            if isinstance(found, ConfluentKafkaError):
+                msg = f"error listing partitions for Kafka topic {topic!r}: {found.str()}"
                 raise RuntimeError(msg)
-            parts.extend(f"{index}-{topic}" for index in sorted(meta.partitions))
+            parts.extend(f"{index}-{topic}" for index in found)
         return parts
 
     @override
@@ -355,7 +363,7 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
 
     @override
     def close(self) -> None:
-        self._producer.flush()
+        self._producer.close()
 
 
 class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]]):

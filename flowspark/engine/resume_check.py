@@ -1,0 +1,101 @@
+"""What a recovery directory was written by, and whether this flow may resume it.
+
+The first run records the flow's shape in `flowspark-meta.json`: the key
+bucket count, the stateful steps in order with a description of their
+parameters (a windowing step's clock and windower, say), and every input's
+partitions.  A later run with a different shape would read state into the
+wrong steps or offsets into the wrong partitions, so it stops with a message
+that says what changed.  Stateless steps, sinks and inspect steps are not
+recorded: changing them is safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from datetime import datetime, timedelta
+from typing import Any, Dict, List
+
+from flowspark.engine.plan import Plan
+from flowspark.errors import FlowsparkRuntimeError
+
+META = "flowspark-meta.json"
+DEFAULT_BUCKETS = 16
+
+
+def describe(value: Any, depth: int = 0) -> Any:
+    """A stable, JSON-able description of a step's parameters (functions by name only)."""
+    if depth > 6:
+        return type(value).__qualname__
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (datetime, timedelta)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return [describe(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {str(k): describe(v, depth + 1) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: describe(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value) if f.name != "step_id"}
+        return {"type": type(value).__qualname__, **fields}
+    if callable(value):
+        return getattr(value, "__qualname__", type(value).__qualname__)
+    attrs = getattr(value, "__dict__", None)
+    if attrs is not None:
+        return {"type": type(value).__qualname__, **{k: describe(v, depth + 1) for k, v in sorted(attrs.items()) if not k.startswith("__")}}
+    return type(value).__qualname__
+
+
+def shape(plan: Plan, parts: List[List[str]]) -> Dict[str, Any]:
+    """The parts of a flow that its checkpoint depends on."""
+    return {
+        "stateful": [
+            {"step": step.step_id, "layer": layer, "params": describe(step.config["builder"])}
+            for step, layer in zip(plan.stateful, plan.layers)
+        ],
+        "inputs": [{"step": step.step_id, "partitions": names} for step, names in zip(plan.inputs, parts)],
+    }
+
+
+def _differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
+    changes: List[str] = []
+    old_steps = [s["step"] for s in old["stateful"]]
+    new_steps = [s["step"] for s in new["stateful"]]
+    if old_steps != new_steps:
+        changes.append(f"stateful steps were {old_steps}, now {new_steps}")
+    else:
+        for before, after in zip(old["stateful"], new["stateful"]):
+            if before["layer"] != after["layer"]:
+                changes.append(f"step {after['step']!r} moved from stateful layer {before['layer']} to {after['layer']}")
+            if before["params"] != after["params"]:
+                changes.append(f"parameters of step {after['step']!r} changed: was {before['params']}, now {after['params']}")
+    if [i["step"] for i in old["inputs"]] != [i["step"] for i in new["inputs"]]:
+        changes.append(f"input steps were {[i['step'] for i in old['inputs']]}, now {[i['step'] for i in new['inputs']]}")
+    else:
+        for before, after in zip(old["inputs"], new["inputs"]):
+            if before["partitions"] != after["partitions"]:
+                changes.append(f"partitions of input {after['step']!r} were {before['partitions']}, now {after['partitions']}")
+    return changes
+
+
+def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> int:
+    """Record the flow's shape on first use, else check it; return the key bucket count."""
+    path = os.path.join(directory, META)
+    current = shape(plan, parts)
+    if not os.path.exists(path):
+        os.makedirs(directory, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"flow": plan.flow_id, "buckets": DEFAULT_BUCKETS, "shape": current}, f, indent=1)
+        return DEFAULT_BUCKETS
+    with open(path) as f:
+        recorded = json.load(f)
+    changes = _differences(recorded["shape"], json.loads(json.dumps(current)))
+    if changes:
+        listing = "; ".join(changes)
+        msg = (
+            f"recovery directory {directory!r} was written by a different flow ({recorded['flow']!r}): "
+            f"{listing}. Resume with the flow that wrote it, or start with an empty recovery directory."
+        )
+        raise FlowsparkRuntimeError(msg)
+    return int(recorded["buckets"])

@@ -1,0 +1,78 @@
+"""Resuming with a changed flow stops with a message; inspecting a recovery directory."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, List, Tuple
+
+import pytest
+
+import flowspark.operators as op
+import flowspark.operators.windowing as win
+from flowspark.dataflow import Dataflow
+from flowspark.engine.inspect_state import snapshot_of, summary
+from flowspark.errors import FlowsparkRuntimeError
+from flowspark.recovery import RecoveryConfig
+from flowspark.testing import TestingSource, TestingSink, run_main
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def _at(event: Tuple[int, int]) -> datetime:
+    return T0 + timedelta(seconds=event[0])
+
+
+def _windowed(items: List[Any], out: List[Any], length: int = 10, step: str = "sum") -> Dataflow:
+    flow = Dataflow("resume")
+    s = op.input("inp", flow, TestingSource(items))
+    clock = win.EventClock(_at, wait_for_system_duration=timedelta(hours=1))
+    sums = win.fold_window(step, s, clock, win.TumblingWindower(timedelta(seconds=length), T0),
+                           lambda: 0, lambda acc, e: acc + e[1], lambda a, b: a + b)
+    op.output("out", sums.down, TestingSink(out))
+    return flow
+
+
+ITEMS = [("a", (1, 5)), ("b", (2, 7)), ("a", (12, 1)), TestingSource.EOF(), ("a", (13, 2))]
+
+
+def test_changed_flows_are_refused_with_what_changed(tmp_path: Path) -> None:
+    config = RecoveryConfig(tmp_path)
+    out: List[Any] = []
+    run_main(_windowed(ITEMS, out), recovery_config=config)
+    assert sorted(out) == [("a", (0, 5)), ("a", (1, 1)), ("b", (0, 7))]
+
+    with pytest.raises(FlowsparkRuntimeError, match=r"parameters of step 'resume\.sum\..*' changed"):
+        run_main(_windowed(ITEMS, [], length=20), recovery_config=config)
+    with pytest.raises(FlowsparkRuntimeError, match="stateful steps were .*resume.sum.* now .*resume.total"):
+        run_main(_windowed(ITEMS, [], step="total"), recovery_config=config)
+    other = Dataflow("resume")
+    op.output("out", op.input("inp", other, TestingSource([1])), TestingSink([]))
+    with pytest.raises(FlowsparkRuntimeError, match="different flow"):
+        run_main(other, recovery_config=config)
+
+    out.clear()
+    run_main(_windowed(ITEMS, out), recovery_config=config)
+    assert out == [("a", (1, 2))]  # as Bytewax: end of input closed window 1 for good
+    out.clear()
+    run_main(_windowed(ITEMS, out), recovery_config=config)
+    assert out == []
+
+
+def test_inspect_lists_epochs_keys_and_snapshots(tmp_path: Path) -> None:
+    def running(state: Any, v: int) -> Tuple[int, int]:
+        total = (state or 0) + v
+        return total, total
+
+    flow = Dataflow("inspected")
+    s = op.stateful_map("count", op.input("inp", flow, TestingSource([("x", 2), ("y", 3), ("x", 4)])), running)
+    op.output("out", s, TestingSink([]))
+    run_main(flow, recovery_config=RecoveryConfig(tmp_path))
+    info = summary(str(tmp_path))
+    assert info.flow_id == "inspected"
+    assert info.last_epoch is not None and info.last_epoch >= 1
+    assert info.sinks_epoch == info.last_epoch
+    assert list(info.keys_per_step.values()) == [2]
+    assert snapshot_of(str(tmp_path), "inspected.count", "x") == 6
+    with pytest.raises(KeyError, match="no state for key 'z'"):
+        snapshot_of(str(tmp_path), "inspected.count", "z")
