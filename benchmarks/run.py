@@ -149,12 +149,15 @@ def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, 
 # --- outputs -----------------------------------------------------------------------------
 
 
-def digest(path: Path) -> Tuple[str, int]:
-    """sha256 of the sorted lines of a file, or of all `part-*` files of a directory; line count."""
+def _lines_of(path: Path) -> List[bytes]:
+    """The lines of a file, or of all `part-*` files of a directory (Spark's output)."""
     files = sorted(path.glob("part-*")) if path.is_dir() else [path]
-    lines: List[bytes] = []
-    for file in files:
-        lines.extend(file.read_bytes().splitlines())
+    return [line for file in files for line in file.read_bytes().splitlines()]
+
+
+def digest(path: Path) -> Tuple[str, int]:
+    """sha256 of the sorted lines of an output, and its line count."""
+    lines = _lines_of(path)
     lines.sort()
     h = hashlib.sha256()
     for line in lines:
@@ -205,6 +208,15 @@ class KafkaBroker:
             [tansu, "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(f"tansu did not start listening on {self.address}") from None
+                time.sleep(0.1)
         admin = AdminClient({"bootstrap.servers": self.address})
         for attempt in range(50):
             try:
@@ -265,14 +277,40 @@ def command(flow: str, engine: str) -> List[str]:
     return [sys.executable, "-m", f"{engine}.run", f"benchmarks.flows.{module}:flow"]
 
 
+def output_path(args: argparse.Namespace, flow: str, engine: str, size: int, tag: str = "") -> Path:
+    return args.cache_dir / "runs" / f"{flow}-{size}{tag}-{engine}.out"
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def write_diff(ours: Path, reference: Path, limit: int = 20) -> Path:
+    """`<ours>.diff.txt`: how many lines each side has that the other lacks, and a few of them."""
+    from collections import Counter
+
+    a, b = Counter(_lines_of(ours)), Counter(_lines_of(reference))
+    only_ours, only_ref = sorted((a - b).elements()), sorted((b - a).elements())
+    target = ours.parent / (ours.name + ".diff.txt")
+    with open(target, "w") as f:
+        f.write(f"{len(only_ours):,} lines only in {ours.name}, {len(only_ref):,} only in {reference.name}\n")
+        for title, lines in ((ours.name, only_ours), (reference.name, only_ref)):
+            f.write(f"\n-- first {min(limit, len(lines))} only in {title}:\n")
+            f.writelines(line.decode(errors="replace") + "\n" for line in lines[:limit])
+    return target
+
+
 def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_file: Path,
+            refs: Dict[Tuple[str, int], Tuple[str, int]],
             extra_env: Optional[Dict[str, str]] = None, tag: str = "") -> Result:
+    """One measured run; compares its output with Bytewax's (from `refs`) and leaves it on disk."""
     work = args.cache_dir / "runs"
-    output = work / f"{flow}-{size}{tag}-{engine}.out"
-    if output.is_dir():
-        shutil.rmtree(output)
-    elif output.exists():
-        output.unlink()
+    output = output_path(args, flow, engine, size, tag)
+    _remove(output)
+    _remove(output.parent / (output.name + ".diff.txt"))
     env = dict(os.environ)
     env.update(FLOWBENCH_ENGINE=engine, FLOWBENCH_INPUT=str(input_file), FLOWBENCH_OUTPUT=str(output),
                PYSPARK_PYTHON=sys.executable)
@@ -289,39 +327,44 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
         result.note = f"exit code {m.rc}, see {work.name}/{flow}-{size}{tag}-{engine}.log"
     if m.leftovers:
         result.note = (result.note + "; " if result.note else "") + f"{m.leftovers} processes outlived the driver"
-    if result.ok and output.exists():
-        if flow == "kafka":
-            total = sum(int(x) for x in output.read_text().split())
-            result.lines = total
-            result.same = "count ok" if total == size else f"NO: {total:,} messages"
-        else:
-            result.extra["digest"], result.lines = digest(output)
-    elif result.ok:
+    if not result.ok:
+        result.same = "failed"
+    elif not output.exists():
+        result.same = "failed"
         result.note = "no output file"
-    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB  cpu {m.cpu:6.1f} s  load {m.load:.1f}"
+    elif flow == "kafka":
+        total = sum(int(x) for x in output.read_text().split())
+        result.lines = total
+        result.same = "count ok" if total == size else f"NO: {total:,} messages"
+    else:
+        result.extra["digest"], result.lines = digest(output)
+        ref = refs.get((flow, size))
+        if engine == "bytewax":
+            result.same = "(reference)"
+        elif ref is None:
+            result.same = "n/a (no Bytewax run)"
+        elif ref[0] == result.extra["digest"]:
+            result.same = "yes"
+        else:
+            result.same = f"NO ({result.lines:,} lines vs {ref[1]:,})"
+            reference = output_path(args, flow, "bytewax", size, tag)
+            result.extra["kept"] = str(output)
+            if reference.exists():
+                result.note = f"see {write_diff(output, reference).relative_to(args.cache_dir)}"
+    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB  cpu {m.cpu:6.1f} s  load {m.load:.1f}  {result.same}"
           f"{'  ' + result.note if result.note else ''}", file=sys.stderr, flush=True)
-    if not args.keep_outputs and output.exists():
-        shutil.rmtree(output) if output.is_dir() else output.unlink()
     return result
 
 
-def compare(results: List[Result], refs: Dict[Tuple[str, int], Tuple[str, int]]) -> None:
-    """Fill `same` by comparing each run's digest with Bytewax's for the same flow and size."""
-    for r in results:
-        if r.same or r.flow == "kafka":
+def tidy(args: argparse.Namespace, group: List[Result], tag: str = "") -> None:
+    """Delete a (flow, size) group's outputs, except mismatching ones and Bytewax's beside them."""
+    if args.keep_outputs:
+        return
+    mismatch = any("kept" in r.extra for r in group)
+    for r in group:
+        if "kept" in r.extra or (mismatch and r.engine == "bytewax"):
             continue
-        if not r.ok or "digest" not in r.extra:
-            r.same = "failed"
-            continue
-        ref = refs.get((r.flow, r.events))
-        if r.engine == "bytewax":
-            r.same = "(reference)"
-        elif ref is None:
-            r.same = "n/a (no Bytewax run)"
-        elif ref[0] == r.extra["digest"]:
-            r.same = "yes"
-        else:
-            r.same = f"NO ({r.lines:,} lines vs {ref[1]:,})"
+        _remove(output_path(args, r.flow, r.engine, r.events, tag))
 
 
 def load_refs(path: Path) -> Dict[Tuple[str, int], Tuple[str, int]]:
@@ -367,6 +410,7 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
                     "same output as Bytewax"], rows),
     ]
     # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
+    cpus = {(r.flow, r.engine, r.events): r.cpu for r in results if r.ok and r.cpu is not None}
     cost_rows = []
     for flow in args.flows:
         for engine in args.engines:
@@ -375,11 +419,13 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
                 continue
             a, b = (1_000_000, 10_000_000) if {1_000_000, 10_000_000} <= set(sizes) else (sizes[-2], sizes[-1])
             cost = (walls[(flow, engine, b)] - walls[(flow, engine, a)]) / (b - a)
-            fixed_est = walls[(flow, engine, a)] - cost * a
-            cost_rows.append([flow, engine, f"{a:,} -> {b:,}", f"{cost * 1e6:.2f}", f"{fixed_est:.1f}"])
+            cpu_cost = (cpus[(flow, engine, b)] - cpus[(flow, engine, a)]) / (b - a)
+            cost_rows.append([flow, engine, f"{a:,} -> {b:,}", f"{cost * 1e6:.2f}",
+                              f"{walls[(flow, engine, a)] - cost * a:.1f}", f"{cpu_cost * 1e6:.2f}"])
     if cost_rows:
         out += ["", "### Per-event cost: (wall(b) - wall(a)) / (b - a)", "",
-                _fmt_table(["flow", "engine", "sizes a -> b", "us/event", "wall(a) - a x cost (s)"], cost_rows)]
+                _fmt_table(["flow", "engine", "sizes a -> b", "us/event (wall)", "fixed s (wall(a) - a x cost)",
+                            "CPU us/event"], cost_rows)]
     if fixed:
         frows = [[r.flow, r.engine, f"{r.events:,}", f"{r.wall:.1f}" if r.wall is not None else "-",
                   f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-", f"{r.cpu:.1f}" if r.cpu is not None else "-",
@@ -419,9 +465,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--sample", type=float, default=0.1, help="seconds between RSS samples (default 0.1)")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / ".cache",
                         help="inputs, logs, outputs and Bytewax's reference digests (default benchmarks/.cache)")
-    parser.add_argument("--keep-outputs", action="store_true", help="keep each run's output under CACHE/runs")
+    parser.add_argument("--keep-outputs", action="store_true",
+                        help="keep every run's output under CACHE/runs (mismatching ones are always kept)")
     parser.add_argument("--json", type=Path, help="also write every result as JSON here")
     args = parser.parse_args(argv)
+    args.engines = [e for e in ENGINES if e in args.engines]  # Bytewax first: it is the reference
     args.cache_dir = args.cache_dir.resolve()
 
     refs_path = args.cache_dir / "bytewax-digests.json"
@@ -448,24 +496,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.fixed_cost_lines > 0:
         small = ensure_input(args.cache_dir, args.fixed_cost_lines)
         for engine in args.engines:
-            fixed.append(record(run_one(args, "windowed", engine, args.fixed_cost_lines, small, tag="-cold")))
+            fixed.append(record(run_one(args, "windowed", engine, args.fixed_cost_lines, small, refs, tag="-cold")))
+        tidy(args, fixed, tag="-cold")
     for flow in args.flows:
         if flow == "kafka" and tansu is None:
             continue
         for size in args.sizes:
             input_file = ensure_input(args.cache_dir, size)
             broker = KafkaBroker(tansu, input_file) if flow == "kafka" and tansu else None
+            group: List[Result] = []
             try:
                 for engine in args.engines:
                     if engine == "spark" and flow not in NATIVE:
                         skipped.append(f"{flow} flow on native Spark: no equivalent (Spark's Kafka jar is not in the wheel)")
                         continue
                     kafka_env = {"FLOWBENCH_KAFKA_BROKERS": broker.address, "FLOWBENCH_KAFKA_TOPIC": broker.TOPIC} if broker else None
-                    results.append(record(run_one(args, flow, engine, size, input_file, kafka_env)))
+                    group.append(record(run_one(args, flow, engine, size, input_file, refs, kafka_env)))
             finally:
                 if broker is not None:
                     broker.close()
-    compare(results + fixed, refs)
+            tidy(args, group)
+            results.extend(group)
     text = report(results, fixed, list(dict.fromkeys(skipped)), args)
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results + fixed], indent=1))

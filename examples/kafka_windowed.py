@@ -69,11 +69,11 @@ kop.output("out", messages, brokers=BROKERS, topic=OUT_TOPIC)
 
 
 def sample_clicks() -> List[Tuple[str, str]]:
-    """`(user, JSON value)` pairs over three minutes, each user's in time order."""
+    """`(user, JSON value)` pairs over three minutes, busiest at the start, in time order."""
     out = []
     for i in range(36):
-        user = ("alice", "bob", "carol")[i % 3]
-        at = ALIGN_TO + timedelta(seconds=5 * i + i % 3)
+        user = ("alice", "bob", "carol")[i // 2 % 3]
+        at = ALIGN_TO + timedelta(seconds=int(180 * (i / 36) ** 1.5))
         out.append((user, json.dumps({"page": f"/page/{i % 4}", "at": at.isoformat()})))
     return out
 

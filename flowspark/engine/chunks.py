@@ -1,7 +1,8 @@
 """The rows that travel between Spark stages.
 
-A row is one *chunk*: a pickled list of batches (each a list of items) bound
-for one destination.  `grp` names the destination and is what Spark groups
+A row is one *chunk* bound for one destination: for a stateful step, a
+pickled dict of each key's batches of values in arrival order; for an
+output or a tap, a pickled list of items.  `grp` names the destination and is what Spark groups
 by: `S<step>/<bucket>` for a stateful step's bucket of keys, `O<output>@<origin>`
 and `T<tap>@<origin>` for rows bound for the driver, `C` for control rows.
 `seq` orders the chunks of one origin; `kind` tells data, end-of-input
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from typing import Any, Iterable, List, Tuple
+from typing import Any, Dict, List, Tuple
+
+import cloudpickle
 
 import pyarrow as pa
 
@@ -53,7 +56,14 @@ def tap_group(tap: int, origin: str) -> str:
 
 
 def dumps(value: Any) -> bytes:
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    """Pickle items and snapshots.
+
+    cloudpickle, so that instances of classes from the user's modules
+    travel by value like the modules themselves (it is as fast as the C
+    pickler on plain data).
+    """
+    blob: bytes = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return blob
 
 
 def loads(payload: bytes) -> Any:
@@ -69,7 +79,13 @@ def to_arrow(rows: List[Row]) -> pa.RecordBatch:
     )
 
 
-def batches_of(payload: bytes) -> Iterable[List[Any]]:
-    """The batches a data chunk carries, in order."""
-    batches: List[List[Any]] = loads(payload)
+def items_of(payload: bytes) -> List[Any]:
+    """The items an output or tap chunk carries, in order."""
+    items: List[Any] = loads(payload)
+    return items
+
+
+def batches_by_key(payload: bytes) -> Dict[str, List[List[Any]]]:
+    """Each key's batches of values a stateful chunk carries, in arrival order."""
+    batches: Dict[str, List[List[Any]]] = loads(payload)
     return batches

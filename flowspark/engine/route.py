@@ -22,19 +22,23 @@ class Collector:
 
     def __init__(self, origin: str) -> None:
         self.origin = origin
-        self.stateful: Dict[Tuple[int, int], List[List[Tuple[str, Any]]]] = {}
-        self.outputs: Dict[int, List[List[Any]]] = {}
-        self.taps: Dict[int, List[List[Any]]] = {}
+        self.stateful: Dict[Tuple[int, int], Dict[str, List[List[Any]]]] = {}
+        self.outputs: Dict[int, List[Any]] = {}
+        self.taps: Dict[int, List[Any]] = {}
 
     def rows(self, seq: Iterator[int]) -> List[chunks.Row]:
-        """The gathered batches as chunk rows, one per destination."""
+        """The gathered items as chunk rows, one per destination.
+
+        A stateful destination gets each key's batches of values in arrival
+        order; outputs and taps get their items in order.
+        """
         rows: List[chunks.Row] = []
-        for (step, bucket), batches in self.stateful.items():
-            rows.append((chunks.stateful_group(step, bucket), next(seq), chunks.DATA, chunks.dumps(batches)))
-        for index, batches in self.outputs.items():
-            rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(batches)))
-        for index, batches in self.taps.items():
-            rows.append((chunks.tap_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(batches)))
+        for (step, bucket), values in self.stateful.items():
+            rows.append((chunks.stateful_group(step, bucket), next(seq), chunks.DATA, chunks.dumps(values)))
+        for index, items in self.outputs.items():
+            rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(items)))
+        for index, items in self.taps.items():
+            rows.append((chunks.tap_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(items)))
         return rows
 
 
@@ -61,6 +65,7 @@ class Router:
     def __init__(self, plan: Plan, buckets: int) -> None:
         self._plan = plan
         self._buckets = buckets
+        self._bucket_cache: Dict[str, int] = {}
 
     def push(self, stream_id: str, batch: List[Any], out: Collector) -> None:
         """Send one batch of `stream_id` to everything that consumes that stream."""
@@ -79,12 +84,12 @@ class Router:
             elif kind in ("merge", "redistribute"):
                 self.push(config["downs"][0], batch, out)
             elif kind == "inspect_debug":
-                out.taps.setdefault(consumer.index, []).append(batch)
+                out.taps.setdefault(consumer.index, []).extend(batch)
                 self.push(config["downs"][0], batch, out)
             elif kind == "stateful_batch":
                 self._to_stateful(step.step_id, consumer.index, batch, out)
             elif kind == "output":
-                out.outputs.setdefault(consumer.index, []).append(batch)
+                out.outputs.setdefault(consumer.index, []).extend(batch)
 
     def _branch(self, step_id: str, config: Dict[str, Any], batch: List[Any], out: Collector) -> None:
         predicate = config["predicate"]
@@ -101,8 +106,11 @@ class Router:
 
     def _to_stateful(self, step_id: str, index: int, batch: List[Any], out: Collector) -> None:
         _keyed(step_id, batch)
-        by_bucket: Dict[int, List[Tuple[str, Any]]] = {}
-        for item in batch:
-            by_bucket.setdefault(chunks.bucket_of(item[0], self._buckets), []).append(item)
-        for bucket, items in by_bucket.items():
-            out.stateful.setdefault((index, bucket), []).append(items)
+        by_key: Dict[str, List[Any]] = {}
+        for key, value in batch:
+            by_key.setdefault(key, []).append(value)
+        for key, values in by_key.items():
+            bucket = self._bucket_cache.get(key)
+            if bucket is None:
+                bucket = self._bucket_cache[key] = chunks.bucket_of(key, self._buckets)
+            out.stateful.setdefault((index, bucket), {}).setdefault(key, []).append(values)

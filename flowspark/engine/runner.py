@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
+from flowspark.engine.cluster import check_recovery_dir_visible
 from flowspark.engine.failures import StepFailure, recover
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.resume_check import check_or_record
@@ -77,12 +79,24 @@ def _start_query(spark: Any, plan: Plan, hub: SourceHub, writer: SinkWriter, che
     )
 
 
+def _await_commit(query: Any, batch_id: int, timeout: float = 30.0) -> None:
+    """Let Spark log the last batch as committed, so a resume does not replay it."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        progress = query.lastProgress
+        if progress is not None and progress["batchId"] >= batch_id:
+            return
+        time.sleep(0.02)
+
+
 def _wait(plan: Plan, query: Any, hub: SourceHub, writer: SinkWriter) -> None:
     """Wait for the end of input or a failure; stop the query; raise the failure, if any."""
     try:
         while not writer.finished.wait(0.05):
             if hub.failure is not None or writer.failure is not None or not query.isActive:
                 break
+        if writer.finished.is_set():
+            _await_commit(query, writer.last_batch)
     finally:
         if query.isActive:
             query.stop()
@@ -96,8 +110,17 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     plan = build_plan(flow)
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
-    parallelism = config.parallelism or spark.sparkContext.defaultParallelism
     checkpoint = config.recovery_dir or tempfile.mkdtemp(prefix="flowspark-")
+    try:
+        os.makedirs(checkpoint, exist_ok=True)
+        # On a cluster, also waits for the executors, so that the default
+        # parallelism below counts their cores (it is 2 until they register).
+        check_recovery_dir_visible(spark, checkpoint, temporary=config.recovery_dir is None)
+    except BaseException:
+        if config.recovery_dir is None:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        raise
+    parallelism = config.parallelism or spark.sparkContext.defaultParallelism
     hub = SourceHub(plan, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
     writer: Optional[SinkWriter] = None
     try:

@@ -19,6 +19,7 @@ from typing import BinaryIO, Callable, Dict, Optional
 from pyspark.sql import SparkSession
 
 from flowspark.engine.spark_source import FlowsparkSource
+from flowspark.errors import FlowsparkRuntimeError
 
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 _JAVA_OPTIONS = f"-Xss16m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{_LOG_CONFIG}"
@@ -35,9 +36,10 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    url = master or default_master(os.cpu_count() or 2)
     builder = (
         SparkSession.builder.appName("flowspark")
-        .master(master or default_master(os.cpu_count() or 2))
+        .master(url)
         .config("spark.sql.streaming.stateStore.providerClass",
                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -47,10 +49,22 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         .config("spark.driver.extraJavaOptions", _JAVA_OPTIONS)
         .config("spark.executor.extraJavaOptions", "-Xss16m")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+        # A user function that raises ends the run at once, as in Bytewax;
+        # Spark's default on clusters (4) calls it three more times first.
+        .config("spark.task.maxFailures", "1")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    spark = _with_filtered_stderr(builder.getOrCreate)
+    try:
+        spark = _with_filtered_stderr(builder.getOrCreate)
+    except Exception as ex:
+        # Spark gives up on an unreachable master after about a minute of
+        # retries (logged, but the log is off) and stops the context.
+        if not url.startswith("local") and "stopped SparkContext" in str(ex):
+            msg = (f"could not connect to the Spark master {url!r}: it did not answer Spark's retries. "
+                   "Check that the master is running and reachable from this machine.")
+            raise FlowsparkRuntimeError(msg) from None
+        raise
     spark.sparkContext.setLogLevel(os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL", "OFF").upper())
     spark.dataSource.register(FlowsparkSource)
     return spark

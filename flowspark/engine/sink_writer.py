@@ -108,6 +108,8 @@ class SinkWriter:
         self.last_batch = self._ledger.batch
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        if self.finished.is_set():
+            return  # the run is over; Spark may start one more batch before it stops
         try:
             self._write(frame.collect(), batch_id)
         except BaseException as ex:
@@ -129,11 +131,11 @@ class SinkWriter:
                 self.ending = chunks.loads(payload)
                 continue
             index = int(grp[1:].split("@", 1)[0])
-            for batch in chunks.batches_of(payload):
-                if grp.startswith("O"):
-                    self._outputs[index].write(batch)
-                else:
-                    self._inspect(index, batch, batch_id)
+            items = chunks.items_of(payload)
+            if grp.startswith("O"):
+                self._outputs[index].write(items)
+            else:
+                self._inspect(index, items, batch_id)
         self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
         self.last_batch = batch_id
         if self.ending is not None:

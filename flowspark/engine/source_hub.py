@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import cloudpickle
 
 from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
+from flowspark.engine import chunks
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.plan import Plan
 
@@ -235,7 +236,7 @@ class SourceHub:
         for input_index, index, batches in data:
             for piece, run in enumerate(_split(batches, self._pieces)):
                 origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
-                out.append((origin, piece << 40, cloudpickle.dumps(run)))
+                out.append((origin, piece << 40, chunks.dumps(run)))
         return out
 
     def _replay(self, start: Offset, end: Offset) -> List[PartData]:

@@ -17,7 +17,6 @@ import itertools
 from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
@@ -73,7 +72,7 @@ class _Bucket:
         if key not in self._live:
             stored = self._logic_state.getValue((key,))
             if stored is not None:
-                resume = cloudpickle.loads(stored[0])
+                resume = chunks.loads(stored[0])
         logic = guarded(self.step_id, "builder", self._builder, resume, key=key)
         self._live[key] = logic
         return logic
@@ -118,7 +117,7 @@ class _Bucket:
                 self._notify_state.removeKey((key,))
                 continue
             snap = guarded(self.step_id, "snapshot", logic.snapshot, key=key)
-            self._logic_state.updateValue((key,), (cloudpickle.dumps(snap),))
+            self._logic_state.updateValue((key,), (chunks.dumps(snap),))
             at = guarded(self.step_id, "notify_at", logic.notify_at, key=key)
             if at is None:
                 self._notify_state.removeKey((key,))
@@ -159,14 +158,15 @@ class LayerProcessor(StatefulProcessor):
                 yield Row(grp=grp, seq=seq, kind=kind, payload=payload)
             return
         bucket, out = self._open(step, grp)
-        now_ms = timerValues.getCurrentProcessingTimeInMs()
+        batches: Dict[str, List[List[Any]]] = {}
         for _, kind, payload in ordered:
             if kind == chunks.DATA:
-                for batch in chunks.batches_of(payload):
-                    self._on_batch(step, bucket, batch, out, now_ms)
-            else:
-                keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
-                self._emit(step, keyed, out)
+                for key, more in chunks.batches_by_key(payload).items():
+                    batches.setdefault(key, []).extend(more)
+        self._on_batches(step, bucket, batches, out, timerValues.getCurrentProcessingTimeInMs())
+        if any(kind == chunks.EOF for _, kind, _ in ordered):
+            keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
+            self._emit(step, keyed, out)
         yield from self._finish(bucket, out)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
@@ -185,16 +185,24 @@ class LayerProcessor(StatefulProcessor):
         bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify)
         return bucket, Collector(grp)
 
-    def _on_batch(self, step: int, bucket: _Bucket, batch: List[Tuple[str, Any]], out: Collector, now_ms: int) -> None:
-        by_key: Dict[str, List[Any]] = {}
-        for k, v in batch:
-            by_key.setdefault(k, []).append(v)
-        keyed: List[Tuple[str, Any]] = []
-        for k in sorted(by_key):
+    def _on_batches(self, step: int, bucket: _Bucket, batches: Dict[str, List[List[Any]]], out: Collector, now_ms: int) -> None:
+        """Feed each key's batches to its logic, keys in sorted order.
+
+        A logic that declares `MERGE_BATCHES` gets all of a key's values of
+        the micro-batch in one `on_batch`, and what all such keys emit goes
+        on as one batch; others get one call per batch, each call's output
+        going on as its own batch, as in Bytewax.
+        """
+        merged: List[Tuple[str, Any]] = []
+        for k in sorted(batches):
             if bucket.overdue(k, now_ms):
-                keyed.extend(bucket.call(k, "on_notify"))
-            keyed.extend(bucket.call(k, "on_batch", by_key[k]))
-        self._emit(step, keyed, out)
+                self._emit(step, bucket.call(k, "on_notify"), out)
+            if getattr(bucket.logic(k), "MERGE_BATCHES", False):
+                merged.extend(bucket.call(k, "on_batch", [v for batch in batches[k] for v in batch]))
+                continue
+            for batch in batches[k]:
+                self._emit(step, bucket.call(k, "on_batch", batch), out)
+        self._emit(step, merged, out)
 
     def _emit(self, step: int, keyed: List[Tuple[str, Any]], out: Collector) -> None:
         self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)

@@ -58,6 +58,13 @@ class StatefulBatchLogic(ABC, Generic[V, W, S]):
     DISCARD: ClassVar[bool] = True
     """Drop this logic after the call; the key's next value builds a new one."""
 
+    MERGE_BATCHES: ClassVar[bool] = False
+    """A flowspark addition: set it when the logic's output does not depend
+    on how a key's values are split into batches.  flowspark then calls
+    `on_batch` once per key per micro-batch with all its values (in arrival
+    order), which is much faster than one call per source batch.  Every
+    built-in stateful operator sets it."""
+
     @abstractmethod
     def on_batch(self, values: List[V]) -> Tuple[Iterable[W], bool]:
         """Handle the key's values of one batch, in arrival order."""

@@ -60,6 +60,8 @@ class StatefulLogic(ABC, Generic[V, W, S]):
 class _PerItemLogic(StatefulBatchLogic[V, W, S]):
     """Feeds a batch to a `StatefulLogic` value by value, rebuilding it after discards."""
 
+    MERGE_BATCHES = True
+
     logic: Optional[StatefulLogic[V, W, S]]
     builder: Callable[[Optional[S]], StatefulLogic[V, W, S]]
 

@@ -55,7 +55,7 @@ from flowspark.operators._windowing.base import (
 )
 from flowspark.operators._windowing.clocks import EventClock, SystemClock
 from flowspark.operators._windowing.join import JoinWindowLogic, SideValueClock
-from flowspark.operators._windowing.logics import FoldWindowLogic, collect_callbacks
+from flowspark.operators._windowing.logics import FoldBuilder, collect_callbacks
 from flowspark.operators._windowing.per_key import Closed, Emitted, Late, WindowConfig, WindowEvent
 from flowspark.operators._windowing.windowers import (
     SessionWindower,
@@ -190,11 +190,7 @@ def fold_window(
     absorbed)` combines the accumulators of merging session windows.
     """
 
-    def shim_builder(resume_state: Optional[S]) -> FoldWindowLogic[V, S]:
-        state = builder() if resume_state is None else resume_state
-        return FoldWindowLogic(folder, merger, state)
-
-    return window("window", up, clock, windower, shim_builder, ordered)
+    return window("window", up, clock, windower, FoldBuilder(builder, folder, merger), ordered)
 
 
 @overload

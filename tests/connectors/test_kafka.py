@@ -96,6 +96,10 @@ def _topic(broker: str, partitions: int = 1) -> str:
     return name
 
 
+def _topic_names(broker: str) -> List[str]:
+    return list(AdminClient({"bootstrap.servers": broker}).list_topics(timeout=10).topics)
+
+
 def _produce(broker: str, topic: str, records: Iterable[Record]) -> None:
     """Produce each record in its own request (see the module docstring)."""
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 0, "batch.num.messages": 1})
@@ -232,8 +236,7 @@ def test_missing_topic_is_a_clear_error(broker: str) -> None:
     expected = f"error listing partitions for Kafka topic {missing!r}: Broker: Unknown topic or partition"
     assert expected in chain
     # Asking about the topic did not create it.
-    admin = AdminClient({"bootstrap.servers": broker})
-    assert missing not in admin.list_topics(timeout=10).topics
+    assert missing not in _topic_names(broker)
 
 
 def test_brokers_and_topics_must_not_be_strings(broker: str) -> None:
@@ -353,8 +356,10 @@ def test_sink_writes_are_read_back(broker: str) -> None:
 
 
 def test_sink_failures_raise(broker: str) -> None:
+    part = KafkaSink([broker], None).build("out", 0, 1)
     with pytest.raises(RuntimeError, match="No topic to produce to"):
-        KafkaSink([broker], None).build("out", 0, 1).write_batch([KafkaSinkMessage(b"k", b"v")])
+        part.write_batch([KafkaSinkMessage(b"k", b"v")])
+    part.close()
     topic = _topic(broker)
     part = KafkaSink([broker], topic, {"message.timeout.ms": "3000"}).build("out", 0, 1)
     with pytest.raises(RuntimeError, match="1 of 2 Kafka messages were not delivered"):
@@ -507,7 +512,8 @@ def test_resume_after_kill_loses_and_repeats_nothing(broker: str, tmp_path: Path
 
     assert sorted(out_file.read_text().splitlines()) == sorted(values)
     # The Kafka sink is at least once: everything arrives, a replayed batch may repeat.
-    assert set(m.value().decode() for m in _read_back(broker, dst, 60)) == set(values)
+    sunk = [m.value().decode() for m in _read_back(broker, dst, 60)]
+    assert set(sunk) == set(values)
 
 
 # -- example --------------------------------------------------------------

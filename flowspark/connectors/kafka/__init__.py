@@ -6,10 +6,11 @@ consumer-group membership, so no join wait and no committed offsets).  Its
 snapshot is the offset of the next message, so a resumed run starts from
 Spark's checkpoint, never from a consumer group.
 
-Each read is bounded by the partition's end offset (high watermark): a
-partition asks the broker for the end offset when it has caught up with the
-last one it knew, and never emits a message at or past it.  With `tail=False`
-a partition ends when it has caught up and the end offset has not moved.
+Each read is bounded by the partition's end offset (high watermark): the one
+the broker reports when the partition is opened, then the one carried by the
+consumer's latest fetch response (so keeping it current costs no request).
+A partition never emits a message at or past the end offset it knows, and
+with `tail=False` it ends once it has caught up with it.
 
 `KafkaSink` produces `KafkaSinkMessage`s; see its docstring for what a
 restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
@@ -19,7 +20,7 @@ restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Generic, Iterable, List, Optional, Tuple, TypeVar, Union, cast
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Tuple, TypeVar, Union, cast
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import KafkaError as ConfluentKafkaError
@@ -126,8 +127,8 @@ class KafkaSinkMessage(Generic[K_co, V_co]):
         return self._with_key_and_value(self.key, value)
 
 
-RawMessage = KafkaSourceMessage[Optional[bytes], Optional[bytes]]
-RawItem = Union[RawMessage, KafkaError[Optional[bytes], Optional[bytes]]]
+_RawMessage = KafkaSourceMessage[Optional[bytes], Optional[bytes]]
+_RawItem = Union[_RawMessage, KafkaError[Optional[bytes], Optional[bytes]]]
 
 
 def _check_iterable(name: str, value: Iterable[str]) -> None:
@@ -136,7 +137,7 @@ def _check_iterable(name: str, value: Iterable[str]) -> None:
         raise TypeError(msg)
 
 
-def _source_message(msg: Message) -> RawMessage:
+def _source_message(msg: Message) -> _RawMessage:
     return KafkaSourceMessage(
         key=msg.key(),
         value=msg.value(),
@@ -149,7 +150,7 @@ def _source_message(msg: Message) -> RawMessage:
     )
 
 
-class _KafkaSourcePartition(StatefulSourcePartition[RawItem, Optional[int]]):
+class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
     """One Kafka partition; emits messages below the end offset, snapshots the next offset.
 
     `_offset` is negative only while a logical starting offset other than
@@ -204,7 +205,7 @@ class _KafkaSourcePartition(StatefulSourcePartition[RawItem, Optional[int]]):
         return self._offset >= 0 and self._offset >= self._end
 
     @override
-    def next_batch(self) -> List[RawItem]:
+    def next_batch(self) -> List[_RawItem]:
         if self._caught_up():
             try:
                 self._end = max(self._end, self._watermarks(cached=True)[1])
@@ -214,7 +215,7 @@ class _KafkaSourcePartition(StatefulSourcePartition[RawItem, Optional[int]]):
                 raise StopIteration
         room = self._end - self._offset if self._offset >= 0 else self._batch_size
         fetched = self._fetch(max(1, min(self._batch_size, room)))
-        batch: List[RawItem] = []
+        batch: List[_RawItem] = []
         for i, msg in enumerate(fetched):
             err = msg.error()
             offset = msg.offset()
@@ -243,7 +244,7 @@ class _KafkaSourcePartition(StatefulSourcePartition[RawItem, Optional[int]]):
         self._consumer.close()
 
 
-class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
+class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
     """Read Kafka topics: one source partition per Kafka partition, resumed at the next offset.
 
     Emits `KafkaSourceMessage`s whose key and value are `bytes` (or `None`).
@@ -331,20 +332,17 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
         self._producer = producer
         self._topic = topic
 
-    def _produce(self, msg: KafkaSinkMessage[Optional[bytes], Optional[bytes]], failed: List[str]) -> None:
+    def _produce(self, msg: KafkaSinkMessage[Optional[bytes], Optional[bytes]],
+                 report: Callable[[Optional[ConfluentKafkaError], Message], None]) -> None:
         topic = self._topic if msg.topic is None else msg.topic
         if topic is None:
             text = f"No topic to produce to for {msg}"
             raise RuntimeError(text)
-
-        def report(err: Optional[ConfluentKafkaError], _: Message) -> None:
-            if err is not None:
-                failed.append(f"{err.str()} ({err.name()})")
-
+        partition = -1 if msg.partition is None else msg.partition
         while True:
             try:
-                self._producer.produce(topic, msg.value, msg.key, -1 if msg.partition is None else msg.partition,
-                                       on_delivery=report, timestamp=msg.timestamp, headers=list(msg.headers))
+                self._producer.produce(topic, msg.value, msg.key, partition, on_delivery=report,
+                                       timestamp=msg.timestamp, headers=list(msg.headers))
                 return
             except BufferError:
                 # The local queue is full: let deliveries drain, then retry.
@@ -353,8 +351,13 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
     @override
     def write_batch(self, items: List[KafkaSinkMessage[Optional[bytes], Optional[bytes]]]) -> None:
         failed: List[str] = []
+
+        def report(err: Optional[ConfluentKafkaError], _: Message) -> None:
+            if err is not None:
+                failed.append(f"{err.str()} ({err.name()})")
+
         for msg in items:
-            self._produce(msg, failed)
+            self._produce(msg, report)
             self._producer.poll(0)
         self._producer.flush()
         if failed:
@@ -363,7 +366,10 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
 
     @override
     def close(self) -> None:
-        self._producer.close()
+        self._producer.flush()
+        # Let the producer (and its broker connections) go now, even if the
+        # runtime keeps this partition object around after the run.
+        del self._producer
 
 
 class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]]):

@@ -47,7 +47,7 @@ X = TypeVar("X")
 E = TypeVar("E")
 """Type of the error items."""
 
-RawBytes = Optional[bytes]
+_Bytes = Optional[bytes]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def input(  # noqa: A001
     starting_offset: int = OFFSET_BEGINNING,
     add_config: Optional[Dict[str, str]] = None,
     batch_size: int = 1000,
-) -> KafkaOpOut[KafkaSourceMessage[RawBytes, RawBytes], KafkaError[RawBytes, RawBytes]]:
+) -> KafkaOpOut[KafkaSourceMessage[_Bytes, _Bytes], KafkaError[_Bytes, _Bytes]]:
     """Read Kafka topics (see `KafkaSource`); read errors go to `errs` instead of failing the run."""
     source = KafkaSource(brokers, topics, tail, starting_offset, add_config, batch_size, raise_on_errors=False)
     return op.input("kafka_input", flow, source).then(_kafka_error_split, "split_err")
@@ -112,7 +112,7 @@ def input(  # noqa: A001
 @operator
 def output(
     step_id: str,
-    up: Stream[Union[KafkaSourceMessage[RawBytes, RawBytes], KafkaSinkMessage[RawBytes, RawBytes]]],
+    up: Stream[Union[KafkaSourceMessage[_Bytes, _Bytes], KafkaSinkMessage[_Bytes, _Bytes]]],
     *,
     brokers: List[str],
     topic: str,
@@ -161,9 +161,9 @@ def _decode_value(deserializer: Deserializer, msg: KafkaSourceMessage[Any, Any])
 @operator
 def deserialize_key(
     step_id: str,
-    up: Stream[KafkaSourceMessage[RawBytes, V]],
+    up: Stream[KafkaSourceMessage[_Bytes, V]],
     deserializer: Deserializer,
-) -> KafkaOpOut[KafkaSourceMessage[object, V], KafkaError[RawBytes, V]]:
+) -> KafkaOpOut[KafkaSourceMessage[object, V], KafkaError[_Bytes, V]]:
     """Decode each message's key; messages whose key fails to decode go to `errs`."""
 
     def convert(msg: KafkaSourceMessage[Any, Any]) -> KafkaSourceMessage[Any, Any]:
@@ -175,9 +175,9 @@ def deserialize_key(
 @operator
 def deserialize_value(
     step_id: str,
-    up: Stream[KafkaSourceMessage[K, RawBytes]],
+    up: Stream[KafkaSourceMessage[K, _Bytes]],
     deserializer: Deserializer,
-) -> KafkaOpOut[KafkaSourceMessage[K, object], KafkaError[K, RawBytes]]:
+) -> KafkaOpOut[KafkaSourceMessage[K, object], KafkaError[K, _Bytes]]:
     """Decode each message's value; messages whose value fails to decode go to `errs`."""
 
     def convert(msg: KafkaSourceMessage[Any, Any]) -> KafkaSourceMessage[Any, Any]:
@@ -189,11 +189,11 @@ def deserialize_value(
 @operator
 def deserialize(
     step_id: str,
-    up: Stream[KafkaSourceMessage[RawBytes, RawBytes]],
+    up: Stream[KafkaSourceMessage[_Bytes, _Bytes]],
     *,
     key_deserializer: Deserializer,
     val_deserializer: Deserializer,
-) -> KafkaOpOut[KafkaSourceMessage[object, object], KafkaError[RawBytes, RawBytes]]:
+) -> KafkaOpOut[KafkaSourceMessage[object, object], KafkaError[_Bytes, _Bytes]]:
     """Decode keys and values; a message failing either goes to `errs` unchanged (key first)."""
 
     def convert(msg: KafkaSourceMessage[Any, Any]) -> KafkaSourceMessage[Any, Any]:

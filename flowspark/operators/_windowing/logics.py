@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Dict, Iterable, List, Set, Tuple, Type
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Set, Tuple, Type
 
 from typing_extensions import Self, override
 
 from flowspark.operators._core import S, V
 from flowspark.operators._windowing.base import WindowLogic
 
-__all__ = ["FoldWindowLogic", "collect_callbacks"]
+__all__ = ["FoldBuilder", "FoldWindowLogic", "collect_callbacks"]
 
 
 class FoldWindowLogic(WindowLogic[V, S, S]):
@@ -38,6 +39,23 @@ class FoldWindowLogic(WindowLogic[V, S, S]):
     @override
     def snapshot(self) -> S:
         return copy.deepcopy(self.state)
+
+
+@dataclass(frozen=True)
+class FoldBuilder(Generic[V, S]):
+    """Builds `fold_window`'s logic for a window, fresh or from its snapshot.
+
+    A class rather than a closure so the runtime can tell the built-in
+    window logics (which only emit at close) from users' own.
+    """
+
+    builder: Callable[[], S]
+    folder: Callable[[S, V], S]
+    merger: Callable[[S, S], S]
+
+    def __call__(self, resume_state: Optional[S]) -> FoldWindowLogic[V, S]:
+        state = self.builder() if resume_state is None else resume_state
+        return FoldWindowLogic(self.folder, self.merger, state)
 
 
 def _append(acc: List[Any], value: Any) -> List[Any]:

@@ -31,7 +31,9 @@ from flowspark.operators._windowing.base import (
     WindowMetadata,
     is_aware,
 )
-from flowspark.operators._windowing.clocks import TimestampError
+from flowspark.operators._windowing.clocks import EventClock, SystemClock, TimestampError
+from flowspark.operators._windowing.logics import FoldBuilder
+from flowspark.operators._windowing.windowers import SessionWindower, SlidingWindower, TumblingWindower
 
 __all__ = [
     "Closed",
@@ -101,7 +103,24 @@ class WindowConfig(Generic[V, W, S]):
 
     def __call__(self, resume_state: Optional[KeySnapshot[V, S]]) -> KeyWindowLogic[V, W, S]:
         """Build the logic of one key (the `stateful_batch` builder)."""
+        if self.merges_batches:
+            return MergingKeyWindowLogic(self, resume_state)
         return KeyWindowLogic(self, resume_state)
+
+    @property
+    def merges_batches(self) -> bool:
+        """Whether a key's batches may be fed as one: built-in clock, windower and fold logic.
+
+        Those emit only when a window closes and stamp values independently
+        of batch boundaries, so one call per micro-batch gives the same
+        output; a user's own logic, clock or windower keeps one call per
+        batch, as in Bytewax.
+        """
+        return (
+            isinstance(self.builder, FoldBuilder)
+            and type(self.clock) in (EventClock, SystemClock)
+            and type(self.windower) in (TumblingWindower, SlidingWindower, SessionWindower)
+        )
 
 
 class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]):
@@ -246,3 +265,9 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             list(self._queue),
             self._watermark,
         )
+
+
+class MergingKeyWindowLogic(KeyWindowLogic[V, W, S]):
+    """A key's windows whose output does not depend on batch boundaries (see `merges_batches`)."""
+
+    MERGE_BATCHES = True

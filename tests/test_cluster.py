@@ -1,0 +1,353 @@
+"""A flow on a real Spark standalone cluster: a master and two workers on 127.0.0.1.
+
+The cluster is started from the pip-installed PySpark (its package folder is
+a complete `SPARK_HOME`).  The flow module lives in a temporary folder that
+the workers' Python can't import, so the test also proves that flowspark
+ships the user's module to the executors (a `local[N]` run would hide a
+missing module: its workers import from the driver's folders).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+from typing import IO, Any, Dict, Iterator, List
+
+import pyspark
+import pytest
+
+from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
+
+SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
+WORKERS = 2
+REGISTER_TIMEOUT = 90.0
+RUN_TIMEOUT = 240.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _spark_env() -> Dict[str, str]:
+    return dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1")
+
+
+class StandaloneCluster:
+    """A standalone master and workers, each in its own process group (JVMs, executors and all)."""
+
+    def __init__(self, root: Path, workers: int = WORKERS) -> None:
+        self.root = root
+        self.workers = workers
+        self.port = _free_port()
+        self.ui_port = _free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.work_dirs: List[Path] = []
+        self._procs: List["subprocess.Popen[bytes]"] = []
+        self._logs: List[IO[bytes]] = []
+
+    def _spawn(self, name: str, args: List[str]) -> None:
+        log = open(self.root / f"{name}.log", "wb")
+        self._logs.append(log)
+        self._procs.append(subprocess.Popen(
+            [os.path.join(SPARK_HOME, "bin", "spark-class"), *args], env=_spark_env(),
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        ))
+
+    def start(self) -> None:
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        for i in range(self.workers):
+            work_dir = self.root / f"worker{i}"
+            work_dir.mkdir()
+            self.work_dirs.append(work_dir)
+            self._spawn(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                       "--cores", "1", "--memory", "1g", "--webui-port", "0",
+                                       "--work-dir", str(work_dir), self.url])
+
+    def status(self) -> Dict[str, Any]:
+        """The master's JSON status page (workers, apps)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as page:
+            return json.load(page)  # type: ignore[no-any-return]
+
+    def wait_for_workers(self, timeout: float = REGISTER_TIMEOUT) -> float:
+        """Block until every worker registered with the master; return the seconds it took."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            for proc in self._procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a cluster process ended with {proc.returncode}; logs in {self.root}")
+            try:
+                workers = self.status().get("workers", [])
+            except OSError:
+                workers = []
+            alive = [w for w in workers if w.get("state") == "ALIVE"]
+            if len(alive) >= self.workers:
+                return time.monotonic() - started
+            time.sleep(0.5)
+        raise TimeoutError(f"{self.workers} workers did not register in {timeout:.0f} s; logs in {self.root}")
+
+    def stop(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                _kill_group(proc, signal.SIGTERM)
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc, signal.SIGKILL)
+                proc.wait()
+        for log in self._logs:
+            log.close()
+
+    def executor_logs(self) -> List[Path]:
+        """Each executor's stderr log, `WORK_DIR/APP_ID/EXECUTOR_ID/stderr`, across all workers."""
+        return sorted(p for d in self.work_dirs for p in d.glob("app-*/*/stderr"))
+
+
+def _kill_group(proc: "subprocess.Popen[bytes]", sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[StandaloneCluster]:
+    found = StandaloneCluster(tmp_path_factory.mktemp("cluster"))
+    request.addfinalizer(found.stop)  # registered first: a failed start still stops what did start
+    found.start()
+    took = found.wait_for_workers()
+    print(f"{WORKERS} workers registered in {took:.1f} s")
+    yield found
+
+
+# The flow's own modules: a helper module with the parser, and the flow
+# module importing it.  The parser also records, once per batch, where it
+# ran (a side channel that works because TRACE_DIR's value travels inside
+# the pickled function).
+HELPER_MODULE = textwrap.dedent('''
+    import os
+    import socket
+
+    TRACE_DIR = os.environ["CLUSTER_TRACE"]
+
+
+    def parse_batch(lines):
+        with open(os.path.join(TRACE_DIR, f"{socket.gethostname()}-{os.getpid()}"), "a") as f:
+            f.write(os.getcwd() + "\\n")
+        out = []
+        for line in lines:
+            key, second, value = line.split(",")
+            out.append((key, (int(second), int(value))))
+        return out
+''')
+
+FLOW_MODULE = textwrap.dedent('''
+    import os
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.connectors.files import FileSink, FileSource
+    from flowspark.dataflow import Dataflow
+
+    from cluster_user_helpers import parse_batch
+
+    IN_PATH = os.environ["CLUSTER_IN"]
+    OUT_PATH = os.environ["CLUSTER_OUT"]
+    START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+    def event_time(event):
+        return START + timedelta(seconds=event[0])
+
+
+    def as_line(item):
+        key, (window_id, total) = item
+        return ("all", f"{key},{window_id},{total}")
+
+
+    flow = Dataflow("cluster_windowed")
+    events = op.flat_map_batch("parse", op.input("inp", flow, FileSource(IN_PATH, batch_size=500)), parse_batch)
+    sums = win.fold_window(
+        "sum",
+        events,
+        # In-order timestamps; a wait longer than any pause between batches,
+        # so nothing is late and some windows still close before the end.
+        win.EventClock(event_time, wait_for_system_duration=timedelta(minutes=10)),
+        win.TumblingWindower(length=timedelta(seconds=60), align_to=START),
+        lambda: 0,
+        lambda total, event: total + event[1],
+        lambda a, b: a + b,
+    )
+    op.output("out", op.map("line", sums.down, as_line), FileSink(OUT_PATH))
+''')
+
+KEYS = 20
+LINES = 12_000
+
+
+@pytest.fixture(scope="module")
+def flow_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder outside every installed package (and off the workers' `sys.path`): flow modules and input."""
+    folder = tmp_path_factory.mktemp("userflow")
+    (folder / "cluster_user_flow.py").write_text(FLOW_MODULE)
+    (folder / "cluster_user_helpers.py").write_text(HELPER_MODULE)
+    rng = random.Random(11)
+    lines = (f"k{rng.randrange(KEYS)},{i // 10},{rng.randrange(1000)}\n" for i in range(LINES))
+    (folder / "in.txt").write_text("".join(lines))
+    return folder
+
+
+def _start_flow(flow_dir: Path, name: str, *extra: str) -> "subprocess.Popen[str]":
+    """`python -m flowspark.run` on the flow module, writing `NAME.txt` and tracing into `trace-NAME/`."""
+    trace = flow_dir / f"trace-{name}"
+    trace.mkdir()
+    env = dict(_spark_env(), CLUSTER_IN=str(flow_dir / "in.txt"), CLUSTER_OUT=str(flow_dir / f"{name}.txt"),
+               CLUSTER_TRACE=str(trace))
+    cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_user_flow.py'}:flow",
+           "--max-batch-items", "3000", *extra]
+    return subprocess.Popen(cmd, cwd=flow_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _finish(proc: "subprocess.Popen[str]", what: str) -> float:
+    """Wait for a run started by `_start_flow`; kill its process group if it takes too long."""
+    started = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        pytest.fail(f"{what} run took over {RUN_TIMEOUT:.0f} s: {err[-3000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, f"{what} run failed: {_short(err)}"
+    return time.monotonic() - started
+
+
+def _short(err: str) -> str:
+    """A failed run's stderr without Java stack frames, which would bury the message."""
+    kept = [line for line in err.splitlines() if not line.lstrip().startswith("at ")]
+    return "\n".join(kept)[-8000:]
+
+
+def _by_key(path: Path) -> Dict[str, List[str]]:
+    """Each key's output lines, in output order."""
+    out: Dict[str, List[str]] = {}
+    for line in path.read_text().splitlines():
+        out.setdefault(line.split(",")[0], []).append(line)
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_run(flow_dir: Path) -> Iterator["subprocess.Popen[str]"]:
+    """The reference run on the default local master, started before the cluster so they overlap."""
+    proc = _start_flow(flow_dir, "local")
+    yield proc
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.cluster
+def test_windowed_flow_on_cluster_matches_local_run(local_run: "subprocess.Popen[str]", cluster: StandaloneCluster,
+                                                   flow_dir: Path, tmp_path: Path) -> None:
+    local_seconds = _finish(local_run, "local")
+    proc = _start_flow(flow_dir, "cluster", "--master", cluster.url, "-r", str(tmp_path / "recovery"))
+    cluster_seconds = _finish(proc, "cluster")
+    print(f"local run {local_seconds:.1f} s (after cluster start), cluster run {cluster_seconds:.1f} s")
+
+    expected = _by_key(flow_dir / "local.txt")
+    got = _by_key(flow_dir / "cluster.txt")
+    assert len(expected) == KEYS
+    assert sum(len(v) for v in expected.values()) >= KEYS * (LINES // 10 // 60)
+    assert got == expected
+
+    # The user's parser ran inside the executors: their working folders are
+    # WORK_DIR/APP_ID/EXECUTOR_ID under the workers' work dirs.
+    places = {Path(line) for f in (flow_dir / "trace-cluster").iterdir() for line in f.read_text().splitlines()}
+    assert places, "the parser never ran"
+    assert all(any(w in p.parents for w in cluster.work_dirs) for p in places), places
+    # Both executors (one per worker) ran tasks of the flow's query.
+    logs = cluster.executor_logs()
+    assert {log.parents[2] for log in logs} == set(cluster.work_dirs), logs
+    busy = [log for log in logs if "Running task" in log.read_text(errors="replace")]
+    assert {log.parents[2] for log in busy} == set(cluster.work_dirs), [log.read_text()[-2000:] for log in logs]
+    # The master saw the application finish.
+    assert cluster.status()["completedapps"], cluster.status()
+
+
+CHECK_SCRIPT = textwrap.dedent('''
+    import sys
+    from flowspark.engine.cluster import check_recovery_dir_visible
+    from flowspark.engine.session import get_session
+    from flowspark.errors import FlowsparkRuntimeError
+
+    def check(spark, path, **kwargs):
+        try:
+            check_recovery_dir_visible(spark, path, **kwargs)
+            print("ok")
+        except FlowsparkRuntimeError as ex:
+            print("error:", ex)
+
+    url, shared, missing = sys.argv[1:]
+    spark = get_session(url)
+    check(spark, shared)
+    check(spark, missing)
+    check(spark, missing, temporary=True)
+    spark.stop()
+    # Executors bigger than any worker: Spark would wait for them forever.
+    spark = get_session(url, {"spark.executor.memory": "4g"})
+    check(spark, shared, timeout=3)
+    spark.stop()
+''')
+
+
+@pytest.mark.cluster
+def test_recovery_dir_check_on_cluster(cluster: StandaloneCluster, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    missing = tmp_path / "missing"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", CHECK_SCRIPT, cluster.url, str(shared), str(missing)],
+                          env=_spark_env(), cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                          start_new_session=True, check=False)
+    print(f"check run {time.monotonic() - started:.1f} s")
+    assert done.returncode == 0, _short(done.stderr)
+    visible, invisible, temporary, no_executor = done.stdout.splitlines()
+    assert visible == "ok"
+    assert not list(shared.iterdir()), "the probe left files behind"
+    for line in (invisible, temporary):
+        assert line.startswith("error: "), line
+        assert repr(str(missing)) in line
+        assert f"host {socket.gethostname()!r}" in line
+        assert "it does not exist there" in line
+        assert "storage every node sees" in line
+    assert invisible.startswith(f"error: recovery directory {str(missing)!r}"), invisible
+    assert "-r/--recovery-directory" in temporary
+    assert no_executor.startswith("error: no Spark executor took flowspark's start-up job within 3 s"), no_executor
+    assert "4g of free memory" in no_executor
+
+
+def test_recovery_dir_check_skips_local_masters(tmp_path: Path) -> None:
+    """Local masters never start a job (the stub has no way to run one)."""
+    for master in ("local", "local[2]", "local[*, 3]", "local-cluster[2,1,1024]"):
+        assert is_local_master(master)
+        stub = SimpleNamespace(sparkContext=SimpleNamespace(master=master))
+        check_recovery_dir_visible(stub, str(tmp_path / "does-not-exist"))
+    assert not is_local_master("spark://127.0.0.1:7077")
+    assert not is_local_master("yarn")
