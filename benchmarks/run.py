@@ -57,14 +57,33 @@ def _proc_stats() -> Iterator[Tuple[int, int, int, int, int]]:
         yield int(entry.name), int(fields[1]), int(fields[3]), int(fields[21]) * PAGE, int(fields[11]) + int(fields[12])
 
 
-class TreeSampler(threading.Thread):
-    """Track peak summed RSS and CPU time of a process, its session and its descendants."""
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes (shared pages split between their sharers); 0 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
-    def __init__(self, pid: int, interval: float) -> None:
+
+class TreeSampler(threading.Thread):
+    """Track peak summed RSS (and PSS) and CPU time of a process, its session and its descendants.
+
+    PSS needs a page-table walk (~25 ms for a JVM), so it is read only every
+    `pss_interval` seconds (0: never) and when RSS has grown by 10 % since.
+    """
+
+    def __init__(self, pid: int, interval: float, pss_interval: float = 0.0) -> None:
         super().__init__(daemon=True)
-        self.pid, self.interval = pid, interval
+        self.pid, self.interval, self.pss_interval = pid, interval, pss_interval
         self.peak_rss = 0
+        self.peak_pss = 0
         self.peak_procs = 0
+        self._next_pss = 0.0
+        self._rss_at_pss = 0
         self._cpu: Dict[int, int] = {}
         self._done = threading.Event()
 
@@ -80,13 +99,20 @@ class TreeSampler(threading.Thread):
                 tree.add(pid)
                 todo.extend(children.get(pid, ()))
         rss = procs = 0
+        members = []
         for pid, _, sid, pid_rss, ticks in stats:
             if pid in tree or sid == self.pid:
                 rss += pid_rss
                 procs += 1
+                members.append(pid)
                 self._cpu[pid] = max(self._cpu.get(pid, 0), ticks)
         if rss > self.peak_rss:
             self.peak_rss, self.peak_procs = rss, procs
+        # PSS every pss_interval, and whenever RSS has grown by a tenth since the last PSS reading.
+        if self.pss_interval > 0 and (time.monotonic() >= self._next_pss or rss > 1.1 * self._rss_at_pss):
+            self.peak_pss = max(self.peak_pss, sum(_pss(pid) for pid in members))
+            self._next_pss = time.monotonic() + self.pss_interval
+            self._rss_at_pss = rss
 
     @property
     def cpu_seconds(self) -> float:
@@ -110,13 +136,15 @@ def _session_alive(sid: int) -> List[int]:
 class Measured:
     wall: float
     peak_rss: int
+    peak_pss: int
     cpu: float
     rc: Optional[int]  # None: killed at the timeout
     load: float
     leftovers: int = 0
 
 
-def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, interval: float) -> Measured:
+def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, interval: float,
+            pss_interval: float = 0.0) -> Measured:
     """Run `cmd` in a new session; wall time to exit, peak tree RSS, tree CPU seconds."""
     load = os.getloadavg()[0]
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +153,7 @@ def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, 
         out.flush()
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        sampler = TreeSampler(proc.pid, interval)
+        sampler = TreeSampler(proc.pid, interval, pss_interval)
         sampler.start()
         try:
             rc: Optional[int] = proc.wait(timeout)
@@ -143,7 +171,7 @@ def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, 
         leftovers = _session_alive(proc.pid)
     if leftovers:
         os.killpg(proc.pid, signal.SIGKILL)
-    return Measured(wall, sampler.peak_rss, sampler.cpu_seconds, rc, load, len(leftovers))
+    return Measured(wall, sampler.peak_rss, sampler.peak_pss, sampler.cpu_seconds, rc, load, len(leftovers))
 
 
 # --- outputs -----------------------------------------------------------------------------
@@ -257,6 +285,7 @@ class Result:
     events: int
     wall: Optional[float] = None
     peak_rss: Optional[int] = None
+    peak_pss: Optional[int] = None
     cpu: Optional[float] = None
     load: Optional[float] = None
     rc: Optional[int] = None
@@ -319,8 +348,9 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra_env or {})
     print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events ...", end="", file=sys.stderr, flush=True)
-    m = measure(command(flow, engine), env, work / f"{flow}-{size}{tag}-{engine}.log", args.timeout, args.sample)
-    result = Result(flow, engine, size, m.wall, m.peak_rss, m.cpu, m.load, m.rc)
+    m = measure(command(flow, engine), env, work / f"{flow}-{size}{tag}-{engine}.log", args.timeout, args.sample,
+                args.pss_sample)
+    result = Result(flow, engine, size, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc)
     if m.rc is None:
         result.note = f"timed out after {args.timeout:.0f} s"
     elif m.rc != 0:
@@ -351,7 +381,7 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
             result.extra["kept"] = str(output)
             if reference.exists():
                 result.note = f"see {write_diff(output, reference).relative_to(args.cache_dir)}"
-    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB  cpu {m.cpu:6.1f} s  load {m.load:.1f}  {result.same}"
+    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB (pss {m.peak_pss / 2**20:.0f})  cpu {m.cpu:6.1f} s  load {m.load:.1f}  {result.same}"
           f"{'  ' + result.note if result.note else ''}", file=sys.stderr, flush=True)
     return result
 
@@ -398,6 +428,7 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
             f"{r.events / r.wall:,.0f}" if r.ok and r.wall else "-",
             f"{r.wall / bw:.2f}" if r.ok and bw else "-",
             f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
+            f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-",
             f"{r.cpu:.1f}" if r.cpu is not None else "-",
             f"{r.load:.1f}" if r.load is not None else "-",
             r.same + (f" [{r.note}]" if r.note else ""),
@@ -406,8 +437,8 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
         f"### Throughput (sizes {', '.join(f'{n:,}' for n in args.sizes)}; {time.strftime('%Y-%m-%d %H:%M')}, "
         f"{os.cpu_count()} cores)",
         "",
-        _fmt_table(["flow", "engine", "events", "wall s", "events/s", "vs Bytewax", "peak RSS MiB", "CPU s", "load",
-                    "same output as Bytewax"], rows),
+        _fmt_table(["flow", "engine", "events", "wall s", "events/s", "vs Bytewax", "peak RSS MiB", "peak PSS MiB",
+                    "CPU s", "load", "same output as Bytewax"], rows),
     ]
     # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
     cpus = {(r.flow, r.engine, r.events): r.cpu for r in results if r.ok and r.cpu is not None}
@@ -428,11 +459,12 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
                             "CPU us/event"], cost_rows)]
     if fixed:
         frows = [[r.flow, r.engine, f"{r.events:,}", f"{r.wall:.1f}" if r.wall is not None else "-",
-                  f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-", f"{r.cpu:.1f}" if r.cpu is not None else "-",
+                  f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
+                  f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-", f"{r.cpu:.1f}" if r.cpu is not None else "-",
                   f"{r.load:.1f}" if r.load is not None else "-", r.same + (f" [{r.note}]" if r.note else "")]
                  for r in fixed]
         out += ["", f"### Fixed cost: a cold run of a {args.fixed_cost_lines:,}-line flow (process start to exit)", "",
-                _fmt_table(["flow", "engine", "events", "wall s", "peak RSS MiB", "CPU s", "load",
+                _fmt_table(["flow", "engine", "events", "wall s", "peak RSS MiB", "peak PSS MiB", "CPU s", "load",
                             "same output as Bytewax"], frows)]
     if skipped:
         out += ["", *(f"- skipped: {s}" for s in skipped)]
@@ -463,6 +495,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="lines of the cold-run fixed-cost measurement (windowed flow); 0 skips it")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed (default 1800)")
     parser.add_argument("--sample", type=float, default=0.1, help="seconds between RSS samples (default 0.1)")
+    parser.add_argument("--pss-sample", type=float, default=1.0,
+                        help="seconds between PSS samples (each costs ~25 ms per JVM; 0 turns PSS off; default 1)")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / ".cache",
                         help="inputs, logs, outputs and Bytewax's reference digests (default benchmarks/.cache)")
     parser.add_argument("--keep-outputs", action="store_true",

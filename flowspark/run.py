@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])")
     parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
                         help="at most N items per source partition in one micro-batch (default 2,000,000)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="don't report progress on stderr (a redrawn line in a terminal, a line every 10 s otherwise)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
     return parser
 
@@ -131,6 +133,7 @@ def _conf(pairs: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, st
 
 def cli_main(argv: Optional[List[str]] = None) -> int:
     """Parse the command line, run the flow, and return the process exit code."""
+    from flowspark.engine.progress import Progress
     from flowspark.engine.runner import RunConfig, run_flow
 
     parser = _parser()
@@ -140,7 +143,10 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
               "(run several machines with --master spark://HOST:PORT)", file=sys.stderr)
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
-    config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=_conf(args.conf, parser))
+    conf = {"spark.ui.enabled": "true", **_conf(args.conf, parser)}
+    config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=conf)
+    if not args.no_progress:
+        config.progress = Progress()
     if args.max_batch_items is not None:
         config.max_items_per_batch = args.max_batch_items
     if args.snapshot_interval is not None:

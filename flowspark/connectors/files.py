@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from csv import DictReader
 from pathlib import Path
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, TypeVar, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, TextIO, TypeVar, Union
 from zlib import adler32
 
 from typing_extensions import override
@@ -59,10 +59,15 @@ def _lines(f: IO[str]) -> Iterator[str]:
 class _TextPartition(StatefulSourcePartition[X, int]):
     """Emit `items` (parsed from the open file `f`) in batches; snapshot `f.tell()`."""
 
-    def __init__(self, path: Path, f: IO[str], items: Iterator[X], batch_size: int) -> None:
+    def __init__(self, path: Path, f: TextIO, items: Iterator[X], batch_size: int) -> None:
         self._path = path
         self._f = f
+        self._size = os.path.getsize(path)
         self._batches = batch(items, batch_size)
+
+    def fraction_done(self) -> float:
+        """How much of the file has been read, for progress bars (a flowspark addition)."""
+        return min(1.0, self._f.buffer.tell() / self._size) if self._size else 1.0
 
     @override
     def next_batch(self) -> List[X]:

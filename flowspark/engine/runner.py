@@ -15,12 +15,13 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
 from flowspark.engine.cluster import check_recovery_dir_visible
 from flowspark.engine.failures import StepFailure, recover
+from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.session import get_session
@@ -42,6 +43,7 @@ class RunConfig:
     conf: Dict[str, str] = field(default_factory=dict)
     max_items_per_batch: int = 2_000_000
     max_seconds_per_poll: float = 5.0
+    progress: Optional[Progress] = None
 
 
 def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
@@ -56,8 +58,10 @@ def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional
         if err is not None:
             return err
     if query_error is not None:
-        text = str(query_error).strip().splitlines()
-        return FlowsparkRuntimeError(f"flow {plan.flow_id!r} failed in Spark: {text[0] if text else query_error!r}")
+        lines = [line.strip() for line in str(query_error).strip().splitlines()]
+        causes = [line for line in lines if line.startswith("Caused by:")][:3]
+        summary = "; ".join(lines[:1] + causes) or repr(query_error)
+        return FlowsparkRuntimeError(f"flow {plan.flow_id!r} failed in Spark: {summary}")
     return None
 
 
@@ -77,6 +81,23 @@ def _start_query(spark: Any, plan: Plan, hub: SourceHub, writer: SinkWriter, che
         .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
         .start()
     )
+
+
+def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) -> Optional[Callable[[int, int], None]]:
+    """The writer's per-batch callback that feeds `progress`, if there is one."""
+    if progress is None:
+        return None
+    written = [0]
+    last = [time.monotonic()]
+
+    def report(batch_id: int, items_out: int) -> None:
+        now = time.monotonic()
+        written[0] += items_out
+        last_progress = queries[0].lastProgress if queries else None
+        progress.batch(BatchReport(batch_id, hub.items_read, written[0], now - last[0], state_rows(last_progress), hub.fraction_done()))
+        last[0] = now
+
+    return report
 
 
 def _await_commit(query: Any, batch_id: int, timeout: float = 30.0) -> None:
@@ -125,9 +146,15 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     writer: Optional[SinkWriter] = None
     try:
         buckets = check_or_record(checkpoint, plan, hub.partition_names())
-        writer = SinkWriter(plan, checkpoint)
+        queries: List[Any] = []
+        writer = SinkWriter(plan, checkpoint, _reporter(config.progress, hub, queries))
+        if config.progress is not None and spark.sparkContext.uiWebUrl:
+            config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, hub, writer, checkpoint, buckets, parallelism, config.interval_seconds)
+        queries.append(query)
         _wait(plan, query, hub, writer)
+        if config.progress is not None:
+            config.progress.finish()
     except StepFailure as ex:
         found = recover(str(ex))
         if found is None:

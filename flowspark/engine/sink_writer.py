@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from flowspark.engine import chunks
 from flowspark.engine.plan import Plan
@@ -95,8 +95,9 @@ class _Output:
 class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id."""
 
-    def __init__(self, plan: Plan, checkpoint: str) -> None:
+    def __init__(self, plan: Plan, checkpoint: str, on_batch: Optional[Callable[[int, int], None]] = None) -> None:
         self._plan = plan
+        self._on_batch = on_batch
         self._ledger = _Ledger(checkpoint)
         self._outputs = [
             _Output(step.step_id, step.config["sink"], self._ledger.snapshots.get(step.step_id, {}))
@@ -126,6 +127,7 @@ class SinkWriter:
         # included: that end belonged to the earlier run.
         if not fresh:
             return
+        written = 0
         for grp, _, kind, payload in ordered:
             if kind == chunks.CONTROL:
                 self.ending = chunks.loads(payload)
@@ -134,10 +136,13 @@ class SinkWriter:
             items = chunks.items_of(payload)
             if grp.startswith("O"):
                 self._outputs[index].write(items)
+                written += len(items)
             else:
                 self._inspect(index, items, batch_id)
         self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
         self.last_batch = batch_id
+        if self._on_batch is not None:
+            self._on_batch(batch_id, written)
         if self.ending is not None:
             self.finished.set()
 

@@ -112,6 +112,7 @@ class SourceHub:
         self._buffer: Dict[int, List[PartData]] = {}
         self._abort = False
         self._ended = False
+        self.items_read = 0
         self.failure: Optional[BaseException] = None
         self.authkey = secrets.token_bytes(16)
         self._listener = Listener(("127.0.0.1", 0), authkey=self.authkey)
@@ -183,6 +184,7 @@ class SourceHub:
                 before = start["parts"].get(key, {"c": 0})["c"]
                 parts[key] = {"s": _encode(part.snapshot()), "c": before + counts.get(key, 0)}
             new = {"n": start["n"] + 1, "end": end, "parts": parts}
+            self.items_read += sum(counts.values())
             self._buffer[new["n"]] = data
             self._position = new
             if end:
@@ -262,6 +264,19 @@ class SourceHub:
             part.close()
             data.append((i, index, batches))
         return data
+
+    def fraction_done(self) -> Optional[float]:
+        """How far the inputs got, if every live partition can tell (`fraction_done()`)."""
+        fractions = []
+        for part in list(self._parts.values()):
+            if part.done:
+                fractions.append(1.0)
+                continue
+            tell = getattr(part.partition, "fraction_done", None)
+            if tell is None:
+                return None
+            fractions.append(float(tell()))
+        return sum(fractions) / len(fractions) if fractions else None
 
     def commit(self, end: Offset) -> None:
         with self._lock:
