@@ -225,7 +225,7 @@ class KafkaBroker:
 
     def __init__(self, tansu: str, input_file: Path) -> None:
         from confluent_kafka import Producer
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -307,7 +307,8 @@ def command(flow: str, engine: str) -> List[str]:
 
 
 def output_path(args: argparse.Namespace, flow: str, engine: str, size: int, tag: str = "") -> Path:
-    return args.cache_dir / "runs" / f"{flow}-{size}{tag}-{engine}.out"
+    cache: Path = args.cache_dir
+    return cache / "runs" / f"{flow}-{size}{tag}-{engine}.out"
 
 
 def _remove(path: Path) -> None:
@@ -401,7 +402,7 @@ def load_refs(path: Path) -> Dict[Tuple[str, int], Tuple[str, int]]:
     if not path.exists():
         return {}
     raw = json.loads(path.read_text())
-    return {(k.split("@")[0], int(k.split("@")[1])): tuple(v) for k, v in raw.items()}  # type: ignore[misc]
+    return {(k.split("@")[0], int(k.split("@")[1])): (str(v[0]), int(v[1])) for k, v in raw.items()}
 
 
 def save_refs(path: Path, refs: Dict[Tuple[str, int], Tuple[str, int]]) -> None:
@@ -411,14 +412,18 @@ def save_refs(path: Path, refs: Dict[Tuple[str, int], Tuple[str, int]]) -> None:
 # --- the report ------------------------------------------------------------------------------
 
 
-def _fmt_table(header: Sequence[str], rows: List[Sequence[str]]) -> str:
+def _fmt_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
 
 
 def report(results: List[Result], fixed: List[Result], skipped: List[str], args: argparse.Namespace) -> str:
-    walls = {(r.flow, r.engine, r.events): r.wall for r in results if r.ok}
+    walls: Dict[Tuple[str, str, int], float] = {(r.flow, r.engine, r.events): r.wall for r in results
+                                                 if r.ok and r.wall is not None}
     rows = []
     for r in results:
         bw = walls.get((r.flow, "bytewax", r.events))
@@ -426,7 +431,7 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
             r.flow, r.engine, f"{r.events:,}",
             f"{r.wall:.1f}" if r.wall is not None else "-",
             f"{r.events / r.wall:,.0f}" if r.ok and r.wall else "-",
-            f"{r.wall / bw:.2f}" if r.ok and bw else "-",
+            f"{r.wall / bw:.2f}" if r.ok and r.wall is not None and bw else "-",
             f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
             f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-",
             f"{r.cpu:.1f}" if r.cpu is not None else "-",
@@ -441,7 +446,8 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
                     "CPU s", "load", "same output as Bytewax"], rows),
     ]
     # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
-    cpus = {(r.flow, r.engine, r.events): r.cpu for r in results if r.ok and r.cpu is not None}
+    cpus: Dict[Tuple[str, str, int], float] = {(r.flow, r.engine, r.events): r.cpu for r in results
+                                                if r.ok and r.cpu is not None}
     cost_rows = []
     for flow in args.flows:
         for engine in args.engines:

@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--master", default=os.environ.get("FLOWSPARK_MASTER"),
                         help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])")
     parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
-                        help="at most N items per source partition in one micro-batch (default 2,000,000)")
+                        help="at most N items per source partition in one micro-batch (default 1,000,000)")
     parser.add_argument("--no-progress", action="store_true",
                         help="don't report progress on stderr (a redrawn line in a terminal, a line every 10 s otherwise)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")

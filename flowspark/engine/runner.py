@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -41,9 +42,17 @@ class RunConfig:
     recovery_dir: Optional[str] = None
     master: Optional[str] = None
     conf: Dict[str, str] = field(default_factory=dict)
-    max_items_per_batch: int = 2_000_000
+    max_items_per_batch: int = 1_000_000
     max_seconds_per_poll: float = 5.0
     progress: Optional[Progress] = None
+
+
+class _SparkHiccup(Exception):
+    """The query failed inside Spark, not in user code: worth one more attempt."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
@@ -61,7 +70,7 @@ def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional
         lines = [line.strip() for line in str(query_error).strip().splitlines()]
         causes = [line for line in lines if line.startswith("Caused by:")][:3]
         summary = "; ".join(lines[:1] + causes) or repr(query_error)
-        return FlowsparkRuntimeError(f"flow {plan.flow_id!r} failed in Spark: {summary}")
+        return _SparkHiccup(FlowsparkRuntimeError(f"flow {plan.flow_id!r} failed in Spark: {summary}"))
     return None
 
 
@@ -126,8 +135,18 @@ def _wait(plan: Plan, query: Any, hub: SourceHub, writer: SinkWriter) -> None:
         raise error
 
 
+RESTARTS = 2
+"""How many times a run restarts from its checkpoint after a failure inside Spark itself."""
+
+
 def run_flow(flow: Dataflow, config: RunConfig) -> None:
-    """Run `flow` until its inputs end (or forever, for unbounded inputs)."""
+    """Run `flow` until its inputs end (or forever, for unbounded inputs).
+
+    A failure inside Spark that no user code caused (a lost executor, an
+    RPC timeout on an overloaded machine) restarts the query from its
+    checkpoint, as a resumed run would, at most `RESTARTS` times; user
+    errors end the run at once, as in Bytewax.
+    """
     plan = build_plan(flow)
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
@@ -137,11 +156,22 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
         # On a cluster, also waits for the executors, so that the default
         # parallelism below counts their cores (it is 2 until they register).
         check_recovery_dir_visible(spark, checkpoint, temporary=config.recovery_dir is None)
-    except BaseException:
+        parallelism = config.parallelism or spark.sparkContext.defaultParallelism
+        for attempt in range(RESTARTS + 1):
+            try:
+                _attempt(spark, plan, config, checkpoint, parallelism)
+                return
+            except _SparkHiccup as hiccup:
+                if attempt == RESTARTS:
+                    raise hiccup.error from None
+                print(f"flowspark: {hiccup}; restarting from the last completed micro-batch", file=sys.stderr)
+    finally:
         if config.recovery_dir is None:
             shutil.rmtree(checkpoint, ignore_errors=True)
-        raise
-    parallelism = config.parallelism or spark.sparkContext.defaultParallelism
+
+
+def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, parallelism: int) -> None:
+    """Run the flow's query once, from wherever its checkpoint stands."""
     hub = SourceHub(plan, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
     writer: Optional[SinkWriter] = None
     try:
@@ -164,5 +194,3 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
         hub.close()
         if writer is not None:
             writer.close()
-        if config.recovery_dir is None:
-            shutil.rmtree(checkpoint, ignore_errors=True)

@@ -11,11 +11,13 @@ as `python ...`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import threading
 from typing import BinaryIO, Callable, Dict, Optional
 
+import pyspark
 from pyspark.sql import SparkSession
 
 from flowspark.engine.spark_source import FlowsparkSource
@@ -23,6 +25,34 @@ from flowspark.errors import FlowsparkRuntimeError
 
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 _JAVA_OPTIONS = f"-Xss16m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{_LOG_CONFIG}"
+
+
+def _spark_home_without_zip() -> Optional[str]:
+    """A SPARK_HOME whose Python workers import the installed pyspark, not `pyspark.zip`.
+
+    Spark puts `SPARK_HOME/python/lib/pyspark.zip` first on its Python
+    workers' path; code imported from a zip is compiled again in every
+    worker of every run (seconds of CPU per run).  This home links to the
+    installed Spark but leaves the zip out, so workers import the installed
+    package and its cached bytecode.  `None` when it can't be made.
+    """
+    real = os.path.dirname(os.path.abspath(pyspark.__file__))
+    tag = hashlib.sha1(real.encode()).hexdigest()[:12]
+    home = os.path.join(os.path.expanduser("~"), ".cache", "flowspark", f"spark-home-{pyspark.__version__}-{tag}")
+    try:
+        lib = os.path.join(home, "python", "lib")
+        os.makedirs(lib, exist_ok=True)
+        for name in ("bin", "jars", "sbin", "conf"):
+            link = os.path.join(home, name)
+            if os.path.exists(os.path.join(real, name)) and not os.path.lexists(link):
+                os.symlink(os.path.join(real, name), link)
+        for name in os.listdir(os.path.join(real, "python", "lib")):
+            link = os.path.join(lib, name)
+            if name.startswith("py4j") and not os.path.lexists(link):
+                os.symlink(os.path.join(real, "python", "lib", name), link)
+    except OSError:
+        return None
+    return home
 
 
 def default_master(parallelism: int) -> str:
@@ -35,6 +65,10 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
     if active is not None:
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "SPARK_HOME" not in os.environ:
+        home = _spark_home_without_zip()
+        if home is not None:
+            os.environ["SPARK_HOME"] = home
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     url = master or default_master(os.cpu_count() or 2)
     builder = (

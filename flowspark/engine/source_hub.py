@@ -174,8 +174,8 @@ class SourceHub:
             end = ""
             if self._abort:
                 end = "abort"
-            elif not data and all(p.done for p in self._parts.values()):
-                end = "eof"
+            elif all(p.done for p in self._parts.values()):
+                end = "eof"  # the last data and the end-of-input markers share one micro-batch
             if not data and not end:
                 return start
             parts = {}

@@ -60,7 +60,8 @@ SW = TypeVar("SW")
 
 def is_aware(moment: datetime) -> bool:
     """Whether `moment` carries a usable time zone (so it compares with UTC)."""
-    return moment.tzinfo is not None and moment.utcoffset() is not None
+    tz = moment.tzinfo
+    return tz is not None and (tz is timezone.utc or moment.utcoffset() is not None)
 
 
 class ClockLogic(ABC, Generic[V, S]):

@@ -134,6 +134,7 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
             self._state = EventClockState(now, UTC_MIN, now)
         else:
             self._state = replace(resume_state)
+        self._current = self._watermark()
 
     def _read_system_time(self) -> datetime:
         now = self._config.now_getter()
@@ -154,6 +155,7 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
         now = self._read_system_time()
         if now > self._state.system_now:
             self._state.system_now = now
+            self._current = self._watermark()
 
     @override
     def on_item(self, value: V) -> Tuple[datetime, datetime]:
@@ -165,7 +167,9 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
                 f"got {timestamp!r} for value {value!r}"
             )
             raise TimestampError(msg)
-        watermark = self._watermark()
+        # System time only moves in `before_batch`, so the watermark computed
+        # there (or at the last push) holds for every value in between.
+        watermark = self._current
         try:
             candidate = timestamp - self._config.wait_for_system_duration
         except OverflowError:
@@ -174,13 +178,14 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
         if candidate > watermark:
             self._state.watermark_base = candidate
             self._state.system_time_of_max_event = self._state.system_now
+            self._current = candidate
             return (timestamp, candidate)
         return (timestamp, watermark)
 
     @override
     def on_notify(self) -> datetime:
         self.before_batch()
-        return self._watermark()
+        return self._current
 
     @override
     def on_eof(self) -> datetime:

@@ -62,6 +62,8 @@ class SlidingWindowerLogic(WindowerLogic[SlidingWindowerState]):
     def intersects(self, timestamp: datetime) -> List[int]:
         """The ids of every window containing `timestamp`, in ascending order."""
         since_origin = timestamp - self.align_to
+        if self.offset == self.length:
+            return [since_origin // self.offset]
         first = (since_origin - self.length) // self.offset + 1
         last = since_origin // self.offset
         return list(range(first, last + 1))
