@@ -298,3 +298,16 @@ def test_cli_on_wordcount() -> None:
     assert "  output wordcount.out <- layer 1" in lines
     bad = _cli("examples.wordcount:flow", "-o", "dot")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+@pytest.mark.parametrize("example", ["wordcount", "user_sessions", "live_windows", "kafka_windowed"])
+def test_every_example_renders_all_its_steps(example: str) -> None:
+    flow = import_module(f"examples.{example}").flow
+    mermaid = to_mermaid(flow)
+    for step in flow.substeps:
+        assert f'{step.step_id}["{step.step_name} ({step.op_type})"]' in mermaid
+    physical = to_physical(flow)
+    for core in flow.core_steps():
+        kind = core.config["kind"]
+        shown = f"output {core.step_id} <- " if kind == "output" else f"{core.step_id} ({kind})"
+        assert shown in physical
