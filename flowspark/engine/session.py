@@ -81,6 +81,8 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", _JAVA_OPTIONS)
+        # Spark's 1g default is too small for the chunks big micro-batches carry.
+        .config("spark.driver.memory", os.environ.get("FLOWSPARK_DRIVER_MEMORY", "4g"))
         .config("spark.executor.extraJavaOptions", "-Xss16m")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
         # A user function that raises ends the run at once, as in Bytewax;

@@ -72,6 +72,7 @@ class _Output:
             self._call("write_batch", self.parts["0"].write_batch, items)
             return
         by_part: Dict[str, List[Any]] = {}
+        count = len(self.names)
         for item in items:
             if type(item) is not tuple or len(item) != 2 or not isinstance(item[0], str):
                 msg = (
@@ -79,7 +80,8 @@ class _Output:
                     f"for a partitioned sink; got {item!r}"
                 )
                 raise FlowsparkRuntimeError(msg) from TypeError(msg)
-            index = self._call("part_fn", self.sink.part_fn, item[0]) % len(self.names)
+            # With one partition every key lands there: no need to ask `part_fn`.
+            index = self._call("part_fn", self.sink.part_fn, item[0]) % count if count > 1 else 0
             by_part.setdefault(self.names[index], []).append(item[1])
         for name, values in by_part.items():
             self._call("write_batch", self.parts[name].write_batch, values)
