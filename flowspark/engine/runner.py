@@ -130,6 +130,8 @@ def _wait(plan: Plan, query: Any, hub: SourceHub, writer: SinkWriter) -> None:
     finally:
         if query.isActive:
             query.stop()
+    if writer.finished.is_set() and hub.failure is None and writer.failure is None:
+        return  # the end of input is written and committed; a batch cut by the stop replays on resume
     error = _failure(plan, query.exception(), hub.failure, writer.failure)
     if error is not None:
         raise error

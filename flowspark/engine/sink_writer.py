@@ -111,12 +111,14 @@ class SinkWriter:
         self.last_batch = self._ledger.batch
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        if self.finished.is_set():
-            return  # the run is over; Spark may start one more batch before it stops
+        # Every batch must be run in full, even one Spark starts after the
+        # end of input (timers): skipping it fails Spark's state commit check.
         try:
             self._write(frame.collect(), batch_id)
         except BaseException as ex:
-            if self.failure is None:
+            # Once the run is over, stopping the query may interrupt a batch;
+            # it is not committed and a resumed run replays it.
+            if self.failure is None and not self.finished.is_set():
                 self.failure = ex
             raise
 
