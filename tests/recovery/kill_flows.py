@@ -32,7 +32,9 @@ class RunningSum(StatefulBatchLogic[int, str, Tuple[int, int]]):
         return ["notified"], StatefulBatchLogic.RETAIN
 
     def on_eof(self) -> Tuple[List[str], bool]:
-        return [f"eof:{self.total}"], StatefulBatchLogic.RETAIN
+        # Discarding at the end makes a finished run's resume emit nothing: a
+        # run killed while shutting down after its last batch must not count twice.
+        return [f"eof:{self.total}"], StatefulBatchLogic.DISCARD
 
     def notify_at(self) -> datetime:
         return datetime(2100, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=self.seen)
