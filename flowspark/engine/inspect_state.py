@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 from flowspark.engine import chunks
 from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
+from flowspark.engine.sink_writer import LEDGER
 
 
 @dataclass
@@ -71,7 +72,7 @@ def summary(directory: str) -> RecoveryInfo:
     for grp, _, _ in _entries(directory):
         index, _ = chunks.parse_stateful_group(grp)
         info.keys_per_step[steps[index]] += 1
-    ledger = os.path.join(directory, "flowspark-sinks.pkl")
+    ledger = os.path.join(directory, LEDGER)
     if os.path.exists(ledger):
         with open(ledger, "rb") as f:
             info.sinks_epoch = pickle.load(f)[0]

@@ -17,7 +17,6 @@ from typing import (
     Iterable,
     List,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
     overload,
@@ -175,7 +174,3 @@ def inspect_debug(
     (down,) = core_step("inspect_debug", ["down"], inspector=inspector, ups=[up.stream_id])
     return down
 
-
-def is_sequence(value: Any) -> bool:
-    """Whether a logic's `emit` is a proper sequence (not a string or a bare value)."""
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
