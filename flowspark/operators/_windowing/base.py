@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Generic, Iterable, Optional, Set, Tuple, TypeVar
+from typing import Any, Generic, Iterable, Optional, Set, Tuple, TypeVar
 
 from typing_extensions import Self
 
@@ -32,6 +32,8 @@ __all__ = [
     "ZERO_TD",
     "Clock",
     "ClockLogic",
+    "SeededWindowerLogic",
+    "ValueWindowerLogic",
     "WindowLogic",
     "WindowMetadata",
     "Windower",
@@ -182,6 +184,43 @@ class WindowerLogic(ABC, Generic[S]):
     @abstractmethod
     def snapshot(self) -> S:
         """Return a picklable copy of the state, shared with nothing live."""
+
+
+class ValueWindowerLogic(WindowerLogic[S]):
+    """A windower logic that needs each value, not only its timestamp, to pick its windows.
+
+    Dynamic session gaps are the case: the gap comes from the value.  The
+    window operator calls `open_for_value` instead of `open_for`.
+    """
+
+    @abstractmethod
+    def open_for_value(self, value: Any, timestamp: datetime) -> Iterable[int]:
+        """Return the ids of the windows an on-time value belongs to, opening them."""
+
+    def open_for(self, timestamp: datetime) -> Iterable[int]:
+        """Refuse: this windower cannot place a bare timestamp."""
+        msg = f"{type(self).__name__} places values, not bare timestamps; call `open_for_value`"
+        raise TypeError(msg)
+
+
+class SeededWindowerLogic(WindowerLogic[S]):
+    """A windower logic that can open a window over values applied before it existed.
+
+    Record-aligned sliding windows are the case: a window is created when a
+    record enters or leaves it, yet it must hold every record in its span.
+    The window operator remembers the applied values of the last `history()`
+    (counted back from the newest applied timestamp) and, when `open_for`
+    returns an id it has no window for, first feeds the new window the
+    remembered values whose timestamps lie in `span(window_id)`.
+    """
+
+    @abstractmethod
+    def history(self) -> timedelta:
+        """How far behind the newest applied timestamp values must be remembered."""
+
+    @abstractmethod
+    def span(self, window_id: int) -> Tuple[datetime, datetime]:
+        """The timestamps a new window takes from memory, both ends included."""
 
 
 class Windower(ABC, Generic[S]):

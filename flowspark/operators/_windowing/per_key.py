@@ -16,7 +16,7 @@ the windower is reset, and nothing else is held, so stragglers go to `late`.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Tuple, Union
 
@@ -26,6 +26,8 @@ from flowspark.operators._core import S, StatefulBatchLogic, V, W
 from flowspark.operators._windowing.base import (
     UTC_MIN,
     Clock,
+    SeededWindowerLogic,
+    ValueWindowerLogic,
     Windower,
     WindowLogic,
     WindowMetadata,
@@ -89,6 +91,8 @@ class KeySnapshot(Generic[V, S]):
     """Values not yet applied (ordered mode), with their timestamps, in arrival order."""
     watermark: datetime
     """The highest watermark seen outside end of input; it never goes back."""
+    history: List[Tuple[V, datetime]] = field(default_factory=list)
+    """Recently applied values, for a `SeededWindowerLogic`; in application order."""
 
 
 @dataclass(frozen=True)
@@ -134,12 +138,14 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             self._logics: Dict[int, WindowLogic[V, W, S]] = {}
             self._queue: List[Tuple[V, datetime]] = []
             self._watermark = UTC_MIN
+            self._history: List[Tuple[V, datetime]] = []
         else:
             self._clock = config.clock.build(resume_state.clock_state)
             self._windower = config.windower.build(resume_state.windower_state)
             self._logics = {i: config.builder(state) for i, state in resume_state.logic_states.items()}
             self._queue = list(resume_state.queue)
             self._watermark = resume_state.watermark
+            self._history = list(resume_state.history)
 
     @contextmanager
     def _naming_step(self) -> Iterator[None]:
@@ -172,6 +178,8 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         return RuntimeError(msg)
 
     def _apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
+        if isinstance(self._windower, (ValueWindowerLogic, SeededWindowerLogic)):
+            return self._apply_special(due)
         events: List[WindowEvent[V, W]] = []
         logics = self._logics
         open_for = self._windower.open_for
@@ -184,6 +192,48 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
                 if emitted:
                     events.extend(Emitted(window_id, w) for w in emitted)
         return events
+
+    def _apply_special(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
+        """`_apply` for windowers that look at values or seed new windows from history."""
+        events: List[WindowEvent[V, W]] = []
+        windower = self._windower
+        for value, timestamp in due:
+            if isinstance(windower, ValueWindowerLogic):
+                window_ids = windower.open_for_value(value, timestamp)
+            else:
+                window_ids = windower.open_for(timestamp)
+            for window_id in window_ids:
+                logic = self._logics.get(window_id)
+                if logic is None:
+                    logic = self._logics[window_id] = self._config.builder(None)
+                    events.extend(self._seed(window_id, logic))
+                events.extend(Emitted(window_id, w) for w in logic.on_value(value))
+            if isinstance(windower, SeededWindowerLogic):
+                self._remember(windower, value, timestamp)
+        return events
+
+    def _seed(self, window_id: int, logic: WindowLogic[V, W, S]) -> List[WindowEvent[V, W]]:
+        """Feed a window that a `SeededWindowerLogic` just opened the remembered values in its span."""
+        windower = self._windower
+        if not isinstance(windower, SeededWindowerLogic):
+            return []
+        first, last = windower.span(window_id)
+        events: List[WindowEvent[V, W]] = []
+        for value, timestamp in self._history:
+            if first <= timestamp <= last:
+                events.extend(Emitted(window_id, w) for w in logic.on_value(value))
+        return events
+
+    def _remember(self, windower: SeededWindowerLogic[Any], value: V, timestamp: datetime) -> None:
+        """Keep an applied value for windows opened later; forget what is too old to matter.
+
+        Forgetting counts back from this value's timestamp: an out-of-order
+        value only makes it keep more than needed, never less.
+        """
+        self._history.append((value, timestamp))
+        horizon = timestamp - windower.history()
+        if self._history[0][1] < horizon:
+            self._history = [(v, t) for v, t in self._history if t >= horizon]
 
     def _merge(self) -> List[WindowEvent[V, W]]:
         events: List[WindowEvent[V, W]] = []
@@ -268,6 +318,7 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             {window_id: logic.snapshot() for window_id, logic in self._logics.items()},
             list(self._queue),
             self._watermark,
+            list(self._history),
         )
 
 
