@@ -14,6 +14,7 @@ from typing import Generic, List, Optional, TypeVar
 __all__ = [
     "DynamicSink",
     "FixedPartitionedSink",
+    "MicroBatchSink",
     "Sink",
     "StatefulSinkPartition",
     "StatelessSinkPartition",
@@ -78,3 +79,25 @@ class FixedPartitionedSink(Sink[tuple[str, X]], Generic[X, S]):
     @abstractmethod
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[S]) -> StatefulSinkPartition[X, S]:
         """Build partition `for_part`, resuming from `resume_state` if given."""
+
+
+class MicroBatchSink(Sink[X]):
+    """A flowspark sink that takes all of a micro-batch's items in one call, with its id.
+
+    Not in Bytewax.  Knowing the batch id lets a sink write idempotently: a
+    batch Spark replays after a crash carries the same id, so writing it
+    again can replace what the interrupted attempt left instead of adding
+    to it.  `SparkSink` is one.
+    """
+
+    @abstractmethod
+    def write_micro_batch(self, step_id: str, batch_id: int, run_id: str, items: List[X]) -> None:
+        """Write the items of batch `batch_id` (possibly again, after a crash).
+
+        `run_id` names the run's recovery state and stays the same when the
+        run resumes, so names built from it and the batch id are stable.
+        Called for batches with at least one item only.
+        """
+
+    def close(self) -> None:  # noqa: B027
+        """The run is over; release what the sink holds."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Set, Tuple
 
+import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,3 +34,26 @@ def test_example_output_matches_bytewax(name: str, tmp_path: Path) -> None:
     got = _run("flowspark", f"examples.{name}", ROOT)
     assert expected
     assert sorted(got) == sorted(expected)
+
+
+def test_file_to_parquet_writes_every_purchase_with_running_totals(tmp_path: Path) -> None:
+    out = tmp_path / "purchases.parquet"
+    done = subprocess.run(
+        [sys.executable, "-m", "flowspark.run", "examples.file_to_parquet:flow"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env=dict(os.environ, PURCHASES_PARQUET=str(out)),
+    )
+    assert done.returncode == 0, done.stderr
+    with open(ROOT / "examples" / "sample_data" / "purchases.csv") as f:
+        purchases = list(csv.DictReader(f))
+    totals: Dict[str, float] = {}
+    expected: Set[Tuple[str, str, float, datetime, float]] = set()
+    for row in purchases:
+        totals[row["user"]] = round(totals.get(row["user"], 0.0) + float(row["amount"]), 2)
+        at = datetime.fromisoformat(row["at"]).replace(tzinfo=None)
+        expected.add((row["user"], row["item"], float(row["amount"]), at, totals[row["user"]]))
+    table = pq.read_table(out)
+    assert table.column_names == ["user", "item", "amount", "at", "user_total"]
+    got = {(r["user"], r["item"], r["amount"], r["at"].to_pydatetime(), r["user_total"]) for r in table.to_pylist()}
+    assert len(expected) == len(purchases) == table.num_rows
+    assert got == expected

@@ -300,7 +300,7 @@ def test_cli_on_wordcount() -> None:
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
-@pytest.mark.parametrize("example", ["wordcount", "user_sessions", "live_windows", "kafka_windowed"])
+@pytest.mark.parametrize("example", ["wordcount", "user_sessions", "live_windows", "kafka_windowed", "file_to_parquet"])
 def test_every_example_renders_all_its_steps(example: str) -> None:
     flow = import_module(f"examples.{example}").flow
     mermaid = to_mermaid(flow)

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 
 from flowspark.dataflow import Dataflow, Operator
 from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
-from flowspark.outputs import DynamicSink, FixedPartitionedSink, Sink
+from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink
 
 STATELESS_KINDS = ("flat_map_batch", "branch", "merge", "redistribute", "inspect_debug")
 
@@ -72,8 +72,11 @@ def _check_io(step: Operator) -> None:
         if not isinstance(sink, Sink):
             msg = f"step {step.step_id!r}: sink must subclass `flowspark.outputs.Sink`; got a {type(sink)!r}"
             raise TypeError(msg)
-        if not isinstance(sink, (FixedPartitionedSink, DynamicSink)):
-            msg = f"step {step.step_id!r}: unknown sink type {type(sink)!r}; subclass `FixedPartitionedSink` or `DynamicSink`"
+        if not isinstance(sink, (FixedPartitionedSink, DynamicSink, MicroBatchSink)):
+            msg = (
+                f"step {step.step_id!r}: unknown sink type {type(sink)!r}; "
+                "subclass `FixedPartitionedSink`, `DynamicSink` or `MicroBatchSink`"
+            )
             raise TypeError(msg)
 
 

@@ -25,6 +25,7 @@ from flowspark.engine.failures import StepFailure, recover
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.resume_check import check_or_record
+from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.session import get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import SinkWriter
@@ -161,7 +162,8 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
         parallelism = config.parallelism or spark.sparkContext.defaultParallelism
         for attempt in range(RESTARTS + 1):
             try:
-                _attempt(spark, plan, config, checkpoint, parallelism)
+                with running(RunContext(spark, checkpoint)):
+                    _attempt(spark, plan, config, checkpoint, parallelism)
                 return
             except _SparkHiccup as hiccup:
                 if attempt == RESTARTS:

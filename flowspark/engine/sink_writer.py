@@ -7,6 +7,8 @@ directory records the last written batch id and the snapshot of every
 `FixedPartitionedSink` partition after it, so a batch Spark replays after a
 crash is skipped, or (if the crash hit mid-write) rewritten from partitions
 rebuilt at the previous snapshot, which is how `FileSink` avoids duplicates.
+A `MicroBatchSink` gets the whole batch at once with its id and the run's
+id (kept beside the ledger), so it can make a rewrite replace the first try.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from flowspark.engine import chunks
 from flowspark.engine.plan import Plan
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.outputs import DynamicSink, FixedPartitionedSink
+from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
 
 LEDGER = "flowspark-sinks.pkl"
+RUN_ID = "flowspark-run-id"
 
 
 class _Ledger:
@@ -34,6 +38,17 @@ class _Ledger:
         if os.path.exists(self._path):
             with open(self._path, "rb") as f:
                 self.batch, self.snapshots = pickle.load(f)
+        self.run_id = self._run_id(os.path.join(directory, RUN_ID))
+
+    @staticmethod
+    def _run_id(path: str) -> str:
+        """The id of the run this directory holds, made on first use and kept after."""
+        if not os.path.exists(path):
+            with open(path + ".tmp", "w") as f:
+                f.write(uuid.uuid4().hex[:12])
+            os.replace(path + ".tmp", path)
+        with open(path) as f:
+            return f.read().strip()
 
     def commit(self, batch: int, snapshots: Dict[str, Dict[str, Any]]) -> None:
         tmp = self._path + ".tmp"
@@ -52,6 +67,8 @@ class _Output:
         self.step_id = step_id
         self.sink = sink
         self.fixed = isinstance(sink, FixedPartitionedSink)
+        self.micro = isinstance(sink, MicroBatchSink)
+        self.pending: List[Any] = []
         self.parts: Dict[str, Any] = {}
         if self.fixed:
             self.names: List[str] = self._call("list_parts", sink.list_parts)
@@ -68,6 +85,9 @@ class _Output:
             raise FlowsparkRuntimeError(msg) from ex
 
     def write(self, items: List[Any]) -> None:
+        if self.micro:
+            self.pending.extend(items)
+            return
         if not self.fixed:
             self._call("write_batch", self.parts["0"].write_batch, items)
             return
@@ -86,12 +106,20 @@ class _Output:
         for name, values in by_part.items():
             self._call("write_batch", self.parts[name].write_batch, values)
 
+    def end_batch(self, batch_id: int, run_id: str) -> None:
+        """Hand a `MicroBatchSink` everything the batch brought it."""
+        if self.micro and self.pending:
+            items, self.pending = self.pending, []
+            self._call("write_micro_batch", self.sink.write_micro_batch, self.step_id, batch_id, run_id, items)
+
     def snapshots(self) -> Dict[str, Any]:
         return {name: self._call("snapshot", part.snapshot) for name, part in self.parts.items()} if self.fixed else {}
 
     def close(self) -> None:
         for part in self.parts.values():
             self._call("close", part.close)
+        if self.micro:
+            self._call("close", self.sink.close)
 
 
 class SinkWriter:
@@ -143,6 +171,8 @@ class SinkWriter:
                 written += len(items)
             else:
                 self._inspect(index, items, batch_id)
+        for output in self._outputs:
+            output.end_batch(batch_id, self._ledger.run_id)
         self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
         self.last_batch = batch_id
         if self._on_batch is not None:

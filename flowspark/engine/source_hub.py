@@ -279,9 +279,21 @@ class SourceHub:
         return sum(fractions) / len(fractions) if fractions else None
 
     def commit(self, end: Offset) -> None:
+        """Spark finished the batch ending at `end`: drop its data and tell partitions that ask.
+
+        A partition with a `committed(snapshot)` method learns the snapshot
+        no run will ever resume before again, so it can free what came
+        earlier (the spool files of `SparkSource`).
+        """
         with self._lock:
             for n in [n for n in self._buffer if n <= end["n"]]:
                 del self._buffer[n]
+            for key, part in self._parts.items():
+                committed = getattr(part.partition, "committed", None)
+                state = end["parts"].get(key)
+                snapshot = _decode(state["s"]) if committed is not None and state is not None else None
+                if committed is not None and snapshot is not None and not part.done:
+                    committed(snapshot)
 
     # -- serving ----------------------------------------------------------
 

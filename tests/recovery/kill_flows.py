@@ -2,11 +2,12 @@
 
 import os
 from datetime import datetime, timedelta, timezone
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
 from flowspark.connectors.files import FileSink, FileSource
+from flowspark.connectors.spark import SparkSink, SparkSource
 from flowspark.dataflow import Dataflow
 from flowspark.operators import StatefulBatchLogic
 
@@ -87,3 +88,24 @@ sums = win.fold_window(
     lambda a, b: a + b,
 )
 op.output("out", op.map("line", sums.down, window_line), FileSink(OUT_PATH))
+
+
+def parse_row(row: Dict[str, str]) -> Tuple[str, int]:
+    return parse(row["value"])
+
+
+def as_row(item: Tuple[str, str]) -> Dict[str, str]:
+    key, value = item
+    return {"line": f"{key},{value}"}
+
+
+# The same running sums, read by Spark's text source and written by Spark's
+# json writer: the inner source query and the sink's files must survive kills.
+spark_io = Dataflow("kill_spark_io")
+lines = op.input(
+    "inp",
+    spark_io,
+    SparkSource("text", {"path": os.path.dirname(IN_PATH), "pathGlobFilter": os.path.basename(IN_PATH)}, batch_size=500),
+)
+spark_sums = op.stateful_batch("sum", op.map("parse", lines, parse_row), RunningSum)
+op.output("out", op.map("row", spark_sums, as_row), SparkSink("json", {"path": OUT_PATH}, "line string"))

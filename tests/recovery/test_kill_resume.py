@@ -7,6 +7,7 @@ line: nothing lost, nothing written twice.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -49,7 +50,11 @@ def _run_with_kills(flow: str, env: Dict[str, str], recovery: Path, kills: int, 
 
 
 def _lines(path: Path) -> List[str]:
-    return sorted(path.read_text().splitlines())
+    """The sorted lines of an output file, or of every data file of an output directory."""
+    if path.is_file():
+        return sorted(path.read_text().splitlines())
+    data = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
+    return sorted(json.loads(line)["line"] for p in data for line in p.read_text().splitlines())
 
 
 def _write_input(path: Path, n: int) -> None:
@@ -78,4 +83,10 @@ def test_user_logic_with_timers_survives_kills(tmp_path: Path) -> None:
 def test_windowed_file_to_file_survives_kills(tmp_path: Path) -> None:
     expected, got, kills = _reference_and_killed("windowed", tmp_path, 3)
     assert len(expected) == 50 * 100
+    assert got == expected, f"after {kills} kills"
+
+
+def test_spark_source_and_sink_survive_kills(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("spark_io", tmp_path, 3)
+    assert len(expected) == 60_000 + 50
     assert got == expected, f"after {kills} kills"
