@@ -245,11 +245,12 @@ def _stream_ports(bound: inspect.BoundArguments) -> Dict[str, List[str]]:
 
 
 def _output_ports(result: Any) -> Dict[str, str]:
+    """The streams an operator returned, by port name (a private field's name without its `_`)."""
     if isinstance(result, Stream):
         return {"down": result.stream_id}
     if dataclasses.is_dataclass(result) and not isinstance(result, type):
         return {
-            f.name: getattr(result, f.name).stream_id
+            f.name.lstrip("_"): getattr(result, f.name).stream_id
             for f in dataclasses.fields(result)
             if isinstance(getattr(result, f.name), Stream)
         }

@@ -101,7 +101,7 @@ class _Reader(DataSourceStreamReader):
             yield chunks.to_arrow([("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps("abort"))])
 
     def _fused_pass(self, origin: str, seq_base: int, payload: bytes) -> List[chunks.Row]:
-        batches: List[List[Any]] = pickle.loads(payload)
+        batches: List[List[Any]] = chunks.loads(payload)
         stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
         router = Router(self._plan, self._buckets)
         out = Collector(origin)

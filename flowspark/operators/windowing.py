@@ -14,11 +14,24 @@ key's values (and with system time, for `EventClock`).
 Unlike Bytewax 0.21.1, a key whose windows have all closed keeps its clock
 and watermark (a small tombstone), so a straggler for a closed window goes
 to `late` instead of reopening that window and emitting it a second time.
+
+flowspark additions (a flow that uses none of them is unchanged, step graph
+included): every operator (but `join_window`, which has its own modes) takes
+keyword-only `emit=` (`"final"`, `"current"` or `"current_and_final"`: when
+results go out), `allowed_lateness=` (keep closed windows for late values
+and re-emit corrected results) and `trigger=` (`CountTrigger`,
+`ProcessingTimeTrigger`, `PredicateTrigger`: fire early, optionally
+purging).  With any of them, `WindowOut.panes` also carries every emission
+as a `Pane` saying whether it was early, on time or late.  `sum_window`,
+`mean_window` and `aggregate_window` (several aggregations in one pass, with
+Quix Streams' `Sum`, `Count`, `Mean`, `Min`, `Max`, `First`, `Last`,
+`Collect`) are new operators.  See `window` for the rules.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import (
     Any,
     Callable,
@@ -26,12 +39,14 @@ from typing import (
     Generic,
     List,
     Literal,
+    Mapping,
     Optional,
     Set,
     Tuple,
     Type,
     TypeVar,
     Union,
+    cast,
     overload,
 )
 
@@ -64,6 +79,47 @@ from flowspark.operators._windowing.windowers import (
     check_windower,
 )
 
+# flowspark's additional windowers: hopping, count, record sliding, dynamic sessions.
+from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindower  # noqa: E402
+from flowspark.operators._windowing.hopping import (  # noqa: E402
+    CountHoppingWindower,
+    CountTumblingWindower,
+    HoppingWindower,
+)
+from flowspark.operators._windowing.record_sliding import RecordSlidingWindower  # noqa: E402
+
+# flowspark's additions: emit modes, panes, allowed lateness, triggers, aggregations.
+from flowspark.operators._windowing.aggregations import (  # noqa: E402
+    Aggregation,
+    AggregationSet,
+    Collect,
+    Count,
+    First,
+    Last,
+    Max,
+    Mean,
+    Min,
+    Sum,
+    mean_builder,
+    sum_builder,
+)
+from flowspark.operators._windowing.firing import FiringWindowConfig  # noqa: E402
+from flowspark.operators._windowing.panes import (  # noqa: E402
+    EmitMode,
+    Pane,
+    PaneTiming,
+    check_allowed_lateness,
+    check_emit,
+)
+from flowspark.operators._windowing.per_key import Fired  # noqa: E402
+from flowspark.operators._windowing.triggers import (  # noqa: E402
+    CountTrigger,
+    PredicateTrigger,
+    ProcessingTimeTrigger,
+    Trigger,
+    check_trigger,
+)
+
 __all__ = [
     "LATE_SESSION_ID",
     "SC",
@@ -71,25 +127,49 @@ __all__ = [
     "UTC_MAX",
     "UTC_MIN",
     "ZERO_TD",
+    "Aggregation",
     "Clock",
     "ClockLogic",
+    "Collect",
+    "Count",
+    "CountHoppingWindower",
+    "CountTrigger",
+    "CountTumblingWindower",
+    "DynamicSessionWindower",
+    "EmitMode",
     "EventClock",
+    "First",
+    "HoppingWindower",
+    "Last",
+    "Max",
+    "Mean",
+    "Min",
+    "Pane",
+    "PaneTiming",
+    "PredicateTrigger",
+    "ProcessingTimeTrigger",
+    "RecordSlidingWindower",
     "SessionWindower",
     "SlidingWindower",
+    "Sum",
     "SystemClock",
+    "Trigger",
     "TumblingWindower",
     "WindowLogic",
     "WindowMetadata",
     "WindowOut",
     "Windower",
     "WindowerLogic",
+    "aggregate_window",
     "collect_window",
     "count_window",
     "fold_window",
     "join_window",
     "max_window",
+    "mean_window",
     "min_window",
     "reduce_window",
+    "sum_window",
     "window",
 ]
 
@@ -99,6 +179,8 @@ DK = TypeVar("DK")
 """Type of the keys of a collected `dict`."""
 DV = TypeVar("DV")
 """Type of the values of a collected `dict`."""
+N = TypeVar("N", int, float)
+"""Type of the numbers `sum_window` adds."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +204,31 @@ class WindowOut(Generic[V, W_co]):
     `merged_ids` lists them.
     """
 
+    _panes: Optional[KeyedStream[Tuple[int, Pane[W_co]]]] = None
+    """The stream behind `panes`; `None` when the step was built without it."""
+
+    _step_id: str = ""
+    """The window step, for the message when `panes` was not built."""
+
+    @property
+    def panes(self) -> KeyedStream[Tuple[int, Pane[W_co]]]:
+        """Every emission of `down` again, as `(window_id, Pane)`: value, timing, index.
+
+        A flowspark addition, built (as step `unwrap_panes`) only when the
+        operator is given `emit="current"`/`"current_and_final"`, a positive
+        `allowed_lateness` or a `trigger`, so that other flows keep
+        Bytewax's exact step graph.  Otherwise reading it raises
+        `AttributeError`, saying so.
+        """
+        if self._panes is None:
+            msg = (
+                f"step {self._step_id!r} has no `panes` stream: it is built only when the window "
+                "operator gets `emit=\"current\"` or `emit=\"current_and_final\"`, a positive "
+                "`allowed_lateness` or a `trigger` (without them the step is wired as in Bytewax)"
+            )
+            raise AttributeError(msg)
+        return self._panes
+
 
 def _down_of(event: WindowEvent[Any, W]) -> Optional[Tuple[int, W]]:
     return (event.window_id, event.value) if isinstance(event, Emitted) else None
@@ -135,6 +242,10 @@ def _meta_of(event: WindowEvent[Any, Any]) -> Optional[Tuple[int, WindowMetadata
     return (event.window_id, event.meta) if isinstance(event, Closed) else None
 
 
+def _panes_of(event: WindowEvent[Any, W]) -> Optional[Tuple[int, Pane[W]]]:
+    return (event.window_id, event.pane) if isinstance(event, Fired) else None
+
+
 @operator
 def window(
     step_id: str,
@@ -143,6 +254,10 @@ def window(
     windower: Windower[Any],
     builder: Callable[[Optional[S]], WindowLogic[V, W, S]],
     ordered: bool = True,
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
 ) -> WindowOut[V, W]:
     """The general window operator: run a `WindowLogic` per window of each key.
 
@@ -161,15 +276,58 @@ def window(
 
     `builder` is also called with a window's snapshot to rebuild it; it must
     take its configuration from its closure, not from the snapshot.
+
+    flowspark adds three keyword-only parameters, shared by every window
+    operator; with their defaults the step is exactly Bytewax's (same
+    output, same step graph, same fast path).  Any other value also builds
+    `panes` (step `unwrap_panes`): each emission of `down` again, as a
+    `Pane` with its `timing` (`"early"`, `"on_time"` or `"late"`) and
+    `index` (0, 1, ... per window), and makes the step handle values one by
+    one (no batch merging).
+
+    * `emit`: `"final"` (default) emits when the window closes.  `"current"`
+      (Quix Streams' `.current()`) emits the window's running result after
+      every value it takes in (and after a session merge changes it) and
+      nothing extra when it closes; `"current_and_final"` does both.  For
+      fold-based operators the running result is a copy of the accumulator
+      (finished, e.g. divided for `mean_window`); for a custom
+      `WindowLogic` it is the `on_close()` items of a copy rebuilt from
+      `snapshot()` (the live logic is not closed).
+    * `allowed_lateness` (Flink's allowed lateness, Kafka Streams' grace):
+      a closed window still emits its result (on time) and its metadata,
+      but is kept until the watermark passes `close_time +
+      allowed_lateness` (`+ gap` too for sessions).  A late value for a
+      kept window updates it and immediately emits the corrected result (a
+      `"late"` pane, on `down` too); a late value for a window still open
+      joins it at once; anything later goes to `late`.  Kept windows are in
+      the key's snapshot and wake the key up to be dropped.  Must be a
+      non-negative `timedelta`; zero (default) is Bytewax's behaviour.
+    * `trigger`: a `CountTrigger`, `ProcessingTimeTrigger` or
+      `PredicateTrigger` fires the window early (its running result, as an
+      early pane); with `purge=True` the window then starts again empty.
+      The window still emits when it closes, unless it was purged and took
+      in nothing since.  Firing once per value at most: with
+      `emit="current"` a fire does not add a second emission.
+
+    Bad values fail here, naming the step.  See
+    `flowspark.operators._windowing.firing` for the complete rules.
     """
     check_windower(step_id, windower)
-    config: WindowConfig[V, W, S] = WindowConfig(step_id, clock, windower, builder, ordered)
+    check_emit(step_id, emit)
+    check_allowed_lateness(step_id, allowed_lateness)
+    check_trigger(step_id, trigger)
+    firing = emit != "final" or allowed_lateness > ZERO_TD or trigger is not None
+    config: WindowConfig[V, W, S]
+    if firing:
+        config = FiringWindowConfig(step_id, clock, windower, builder, ordered, emit, allowed_lateness, trigger)
+    else:
+        config = WindowConfig(step_id, clock, windower, builder, ordered)
     events = stateful_batch("stateful_batch", up, config)
-    return WindowOut(
-        filter_map_value("unwrap_down", events, _down_of),
-        filter_map_value("unwrap_late", events, _late_of),
-        filter_map_value("unwrap_meta", events, _meta_of),
-    )
+    down = filter_map_value("unwrap_down", events, _down_of)
+    late = filter_map_value("unwrap_late", events, _late_of)
+    meta = filter_map_value("unwrap_meta", events, _meta_of)
+    panes = filter_map_value("unwrap_panes", events, _panes_of) if firing else None
+    return WindowOut(down, late, meta, panes, step_id)
 
 
 @operator
@@ -182,15 +340,25 @@ def fold_window(
     folder: Callable[[S, V], S],
     merger: Callable[[S, S], S],
     ordered: bool = True,
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
 ) -> WindowOut[V, S]:
     """Fold each window's values into an accumulator, emitted when the window closes.
 
     `builder()` makes a window's empty accumulator, `folder(acc, value)`
     adds a value (in timestamp order when `ordered`), and `merger(into,
     absorbed)` combines the accumulators of merging session windows.
+    `emit`, `allowed_lateness`, `trigger`: see `window`; early and late
+    results are deep copies of the accumulator.
     """
 
-    return window("window", up, clock, windower, FoldBuilder(builder, folder, merger), ordered)
+    fold = FoldBuilder(builder, folder, merger)
+    return window(
+        "window", up, clock, windower, fold, ordered,
+        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+    )
 
 
 @overload
@@ -199,6 +367,10 @@ def collect_window(
     up: KeyedStream[V],
     clock: Clock[V, Any],
     windower: Windower[Any],
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
 ) -> WindowOut[V, List[V]]: ...
 
 
@@ -210,6 +382,10 @@ def collect_window(
     windower: Windower[Any],
     into: Type[List[Any]],
     ordered: bool = ...,
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
 ) -> WindowOut[V, List[V]]: ...
 
 
@@ -221,6 +397,10 @@ def collect_window(
     windower: Windower[Any],
     into: Type[Set[Any]],
     ordered: bool = ...,
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
 ) -> WindowOut[V, Set[V]]: ...
 
 
@@ -232,6 +412,10 @@ def collect_window(
     windower: Windower[Any],
     into: Type[Dict[Any, Any]],
     ordered: bool = ...,
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
 ) -> WindowOut[Tuple[DK, DV], Dict[DK, DV]]: ...
 
 
@@ -243,6 +427,10 @@ def collect_window(
     windower: Windower[Any],
     into: Type[Any] = ...,
     ordered: bool = ...,
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
 ) -> WindowOut[V, Any]: ...
 
 
@@ -254,15 +442,24 @@ def collect_window(
     windower: Windower[Any],
     into: Type[Any] = list,
     ordered: bool = True,
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
 ) -> WindowOut[V, Any]:
     """Collect each window's values into a `list` (default), `set` or `dict`.
 
     Lists keep timestamp order (arrival order with `ordered=False`); a
     `dict` needs `(key, value)` values, later ones winning.  Other container
-    types raise `TypeError` when the flow is built.
+    types raise `TypeError` when the flow is built.  `emit`,
+    `allowed_lateness`, `trigger`: see `window`; each early or late result
+    is a copy, never changed by later values.
     """
     coll_builder, coll_folder, coll_merger = collect_callbacks(step_id, into)
-    return fold_window("fold_window", up, clock, windower, coll_builder, coll_folder, coll_merger, ordered)
+    return fold_window(
+        "fold_window", up, clock, windower, coll_builder, coll_folder, coll_merger, ordered,
+        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+    )
 
 
 def _zero() -> int:
@@ -284,13 +481,21 @@ def count_window(
     clock: Clock[X, Any],
     windower: Windower[Any],
     key: Callable[[X], str],
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
 ) -> WindowOut[X, int]:
     """Count the items of each window per `key(item)`; emits `(key, (window_id, count))`.
 
     The input need not be keyed.  Items are counted in arrival order.
+    `emit`, `allowed_lateness`, `trigger`: see `window`.
     """
     keyed = key_on("keyed", up, key)
-    return fold_window("sum", keyed, clock, windower, _zero, _plus_one, _sum, ordered=False)
+    return fold_window(
+        "sum", keyed, clock, windower, _zero, _plus_one, _sum, ordered=False,
+        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+    )
 
 
 def _nothing() -> Any:
@@ -304,17 +509,25 @@ def reduce_window(
     clock: Clock[V, Any],
     windower: Windower[Any],
     reducer: Callable[[V, V], V],
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
 ) -> WindowOut[V, V]:
     """Combine each window's values pairwise with `reducer(acc, value)`, in arrival order.
 
     The first value is the starting accumulator; `reducer` also merges
-    sessions.  A `None` accumulator counts as "no value yet".
+    sessions.  A `None` accumulator counts as "no value yet".  `emit`,
+    `allowed_lateness`, `trigger`: see `window`.
     """
 
     def shim_folder(acc: Optional[V], value: V) -> V:
         return value if acc is None else reducer(acc, value)
 
-    return fold_window("fold_window", up, clock, windower, _nothing, shim_folder, reducer, ordered=False)
+    return fold_window(
+        "fold_window", up, clock, windower, _nothing, shim_folder, reducer, ordered=False,
+        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+    )
 
 
 def _identity(value: V) -> V:
@@ -328,13 +541,23 @@ def max_window(
     clock: Clock[V, Any],
     windower: Windower[Any],
     by: Callable[[V], Any] = _identity,
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
 ) -> WindowOut[V, V]:
-    """Emit each window's largest value, compared by `by(value)`; ties keep the earlier value."""
+    """Emit each window's largest value, compared by `by(value)`; ties keep the earlier value.
+
+    `emit`, `allowed_lateness`, `trigger`: see `window`.
+    """
 
     def bigger(acc: V, value: V) -> V:
         return max(acc, value, key=by)
 
-    return reduce_window("reduce_window", up, clock, windower, bigger)
+    return reduce_window(
+        "reduce_window", up, clock, windower, bigger,
+        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+    )
 
 
 @operator
@@ -344,13 +567,168 @@ def min_window(
     clock: Clock[V, Any],
     windower: Windower[Any],
     by: Callable[[V], Any] = _identity,
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
 ) -> WindowOut[V, V]:
-    """Emit each window's smallest value, compared by `by(value)`; ties keep the earlier value."""
+    """Emit each window's smallest value, compared by `by(value)`; ties keep the earlier value.
+
+    `emit`, `allowed_lateness`, `trigger`: see `window`.
+    """
 
     def smaller(acc: V, value: V) -> V:
         return min(acc, value, key=by)
 
-    return reduce_window("reduce_window", up, clock, windower, smaller)
+    return reduce_window(
+        "reduce_window", up, clock, windower, smaller,
+        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+    )
+
+
+@overload
+def sum_window(
+    step_id: str,
+    up: KeyedStream[V],
+    clock: Clock[V, Any],
+    windower: Windower[Any],
+    by: Callable[[V], N],
+    ordered: bool = ...,
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
+) -> WindowOut[V, N]: ...
+
+
+@overload
+def sum_window(
+    step_id: str,
+    up: KeyedStream[N],
+    clock: Clock[N, Any],
+    windower: Windower[Any],
+    by: None = ...,
+    ordered: bool = ...,
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
+) -> WindowOut[N, N]: ...
+
+
+@operator
+def sum_window(
+    step_id: str,
+    up: KeyedStream[Any],
+    clock: Clock[Any, Any],
+    windower: Windower[Any],
+    by: Optional[Callable[[Any], Any]] = None,
+    ordered: bool = True,
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
+) -> WindowOut[Any, Any]:
+    """Add up each window's numbers; emits `(key, (window_id, total))`.
+
+    A flowspark addition, shaped like `count_window` but for a keyed stream
+    of numbers, or of values whose number is `by(value)` (handy when an
+    `EventClock` needs a timestamp from the same value).  Any values that
+    add to `0` work at run time.  With `ordered` (default) numbers are added
+    in timestamp order, so float sums are reproducible.  `emit`,
+    `allowed_lateness`, `trigger`: see `window`.
+    """
+    kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
+    return window("window", up, clock, windower, sum_builder(by), ordered, **kw)
+
+
+@overload
+def mean_window(
+    step_id: str,
+    up: KeyedStream[V],
+    clock: Clock[V, Any],
+    windower: Windower[Any],
+    by: Callable[[V], float],
+    ordered: bool = ...,
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
+) -> WindowOut[V, float]: ...
+
+
+@overload
+def mean_window(
+    step_id: str,
+    up: KeyedStream[float],
+    clock: Clock[float, Any],
+    windower: Windower[Any],
+    by: None = ...,
+    ordered: bool = ...,
+    *,
+    emit: EmitMode = ...,
+    allowed_lateness: timedelta = ...,
+    trigger: Optional[Trigger] = ...,
+) -> WindowOut[float, float]: ...
+
+
+@operator
+def mean_window(
+    step_id: str,
+    up: KeyedStream[Any],
+    clock: Clock[Any, Any],
+    windower: Windower[Any],
+    by: Optional[Callable[[Any], float]] = None,
+    ordered: bool = True,
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
+) -> WindowOut[Any, float]:
+    """Average each window's numbers (or `by(value)`s); emits `(key, (window_id, mean))`.
+
+    A flowspark addition.  The window keeps a running `(sum, count)`; every
+    emission (early ones with `emit="current"` included) is `sum / count`,
+    as Quix Streams' `Mean`.  `emit`, `allowed_lateness`, `trigger`: see
+    `window`.
+    """
+    kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
+    out = window("window", up, clock, windower, mean_builder(by), ordered, **kw)
+    return cast(WindowOut[Any, float], out)
+
+
+@operator
+def aggregate_window(
+    step_id: str,
+    up: KeyedStream[V],
+    clock: Clock[V, Any],
+    windower: Windower[Any],
+    aggregations: Mapping[str, Aggregation[V, Any, Any]],
+    ordered: bool = True,
+    *,
+    emit: EmitMode = "final",
+    allowed_lateness: timedelta = ZERO_TD,
+    trigger: Optional[Trigger] = None,
+) -> WindowOut[V, Dict[str, Any]]:
+    """Compute several aggregations of each window in one pass; emits `(key, (window_id, {name: result}))`.
+
+    A flowspark addition, after Quix Streams' `.agg(name=Aggregation, ...)`:
+    `aggregations` maps result names to `Sum`, `Count`, `Mean`, `Min`,
+    `Max`, `First`, `Last`, `Collect` or your own `Aggregation(builder,
+    folder, merger, finisher)`, e.g. `{"avg": Mean("temperature"), "n":
+    Count()}`.  Each emission is a fresh `dict` of finished results (early
+    ones too).  Session windows need every aggregation to have a `merger`
+    (refused here otherwise).  `emit`, `allowed_lateness`, `trigger`: see
+    `window`.
+    """
+    aggs = AggregationSet.of(step_id, aggregations)
+    unmergeable = aggs.unmergeable()
+    if unmergeable and isinstance(windower, SessionWindower):
+        msg = f"step {step_id!r}: session windows merge, but aggregations {unmergeable!r} have no `merger`"
+        raise ValueError(msg)
+    kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
+    out = window("window", up, clock, windower, aggs.builder(), ordered, **kw)
+    return cast(WindowOut[V, Dict[str, Any]], out)
 
 
 @overload

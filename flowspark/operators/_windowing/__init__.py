@@ -1,7 +1,9 @@
 """Private parts of `flowspark.operators.windowing`.
 
 `base` holds the abstract interfaces and constants, `clocks` and `windowers`
-the built-in implementations, `per_key` the one `StatefulBatchLogic` that
-drives them for a key, and `logics` the window logics behind the derived
-operators.  Users import everything from `flowspark.operators.windowing`.
+the built-in implementations (`hopping`, `record_sliding` and
+`dynamic_sessions` flowspark's additional windowers), `per_key` the one
+`StatefulBatchLogic` that drives them for a key, and `logics` the window
+logics behind the derived operators.  Users import everything from
+`flowspark.operators.windowing`.
 """

@@ -1,4 +1,4 @@
-"""The window logic of `fold_window` and the callbacks of `collect_window`."""
+"""The window logic of `fold_window` (and every fold-based operator) and the callbacks of `collect_window`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from typing_extensions import Self, override
 from flowspark.operators._core import S, V
 from flowspark.operators._windowing.base import WindowLogic
 
-__all__ = ["FoldBuilder", "FoldWindowLogic", "collect_callbacks"]
+__all__ = [
+    "FinishingFoldBuilder",
+    "FinishingFoldWindowLogic",
+    "FoldBuilder",
+    "FoldWindowLogic",
+    "collect_callbacks",
+]
 
 
 class FoldWindowLogic(WindowLogic[V, S, S]):
@@ -40,6 +46,38 @@ class FoldWindowLogic(WindowLogic[V, S, S]):
     def snapshot(self) -> S:
         return copy.deepcopy(self.state)
 
+    def current(self) -> Any:
+        """The result the window would emit if it closed now, as a copy.
+
+        Used for early and late emissions (`emit="current"`, triggers,
+        allowed lateness): a deep copy, so folding more values into the live
+        accumulator (e.g. appending to a collected list) cannot change what
+        was already emitted.
+        """
+        return copy.deepcopy(self.state)
+
+
+class FinishingFoldWindowLogic(FoldWindowLogic[V, S]):
+    """A fold whose emitted result is `finisher(accumulator)` (e.g. a mean from `(sum, count)`)."""
+
+    def __init__(
+        self,
+        folder: Callable[[S, V], S],
+        merger: Callable[[S, S], S],
+        finisher: Callable[[S], Any],
+        state: S,
+    ) -> None:
+        super().__init__(folder, merger, state)
+        self.finisher = finisher
+
+    @override
+    def on_close(self) -> Iterable[Any]:
+        return (self.finisher(self.state),)
+
+    @override
+    def current(self) -> Any:
+        return self.finisher(copy.deepcopy(self.state))
+
 
 @dataclass(frozen=True)
 class FoldBuilder(Generic[V, S]):
@@ -56,6 +94,21 @@ class FoldBuilder(Generic[V, S]):
     def __call__(self, resume_state: Optional[S]) -> FoldWindowLogic[V, S]:
         state = self.builder() if resume_state is None else resume_state
         return FoldWindowLogic(self.folder, self.merger, state)
+
+
+@dataclass(frozen=True)
+class FinishingFoldBuilder(FoldBuilder[V, S]):
+    """A `FoldBuilder` whose windows emit `finisher(accumulator)` instead of the accumulator.
+
+    Its windows, like all folds, only emit at close by themselves, so the
+    batch-merging fast path still applies.
+    """
+
+    finisher: Callable[[S], Any]
+
+    def __call__(self, resume_state: Optional[S]) -> FinishingFoldWindowLogic[V, S]:
+        state = self.builder() if resume_state is None else resume_state
+        return FinishingFoldWindowLogic(self.folder, self.merger, self.finisher, state)
 
 
 def _append(acc: List[Any], value: Any) -> List[Any]:

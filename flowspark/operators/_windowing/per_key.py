@@ -11,14 +11,19 @@ windower is empty, so a later straggler meets a brand-new clock, counts as
 on time and reopens (and re-emits) a window that already closed.  Here an
 idle key keeps a tombstone instead: the clock state and the watermark stay,
 the windower is reset, and nothing else is held, so stragglers go to `late`.
+
+flowspark's additions (emit modes, panes, allowed lateness, triggers) live in
+`firing.py`, in a subclass used only by steps that ask for them.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Generic, Iterable, Iterator, List, Optional, Tuple, Union
 
 from typing_extensions import TypeAlias, override
 
@@ -35,11 +40,13 @@ from flowspark.operators._windowing.base import (
 )
 from flowspark.operators._windowing.clocks import EventClock, SystemClock, TimestampError
 from flowspark.operators._windowing.logics import FoldBuilder
+from flowspark.operators._windowing.panes import Pane
 from flowspark.operators._windowing.windowers import SessionWindower, SlidingWindower, TumblingWindower
 
 __all__ = [
     "Closed",
     "Emitted",
+    "Fired",
     "KeySnapshot",
     "KeyWindowLogic",
     "Late",
@@ -54,6 +61,13 @@ class Emitted(Generic[W]):
 
     window_id: int
     value: W
+
+
+@dataclass(frozen=True)
+class Fired(Emitted[W]):
+    """An emission of a step that reports panes: bound for `down` and, with `pane`, for `panes`."""
+
+    pane: Pane[W]
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,10 @@ class KeySnapshot(Generic[V, S]):
     """The highest watermark seen outside end of input; it never goes back."""
     history: List[Tuple[V, datetime]] = field(default_factory=list)
     """Recently applied values, for a `SeededWindowerLogic`; in application order."""
+    books: Optional[Dict[int, Any]] = None
+    """Pane and trigger bookkeeping (`triggers.WindowBook`) of open windows; steps with panes only."""
+    kept: Optional[Dict[int, Any]] = None
+    """Closed windows kept for `allowed_lateness` (`firing.KeptWindow`); steps with panes only."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +141,21 @@ class WindowConfig(Generic[V, W, S]):
         return (
             isinstance(self.builder, FoldBuilder)
             and type(self.clock) in (EventClock, SystemClock)
-            and type(self.windower) in (TumblingWindower, SlidingWindower, SessionWindower)
+            and type(self.windower) in _fast_windowers()
         )
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_windowers() -> Tuple[type, ...]:
+    """The built-in windowers whose logics are safe for the batch-merging fast path.
+
+    `HoppingWindower` (sliding windows under Quix Streams' name) is defined
+    in another module; it is looked up lazily, through the public
+    `windowing` module, to keep the import graph one-way.
+    """
+    fast: Tuple[type, ...] = (TumblingWindower, SlidingWindower, SessionWindower)
+    hopping = getattr(importlib.import_module("flowspark.operators.windowing"), "HoppingWindower", None)
+    return fast if hopping is None else (*fast, hopping)
 
 
 class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]):
@@ -207,7 +238,8 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
                 if logic is None:
                     logic = self._logics[window_id] = self._config.builder(None)
                     events.extend(self._seed(window_id, logic))
-                events.extend(Emitted(window_id, w) for w in logic.on_value(value))
+                events.extend(self._wrap(window_id, logic.on_value(value)))
+                events.extend(self._took_in(window_id, logic, value))
             if isinstance(windower, SeededWindowerLogic):
                 self._remember(windower, value, timestamp)
         return events
@@ -221,8 +253,16 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         events: List[WindowEvent[V, W]] = []
         for value, timestamp in self._history:
             if first <= timestamp <= last:
-                events.extend(Emitted(window_id, w) for w in logic.on_value(value))
+                events.extend(self._wrap(window_id, logic.on_value(value)))
         return events
+
+    def _wrap(self, window_id: int, items: Iterable[W]) -> List[WindowEvent[V, W]]:
+        """The events for what a window logic returned from `on_value`; a hook for panes."""
+        return [Emitted(window_id, w) for w in items]
+
+    def _took_in(self, window_id: int, logic: WindowLogic[V, W, S], value: V) -> List[WindowEvent[V, W]]:
+        """What to emit after a window took in `value`: nothing here; a hook for emit modes and triggers."""
+        return []
 
     def _remember(self, windower: SeededWindowerLogic[Any], value: V, timestamp: datetime) -> None:
         """Keep an applied value for windows opened later; forget what is too old to matter.
@@ -231,7 +271,10 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         value only makes it keep more than needed, never less.
         """
         self._history.append((value, timestamp))
-        horizon = timestamp - windower.history()
+        try:
+            horizon = timestamp - windower.history()
+        except OverflowError:
+            horizon = UTC_MIN
         if self._history[0][1] < horizon:
             self._history = [(v, t) for v, t in self._history if t >= horizon]
 
@@ -271,6 +314,7 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         """Reset an idle key's windower (as Bytewax would) but keep the key: the tombstone."""
         if not self._logics and not self._queue and self._windower.is_empty():
             self._windower = self._config.windower.build(None)
+            self._history = []
         return (events, StatefulBatchLogic.RETAIN)
 
     @override

@@ -8,6 +8,7 @@ are handed out per key in creation order.
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -26,6 +27,7 @@ from flowspark.operators._windowing.base import (
 from flowspark.operators._windowing.clocks import add_clamped
 
 __all__ = [
+    "SelfCheckingWindower",
     "SessionWindower",
     "SessionWindowerLogic",
     "SessionWindowerState",
@@ -278,6 +280,25 @@ class SessionWindower(Windower[SessionWindowerState]):
         return SessionWindowerLogic(self.gap, state)
 
 
+class SelfCheckingWindower(ABC):
+    """A windower that lists its own unworkable parameters, for `check_windower`.
+
+    flowspark's additional windowers mix this in, so that `check_windower`
+    can name the step for them too without knowing each one.
+    """
+
+    @abstractmethod
+    def problems(self) -> List[str]:
+        """What is wrong with the parameters, one sentence each, starting with the parameter; empty if nothing."""
+
+    def _refuse_problems(self) -> None:
+        """Raise `ValueError` for the first problem (at construction, where no step is known yet)."""
+        problems = self.problems()
+        if problems:
+            msg = f"{type(self).__name__} {problems[0]}"
+            raise ValueError(msg)
+
+
 def _positive(name: str, value: Any) -> Optional[str]:
     if isinstance(value, timedelta) and value > ZERO_TD:
         return None
@@ -311,6 +332,8 @@ def check_windower(step_id: str, windower: Windower[Any]) -> None:
     elif isinstance(windower, SessionWindower):
         if not isinstance(windower.gap, timedelta) or windower.gap < ZERO_TD:
             problems = [f"`gap` must be a non-negative `timedelta`; got {windower.gap!r}"]
+    elif isinstance(windower, SelfCheckingWindower):
+        problems = list(windower.problems())
     for problem in problems:
         if problem is not None:
             msg = f"step {step_id!r}: {type(windower).__name__} {problem}"

@@ -1,0 +1,383 @@
+"""The per-key window logic of steps that use emit modes, allowed lateness or triggers.
+
+`FiringKeyWindowLogic` extends `per_key.KeyWindowLogic`; a step that uses
+none of these features never builds one, so Bytewax flows keep their exact
+behaviour and the batch-merging fast path.  The rules, in the order a call
+applies them:
+
+1. **Late values** (stamped before the watermark).  With `allowed_lateness`
+   zero they go to `late`, as in Bytewax.  Otherwise lateness is judged per
+   window, as in Flink: each window `windower.late_for(timestamp)` names that
+   is still open takes the value at once (out of timestamp order, even with
+   `ordered`); each one closed but still *kept* takes it and immediately
+   emits its corrected result as a `"late"` pane; the rest go to `late`.  A
+   late value never opens a window.  Sessions (whose `late_for` cannot tell
+   the window) use spans instead: a built-in `SessionWindower` lets the value
+   join an open session it is within `gap` of (which may stretch or merge
+   it), else the first kept session whose `[open_time - gap, close_time +
+   gap]` covers it (without stretching or merging the kept session); other
+   windowers reporting `LATE_SESSION_ID` match kept windows by
+   `[open_time, close_time]`.
+2. **Values taken in** (on time, or late as above): after each one, the
+   window's running result is emitted as an `"early"` pane if `emit` is
+   `"current"`/`"current_and_final"` or the trigger fires (once if both);
+   a purging trigger then resets the window to `builder(None)`.
+3. **Merges** (sessions): with a current emit mode the merged window's new
+   running result is emitted; trigger counts add up, but, as in Flink, a
+   merge does not fire the trigger by itself (the next value may).
+4. **Closes**: if `emit` includes final and the window was not purged
+   without new values since, its result is emitted as an `"on_time"` pane,
+   then its metadata goes to `meta`.  If `allowed_lateness` is positive and
+   the watermark has not yet passed `close_time + allowed_lateness` (for a
+   built-in session, `close_time + gap + allowed_lateness`: when it closed,
+   plus the lateness), the window is *kept* for late values instead of being
+   dropped; it is dropped, silently, once the watermark passes that time.
+5. **Processing-time triggers** fire open windows whose wake-up has come.
+
+The *running result* of a window is, for the fold-based operators, a deep
+copy of the accumulator (finished, e.g. a mean, where the operator has a
+finishing step), so later values cannot change what was emitted.  For a
+custom `WindowLogic` it is what the window would emit if it closed now: a
+copy is rebuilt from `logic.snapshot()` with the step's builder and its
+`on_close()` items are emitted (one pane each); the live logic is never
+closed early.  A kept window's results (on time and late) are computed the
+same way, since its live logic must keep taking values.  Items a custom
+logic returns from `on_value`/`on_merge` are emitted as they are, as
+`"early"` panes (`"late"` for a kept window).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Dict, Generic, Iterable, List, Optional, Tuple
+
+from typing_extensions import override
+
+from flowspark.operators._core import S, V, W
+from flowspark.operators._windowing.base import LATE_SESSION_ID, ZERO_TD, WindowLogic, WindowMetadata
+from flowspark.operators._windowing.clocks import add_clamped
+from flowspark.operators._windowing.logics import FoldWindowLogic
+from flowspark.operators._windowing.panes import EmitMode, Pane, PaneTiming
+from flowspark.operators._windowing.per_key import (
+    Closed,
+    Fired,
+    KeySnapshot,
+    KeyWindowLogic,
+    Late,
+    WindowConfig,
+    WindowEvent,
+)
+from flowspark.operators._windowing.triggers import Trigger, WindowBook
+from flowspark.operators._windowing.windowers import SessionWindowerLogic, SlidingWindowerLogic
+
+__all__ = ["FiringKeyWindowLogic", "FiringWindowConfig", "KeptWindow"]
+
+
+@dataclass(frozen=True)
+class FiringWindowConfig(WindowConfig[V, W, S]):
+    """A window step's configuration with flowspark's emission features.
+
+    `window` uses it only when `emit`, `allowed_lateness` or `trigger` is
+    not the default, so a Bytewax flow's configuration (and its recovery
+    fingerprint) stays a plain `WindowConfig`.
+    """
+
+    emit: EmitMode = "final"
+    allowed_lateness: timedelta = ZERO_TD
+    trigger: Optional[Trigger] = None
+
+    @override
+    def __call__(self, resume_state: Optional[KeySnapshot[V, S]]) -> FiringKeyWindowLogic[V, W, S]:
+        return FiringKeyWindowLogic(self, resume_state)
+
+    @property
+    @override
+    def merges_batches(self) -> bool:
+        """Never: output depends on each value's moment (early panes, lateness per window)."""
+        return False
+
+
+@dataclass(frozen=True)
+class KeptWindow(Generic[S]):
+    """A closed window kept for late values, as saved in the key's snapshot."""
+
+    state: S
+    """The window logic's snapshot."""
+    meta: WindowMetadata
+    """The metadata reported on `meta` when it closed."""
+    purge_at: datetime
+    """Dropped once the watermark reaches this (its close plus `allowed_lateness`)."""
+    book: WindowBook
+    """Its pane bookkeeping (the next pane's index)."""
+
+
+@dataclass
+class _Kept(Generic[V, W, S]):
+    """A kept window, live."""
+
+    logic: WindowLogic[V, W, S]
+    meta: WindowMetadata
+    purge_at: datetime
+    book: WindowBook
+
+
+def _earlier(a: Optional[datetime], b: Optional[datetime]) -> Optional[datetime]:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
+    """One key's windows with emit modes, panes, allowed lateness and triggers (see the module)."""
+
+    def __init__(self, config: FiringWindowConfig[V, W, S], resume_state: Optional[KeySnapshot[V, S]]) -> None:
+        super().__init__(config, resume_state)
+        self._firing = config
+        self._emits_current = config.emit != "final"
+        self._emits_final = config.emit != "current"
+        self._books: Dict[int, WindowBook] = {}
+        self._kept: Dict[int, _Kept[V, W, S]] = {}
+        if resume_state is not None:
+            self._books = {i: replace(book) for i, book in (resume_state.books or {}).items()}
+            self._kept = {
+                i: _Kept(config.builder(k.state), copy.deepcopy(k.meta), k.purge_at, replace(k.book))
+                for i, k in (resume_state.kept or {}).items()
+            }
+
+    # Emitting.
+
+    def _book(self, window_id: int) -> WindowBook:
+        book = self._books.get(window_id)
+        if book is None:
+            book = self._books[window_id] = WindowBook()
+        return book
+
+    def _emit(
+        self,
+        window_id: int,
+        items: Iterable[W],
+        timing: PaneTiming,
+        book: WindowBook,
+        last: bool = False,
+    ) -> List[WindowEvent[V, W]]:
+        values = list(items)
+        events: List[WindowEvent[V, W]] = []
+        for i, value in enumerate(values):
+            pane = Pane(value, timing, book.panes, last and i == len(values) - 1)
+            book.panes += 1
+            events.append(Fired(window_id, value, pane))
+        return events
+
+    def _running(self, logic: WindowLogic[V, W, S]) -> List[W]:
+        """The window's result if it closed now, without closing it (see the module)."""
+        if isinstance(logic, FoldWindowLogic):
+            return [logic.current()]
+        return list(self._config.builder(logic.snapshot()).on_close())
+
+    @override
+    def _wrap(self, window_id: int, items: Iterable[W]) -> List[WindowEvent[V, W]]:
+        return self._emit(window_id, items, "early", self._book(window_id))
+
+    @override
+    def _took_in(self, window_id: int, logic: WindowLogic[V, W, S], value: V) -> List[WindowEvent[V, W]]:
+        book = self._book(window_id)
+        book.purged = False
+        trigger = self._firing.trigger
+        if trigger is not None and trigger.after_value(book, value):
+            return self._fire(window_id, book, trigger)
+        if self._emits_current:
+            return self._emit(window_id, self._running(logic), "early", book)
+        return []
+
+    def _fire(self, window_id: int, book: WindowBook, trigger: Trigger) -> List[WindowEvent[V, W]]:
+        """Emit an open window's running result for its trigger, then reset or purge."""
+        events = self._emit(window_id, self._running(self._logics[window_id]), "early", book)
+        trigger.fired(book)
+        if trigger.purge:
+            self._logics[window_id] = self._config.builder(None)
+            book.purged = True
+        return events
+
+    # Applying, merging, closing.
+
+    @override
+    def _apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
+        return self._apply_special(due)
+
+    @override
+    def _merge(self) -> List[WindowEvent[V, W]]:
+        events: List[WindowEvent[V, W]] = []
+        for original_id, target_id in self._windower.merged():
+            if original_id == target_id:
+                continue
+            original = self._logics.pop(original_id, None)
+            target = self._logics.get(target_id)
+            if original is None or target is None:
+                missing = original_id if original is None else target_id
+                raise self._never_opened(missing, "merged")
+            events.extend(self._wrap(target_id, target.on_merge(original)))
+            book = self._book(target_id)
+            absorbed = self._books.pop(original_id, None)
+            if absorbed is not None:
+                book.count += absorbed.count
+                book.next_fire = _earlier(book.next_fire, absorbed.next_fire)
+                book.purged = book.purged and absorbed.purged
+            if self._emits_current and not book.purged:
+                events.extend(self._emit(target_id, self._running(target), "early", book))
+        return events
+
+    def _purge_at(self, meta: WindowMetadata) -> datetime:
+        closed_at = meta.close_time
+        if isinstance(self._windower, SessionWindowerLogic):
+            closed_at = add_clamped(closed_at, self._windower.gap)
+        return add_clamped(closed_at, self._firing.allowed_lateness)
+
+    @override
+    def _close(self, watermark: datetime) -> List[WindowEvent[V, W]]:
+        events: List[WindowEvent[V, W]] = []
+        lateness = self._firing.allowed_lateness > ZERO_TD
+        for window_id, meta in self._windower.close_for(watermark):
+            logic = self._logics.pop(window_id, None)
+            if logic is None:
+                raise self._never_opened(window_id, "closed")
+            book = self._books.pop(window_id, None) or WindowBook()
+            purge_at = self._purge_at(meta) if lateness else watermark
+            keep = purge_at > watermark
+            if self._emits_final and not book.purged:
+                items = self._running(logic) if keep else logic.on_close()
+                events.extend(self._emit(window_id, items, "on_time", book, last=not keep))
+            events.append(Closed(window_id, meta))
+            if keep:
+                self._kept[window_id] = _Kept(logic, meta, purge_at, book)
+        return events
+
+    @override
+    def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
+        events = super()._flush(watermark)
+        if self._kept:
+            self._kept = {i: k for i, k in self._kept.items() if k.purge_at > watermark}
+        with self._naming_step():
+            events.extend(self._fire_due())
+        return events
+
+    def _fire_due(self) -> List[WindowEvent[V, W]]:
+        """Fire the open windows whose processing-time trigger is due."""
+        trigger = self._firing.trigger
+        if trigger is None:
+            return []
+        waiting = [(i, book) for i, book in self._books.items() if trigger.wake_at(book) is not None]
+        if not waiting:
+            return []
+        now = trigger.now()
+        events: List[WindowEvent[V, W]] = []
+        for window_id, book in waiting:
+            if now is not None and window_id in self._logics and trigger.due(book, now):
+                events.extend(self._fire(window_id, book, trigger))
+        return events
+
+    # Late values.
+
+    def _late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        if self._firing.allowed_lateness <= ZERO_TD:
+            return [Late(i, value) for i in self._windower.late_for(timestamp)]
+        window_ids = list(self._windower.late_for(timestamp))
+        if window_ids == [LATE_SESSION_ID] and self._cannot_tell(LATE_SESSION_ID):
+            return self._late_by_span(value, timestamp)
+        events: List[WindowEvent[V, W]] = []
+        for window_id in window_ids:
+            if window_id in self._logics:
+                logic = self._logics[window_id]
+                events.extend(self._wrap(window_id, logic.on_value(value)))
+                events.extend(self._took_in(window_id, logic, value))
+            elif window_id in self._kept:
+                events.extend(self._refire(window_id, value))
+            else:
+                events.append(Late(window_id, value))
+        return events
+
+    def _cannot_tell(self, window_id: int) -> bool:
+        """Whether `late_for` returned the "cannot tell" sentinel rather than a real window id.
+
+        Fixed-length windows (`SlidingWindowerLogic` and its kind) have real
+        ids that may be negative, `-1` included.
+        """
+        return (
+            window_id not in self._logics
+            and window_id not in self._kept
+            and not isinstance(self._windower, SlidingWindowerLogic)
+        )
+
+    def _late_by_span(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        """A late value whose windower cannot name its window: place it by session spans."""
+        windower = self._windower
+        gap = windower.gap if isinstance(windower, SessionWindowerLogic) else ZERO_TD
+        if isinstance(windower, SessionWindowerLogic) and any(
+            meta.open_time - gap <= timestamp <= add_clamped(meta.close_time, gap)
+            for meta in windower.state.sessions.values()
+        ):
+            # As if on time: the windower picks (and may stretch or merge) the session.
+            return self._apply([(value, timestamp)])
+        for window_id, kept in self._kept.items():
+            if kept.meta.open_time - gap <= timestamp <= add_clamped(kept.meta.close_time, gap):
+                return self._refire(window_id, value)
+        return [Late(LATE_SESSION_ID, value)]
+
+    def _refire(self, window_id: int, value: V) -> List[WindowEvent[V, W]]:
+        """A kept window takes a late value and emits its corrected result."""
+        kept = self._kept[window_id]
+        kept.book.purged = False
+        events = self._emit(window_id, kept.logic.on_value(value), "late", kept.book)
+        events.extend(self._emit(window_id, self._running(kept.logic), "late", kept.book))
+        return events
+
+    # The StatefulBatchLogic interface.
+
+    @override
+    def _finish(self, events: List[WindowEvent[V, W]]) -> Tuple[List[WindowEvent[V, W]], bool]:
+        if self._kept:
+            return (events, KeyWindowLogic.RETAIN)
+        return super()._finish(events)
+
+    @override
+    def on_batch(self, values: List[V]) -> Tuple[List[WindowEvent[V, W]], bool]:
+        if not values:
+            return self.on_notify()
+        events: List[WindowEvent[V, W]] = []
+        with self._naming_step():
+            self._clock.before_batch()
+            for value in values:
+                timestamp, watermark = self._clock.on_item(value)
+                self._check_aware("timestamp", timestamp)
+                if timestamp < self._advance(watermark):
+                    events.extend(self._late(value, timestamp))
+                else:
+                    self._queue.append((value, timestamp))
+        return self._finish(events + self._flush(self._watermark))
+
+    @override
+    def notify_at(self) -> Optional[datetime]:
+        candidates = [self._windower.notify_at()]
+        if self._config.ordered and self._queue:
+            candidates.append(min(timestamp for _value, timestamp in self._queue))
+        if self._kept:
+            candidates.append(min(k.purge_at for k in self._kept.values()))
+        due = [moment for moment in candidates if moment is not None]
+        at = self._clock.to_system_utc(min(due)) if due else None
+        trigger = self._firing.trigger
+        if trigger is not None:
+            for book in self._books.values():
+                at = _earlier(at, trigger.wake_at(book))
+        return at
+
+    @override
+    def snapshot(self) -> KeySnapshot[V, S]:
+        return replace(
+            super().snapshot(),
+            books={i: replace(book) for i, book in self._books.items()},
+            kept={
+                i: KeptWindow(k.logic.snapshot(), copy.deepcopy(k.meta), k.purge_at, replace(k.book))
+                for i, k in self._kept.items()
+            },
+        )

@@ -1,0 +1,199 @@
+"""Triggers: fire a window's running result before it closes (Flink's triggers).
+
+Pass one as `trigger=` to any window operator.  A *fire* emits the window's
+running result as an `"early"` pane (on `down` too); with `purge=True`
+(Flink's `PurgingTrigger`, fire-and-purge) the window's accumulated state is
+then thrown away and the window starts again from `builder(None)`.  The
+window still emits when it closes, as usual, unless it was purged and took
+in nothing since (there would be nothing to report).
+
+A trigger's state per window (values counted, next wake-up) lives in a
+`WindowBook`, saved with the key's snapshot.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, Optional
+
+from typing_extensions import override
+
+from flowspark.dataflow import f_repr
+from flowspark.operators._windowing.base import ZERO_TD, is_aware
+from flowspark.operators._windowing.clocks import TimestampError, add_clamped, utc_now
+
+__all__ = [
+    "CountTrigger",
+    "PredicateTrigger",
+    "ProcessingTimeTrigger",
+    "Trigger",
+    "WindowBook",
+    "check_trigger",
+]
+
+
+@dataclass
+class WindowBook:
+    """The per-window bookkeeping of emissions and triggers (part of the key's snapshot)."""
+
+    panes: int = 0
+    """Emissions so far: the next pane's `index`."""
+
+    count: int = 0
+    """Values taken in since the last fire (`CountTrigger`)."""
+
+    next_fire: Optional[datetime] = None
+    """System time of the next `ProcessingTimeTrigger` fire; `None` when nothing new to fire."""
+
+    purged: bool = False
+    """Purged by a trigger, and no value taken in since."""
+
+
+class Trigger(ABC):
+    """When to fire a window early; see the module docstring.
+
+    The built-ins are `CountTrigger`, `ProcessingTimeTrigger` and
+    `PredicateTrigger`.  A subclass implements `after_value` and, for
+    time-driven firing, `now`/`wake_at`/`due`.
+    """
+
+    purge: bool
+    """Throw the window's state away after each fire (fire-and-purge)."""
+
+    @abstractmethod
+    def after_value(self, book: WindowBook, value: Any) -> bool:
+        """A window took in `value`; update `book` and say whether to fire now."""
+
+    def fired(self, book: WindowBook) -> None:
+        """The window fired (for any reason); reset the trigger's part of `book`."""
+        book.count = 0
+        book.next_fire = None
+
+    def now(self) -> Optional[datetime]:
+        """The system time, for time-driven triggers; `None` for the others."""
+        return None
+
+    def wake_at(self, book: WindowBook) -> Optional[datetime]:
+        """The system time at which this window wants a wake-up, if any."""
+        return None
+
+    def due(self, book: WindowBook, now: datetime) -> bool:
+        """Whether a wake-up at system time `now` should fire this window."""
+        return False
+
+    def problem(self) -> Optional[str]:
+        """What is wrong with this trigger's parameters, if anything."""
+        return None
+
+
+@dataclass(frozen=True)
+class CountTrigger(Trigger):
+    """Fire every `count` values a window takes in (Flink's `CountTrigger`).
+
+    Values are counted per window, from its start or its last fire; a late
+    value taken in by a kept window counts too, but re-fires anyway.
+    """
+
+    count: int
+    purge: bool = False
+
+    @override
+    def after_value(self, book: WindowBook, value: Any) -> bool:
+        book.count += 1
+        return book.count >= self.count
+
+    @override
+    def problem(self) -> Optional[str]:
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            return f"`CountTrigger.count` must be a positive `int`; got {self.count!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class PredicateTrigger(Trigger):
+    """Fire right after a value for which `predicate(value)` is true."""
+
+    predicate: Callable[[Any], bool]
+    purge: bool = False
+
+    @override
+    def after_value(self, book: WindowBook, value: Any) -> bool:
+        return bool(self.predicate(value))
+
+    @override
+    def problem(self) -> Optional[str]:
+        if not callable(self.predicate):
+            return f"`PredicateTrigger.predicate` must be callable; got {self.predicate!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class ProcessingTimeTrigger(Trigger):
+    """Fire a window `interval` of system time after it took in a value it has not fired for.
+
+    So an open window with new values fires at most once per `interval` of
+    system time, and an idle one never.  The wake-up is in system time
+    (`now_getter`, UTC by default; swap in a `testing.TimeTestingGetter` for
+    tests), whatever the clock: it is combined with the clock's event-time
+    wake-ups, and the earlier one wins.
+    """
+
+    interval: timedelta
+    purge: bool = False
+    now_getter: Callable[[], datetime] = utc_now
+
+    @override
+    def after_value(self, book: WindowBook, value: Any) -> bool:
+        if book.next_fire is None:
+            book.next_fire = add_clamped(self._read(), self.interval)
+        return False
+
+    def _read(self) -> datetime:
+        moment = self.now_getter()
+        if not isinstance(moment, datetime) or not is_aware(moment):
+            msg = (
+                f"`ProcessingTimeTrigger.now_getter` {f_repr(self.now_getter)} must return "
+                f"a timezone-aware `datetime`; got {moment!r}"
+            )
+            raise TimestampError(msg)
+        return moment
+
+    @override
+    def now(self) -> Optional[datetime]:
+        return self._read()
+
+    @override
+    def wake_at(self, book: WindowBook) -> Optional[datetime]:
+        return book.next_fire
+
+    @override
+    def due(self, book: WindowBook, now: datetime) -> bool:
+        return book.next_fire is not None and book.next_fire <= now
+
+    @override
+    def problem(self) -> Optional[str]:
+        if not isinstance(self.interval, timedelta) or self.interval <= ZERO_TD:
+            return f"`ProcessingTimeTrigger.interval` must be a positive `timedelta`; got {self.interval!r}"
+        if not callable(self.now_getter):
+            return f"`ProcessingTimeTrigger.now_getter` must be callable; got {self.now_getter!r}"
+        return None
+
+
+def check_trigger(step_id: str, trigger: Any) -> None:
+    """Refuse anything but a well-formed `Trigger` (or `None`), naming the step (at build time)."""
+    if trigger is None:
+        return
+    if not isinstance(trigger, Trigger):
+        msg = (
+            f"step {step_id!r}: `trigger` must be a `CountTrigger`, `ProcessingTimeTrigger` "
+            f"or `PredicateTrigger` (or `None`); got {trigger!r}"
+        )
+        raise TypeError(msg)
+    problem = trigger.problem()
+    if problem is None and not isinstance(getattr(trigger, "purge", None), bool):
+        problem = f"`{type(trigger).__name__}.purge` must be a `bool`; got {getattr(trigger, 'purge', None)!r}"
+    if problem is not None:
+        msg = f"step {step_id!r}: {problem}"
+        raise ValueError(msg)
