@@ -20,6 +20,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from flowspark.engine import chunks
+from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.plan import Plan
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
@@ -142,7 +143,9 @@ class SinkWriter:
         # Every batch must be run in full, even one Spark starts after the
         # end of input (timers): skipping it fails Spark's state commit check.
         try:
-            self._write(frame.collect(), batch_id)
+            rows = frame.collect()
+            with collector_paused():
+                self._write(rows, batch_id)
         except BaseException as ex:
             # Once the run is over, stopping the query may interrupt a batch;
             # it is not committed and a resumed run replays it.

@@ -24,6 +24,7 @@ import cloudpickle
 
 from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
 from flowspark.engine import chunks
+from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.plan import Plan
 
@@ -319,7 +320,8 @@ class SourceHub:
                 except (EOFError, OSError):
                     return
                 try:
-                    reply: Tuple[bool, Any] = (True, calls[name](*args))
+                    with collector_paused():
+                        reply: Tuple[bool, Any] = (True, calls[name](*args))
                 except BaseException as ex:
                     if self.failure is None:
                         self.failure = ex

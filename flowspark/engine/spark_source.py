@@ -21,6 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from flowspark.engine import chunks
+from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -94,7 +95,9 @@ class _Reader(DataSourceStreamReader):
         value = partition.value
         if value[0] == "data":
             _, origin, seq_base, payload = value
-            yield chunks.to_arrow(self._fused_pass(origin, seq_base, payload))
+            with collector_paused():
+                batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload))
+            yield batch
         elif value[0] == "eof":
             yield chunks.to_arrow(self._end_rows("done"))
         else:

@@ -26,6 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from flowspark.engine import chunks
+from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
@@ -157,28 +158,31 @@ class LayerProcessor(StatefulProcessor):
             for seq, kind, payload in ordered:
                 yield Row(grp=grp, seq=seq, kind=kind, payload=payload)
             return
-        bucket, out = self._open(step, grp)
-        batches: Dict[str, List[List[Any]]] = {}
-        for _, kind, payload in ordered:
-            if kind == chunks.DATA:
-                for key, more in chunks.batches_by_key(payload).items():
-                    batches.setdefault(key, []).extend(more)
-        self._on_batches(step, bucket, batches, out, timerValues.getCurrentProcessingTimeInMs())
-        if any(kind == chunks.EOF for _, kind, _ in ordered):
-            keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
-            self._emit(step, keyed, out)
-        yield from self._finish(bucket, out)
+        with collector_paused():
+            bucket, out = self._open(step, grp)
+            batches: Dict[str, List[List[Any]]] = {}
+            for _, kind, payload in ordered:
+                if kind == chunks.DATA:
+                    for key, more in chunks.batches_by_key(payload).items():
+                        batches.setdefault(key, []).extend(more)
+            self._on_batches(step, bucket, batches, out, timerValues.getCurrentProcessingTimeInMs())
+            if any(kind == chunks.EOF for _, kind, _ in ordered):
+                keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
+                self._emit(step, keyed, out)
+            finished = self._finish(bucket, out)
+        yield from finished
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
         grp = key[0]
         step = self._mine(grp)
         if step is None:
             return iter(())
-        bucket, out = self._open(step, grp)
-        now_ms = timerValues.getCurrentProcessingTimeInMs()
-        keyed = [kv for k in bucket.due_keys(now_ms) for kv in bucket.call(k, "on_notify")]
-        self._emit(step, keyed, out)
-        return self._finish(bucket, out)
+        with collector_paused():
+            bucket, out = self._open(step, grp)
+            now_ms = timerValues.getCurrentProcessingTimeInMs()
+            keyed = [kv for k in bucket.due_keys(now_ms) for kv in bucket.call(k, "on_notify")]
+            self._emit(step, keyed, out)
+            return iter(self._finish(bucket, out))
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
@@ -207,10 +211,10 @@ class LayerProcessor(StatefulProcessor):
     def _emit(self, step: int, keyed: List[Tuple[str, Any]], out: Collector) -> None:
         self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
 
-    def _finish(self, bucket: _Bucket, out: Collector) -> Iterator[Row]:
+    def _finish(self, bucket: _Bucket, out: Collector) -> List[Row]:
+        """Save the bucket's state; the rows of what its keys emitted."""
         bucket.persist(self._handle)
-        for grp, seq, kind, payload in out.rows(_seq):
-            yield Row(grp=grp, seq=seq, kind=kind, payload=payload)
+        return [Row(grp=grp, seq=seq, kind=kind, payload=payload) for grp, seq, kind, payload in out.rows(_seq)]
 
     def close(self) -> None:
         pass
