@@ -315,6 +315,12 @@ def window(
     check_windower(step_id, windower)
     check_emit(step_id, emit)
     check_allowed_lateness(step_id, allowed_lateness)
+    if allowed_lateness > ZERO_TD and isinstance(windower, (CountTumblingWindower, CountHoppingWindower)):
+        msg = (
+            f"step {step_id!r}: count windows close when full, not at a time, so "
+            "`allowed_lateness` (a span of event time after a window's close) does not apply to them"
+        )
+        raise ValueError(msg)
     check_trigger(step_id, trigger)
     firing = emit != "final" or allowed_lateness > ZERO_TD or trigger is not None
     config: WindowConfig[V, W, S]
@@ -723,7 +729,7 @@ def aggregate_window(
     """
     aggs = AggregationSet.of(step_id, aggregations)
     unmergeable = aggs.unmergeable()
-    if unmergeable and isinstance(windower, SessionWindower):
+    if unmergeable and isinstance(windower, (SessionWindower, DynamicSessionWindower)):
         msg = f"step {step_id!r}: session windows merge, but aggregations {unmergeable!r} have no `merger`"
         raise ValueError(msg)
     kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}

@@ -83,7 +83,8 @@ class DynamicSessionWindowerLogic(ValueWindowerLogic[DynamicSessionWindowerState
         self.gap_for = gap_for
         self.state = state
 
-    def _gap(self, value: Any) -> timedelta:
+    def gap_of(self, value: Any) -> timedelta:
+        """The gap `gap_for` gives `value`, checked to be a non-negative `timedelta`."""
         gap = self.gap_for(value)
         if isinstance(gap, timedelta) and gap >= ZERO_TD:
             return gap
@@ -95,7 +96,7 @@ class DynamicSessionWindowerLogic(ValueWindowerLogic[DynamicSessionWindowerState
 
     @override
     def open_for_value(self, value: Any, timestamp: datetime) -> Iterable[int]:
-        reach = add_clamped(timestamp, self._gap(value))
+        reach = add_clamped(timestamp, self.gap_of(value))
         # The first session (in creation order) the value's reach touches wins.
         for window_id, session in self.state.sessions.items():
             if timestamp <= session.end and reach >= session.meta.open_time:
@@ -120,6 +121,11 @@ class DynamicSessionWindowerLogic(ValueWindowerLogic[DynamicSessionWindowerState
     def merged(self) -> List[Tuple[int, int]]:
         merges, self.state.merge_queue = self.state.merge_queue, []
         return merges
+
+    def reach(self, window_id: int) -> Optional[datetime]:
+        """How far an open session's values reach (`None` for no such session): it closes after that."""
+        session = self.state.sessions.get(window_id)
+        return None if session is None else session.end
 
     @override
     def close_for(self, watermark: datetime) -> List[Tuple[int, WindowMetadata]]:

@@ -15,9 +15,11 @@ applies them:
    the window) use spans instead: a built-in `SessionWindower` lets the value
    join an open session it is within `gap` of (which may stretch or merge
    it), else the first kept session whose `[open_time - gap, close_time +
-   gap]` covers it (without stretching or merging the kept session); other
+   gap]` covers it (without stretching or merging the kept session); a
+   `DynamicSessionWindower` does the same with the value's own `[t, t +
+   gap_for(value)]` against each session's `[open_time, reach]`; other
    windowers reporting `LATE_SESSION_ID` match kept windows by
-   `[open_time, close_time]`.
+   `[open_time, close_time]`.  Count windows refuse `allowed_lateness`.
 2. **Values taken in** (on time, or late as above): after each one, the
    window's running result is emitted as an `"early"` pane if `emit` is
    `"current"`/`"current_and_final"` or the trigger fires (once if both);
@@ -29,8 +31,8 @@ applies them:
    without new values since, its result is emitted as an `"on_time"` pane,
    then its metadata goes to `meta`.  If `allowed_lateness` is positive and
    the watermark has not yet passed `close_time + allowed_lateness` (for a
-   built-in session, `close_time + gap + allowed_lateness`: when it closed,
-   plus the lateness), the window is *kept* for late values instead of being
+   built-in session, `close_time + gap + allowed_lateness`, for a dynamic
+   one its reach plus the lateness: when it closed, plus the lateness), the window is *kept* for late values instead of being
    dropped; it is dropped, silently, once the watermark passes that time.
 5. **Processing-time triggers** fire open windows whose wake-up has come.
 
@@ -56,8 +58,9 @@ from typing import Dict, Generic, Iterable, List, Optional, Tuple
 from typing_extensions import override
 
 from flowspark.operators._core import S, V, W
-from flowspark.operators._windowing.base import LATE_SESSION_ID, ZERO_TD, WindowLogic, WindowMetadata
+from flowspark.operators._windowing.base import LATE_SESSION_ID, UTC_MAX, ZERO_TD, WindowLogic, WindowMetadata
 from flowspark.operators._windowing.clocks import add_clamped
+from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindowerLogic
 from flowspark.operators._windowing.logics import FoldWindowLogic
 from flowspark.operators._windowing.panes import EmitMode, Pane, PaneTiming
 from flowspark.operators._windowing.per_key import (
@@ -228,8 +231,16 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 events.extend(self._emit(target_id, self._running(target), "early", book))
         return events
 
-    def _purge_at(self, meta: WindowMetadata) -> datetime:
-        closed_at = meta.close_time
+    def _reaches(self) -> Dict[int, datetime]:
+        """Where each open dynamic session closes, read before `close_for` forgets them."""
+        windower = self._windower
+        if not isinstance(windower, DynamicSessionWindowerLogic):
+            return {}
+        return {i: s.end for i, s in windower.state.sessions.items()}
+
+    def _purge_at(self, meta: WindowMetadata, reach: Optional[datetime]) -> datetime:
+        """When a closed window stops taking late values: where it closed, plus the lateness."""
+        closed_at = meta.close_time if reach is None else reach
         if isinstance(self._windower, SessionWindowerLogic):
             closed_at = add_clamped(closed_at, self._windower.gap)
         return add_clamped(closed_at, self._firing.allowed_lateness)
@@ -238,12 +249,13 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
     def _close(self, watermark: datetime) -> List[WindowEvent[V, W]]:
         events: List[WindowEvent[V, W]] = []
         lateness = self._firing.allowed_lateness > ZERO_TD
+        reaches = self._reaches() if lateness else {}
         for window_id, meta in self._windower.close_for(watermark):
             logic = self._logics.pop(window_id, None)
             if logic is None:
                 raise self._never_opened(window_id, "closed")
             book = self._books.pop(window_id, None) or WindowBook()
-            purge_at = self._purge_at(meta) if lateness else watermark
+            purge_at = self._purge_at(meta, reaches.get(window_id)) if lateness else watermark
             keep = purge_at > watermark
             if self._emits_final and not book.purged:
                 items = self._running(logic) if keep else logic.on_close()
@@ -312,6 +324,8 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
     def _late_by_span(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
         """A late value whose windower cannot name its window: place it by session spans."""
         windower = self._windower
+        if isinstance(windower, DynamicSessionWindowerLogic):
+            return self._late_by_reach(windower, value, timestamp)
         gap = windower.gap if isinstance(windower, SessionWindowerLogic) else ZERO_TD
         if isinstance(windower, SessionWindowerLogic) and any(
             meta.open_time - gap <= timestamp <= add_clamped(meta.close_time, gap)
@@ -321,6 +335,24 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             return self._apply([(value, timestamp)])
         for window_id, kept in self._kept.items():
             if kept.meta.open_time - gap <= timestamp <= add_clamped(kept.meta.close_time, gap):
+                return self._refire(window_id, value)
+        return [Late(LATE_SESSION_ID, value)]
+
+    def _late_by_reach(
+        self, windower: DynamicSessionWindowerLogic, value: V, timestamp: datetime
+    ) -> List[WindowEvent[V, W]]:
+        """A late value for dynamic sessions: its `[t, t + gap]` must touch a session.
+
+        An open session it touches takes it as if on time (the windower may
+        stretch or merge); else the first kept session it touches re-fires.
+        """
+        reach = add_clamped(timestamp, windower.gap_of(value))
+        if any(s.meta.open_time <= reach and timestamp <= s.end for s in windower.state.sessions.values()):
+            return self._apply([(value, timestamp)])
+        lateness = self._firing.allowed_lateness
+        for window_id, kept in self._kept.items():
+            kept_reach = kept.purge_at - lateness if kept.purge_at < UTC_MAX else kept.meta.close_time
+            if kept.meta.open_time <= reach and timestamp <= kept_reach:
                 return self._refire(window_id, value)
         return [Late(LATE_SESSION_ID, value)]
 
