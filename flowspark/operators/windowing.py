@@ -26,6 +26,15 @@ as a `Pane` saying whether it was early, on time or late.  `sum_window`,
 `mean_window` and `aggregate_window` (several aggregations in one pass, with
 Quix Streams' `Sum`, `Count`, `Mean`, `Min`, `Max`, `First`, `Last`,
 `Collect`) are new operators.  See `window` for the rules.
+
+New windowers: `HoppingWindower` (`SlidingWindower` under Quix Streams'
+name), `CountTumblingWindower` and `CountHoppingWindower` (windows of a
+number of values), `RecordSlidingWindower` (Kafka Streams' record-aligned
+sliding windows, exact only with `ordered=True`) and
+`DynamicSessionWindower` (sessions whose gap each value sets).  They work
+with every operator, emit mode and trigger, and with `allowed_lateness`
+except for the count windowers, which refuse it: their windows close when
+full, not at an event time.
 """
 
 from __future__ import annotations
@@ -296,12 +305,14 @@ def window(
     * `allowed_lateness` (Flink's allowed lateness, Kafka Streams' grace):
       a closed window still emits its result (on time) and its metadata,
       but is kept until the watermark passes `close_time +
-      allowed_lateness` (`+ gap` too for sessions).  A late value for a
+      allowed_lateness` (for sessions, where they close: `close_time +
+      gap`, or a dynamic session's furthest reach).  A late value for a
       kept window updates it and immediately emits the corrected result (a
       `"late"` pane, on `down` too); a late value for a window still open
       joins it at once; anything later goes to `late`.  Kept windows are in
       the key's snapshot and wake the key up to be dropped.  Must be a
       non-negative `timedelta`; zero (default) is Bytewax's behaviour.
+      Count windowers refuse a positive one.
     * `trigger`: a `CountTrigger`, `ProcessingTimeTrigger` or
       `PredicateTrigger` fires the window early (its running result, as an
       early pane); with `purge=True` the window then starts again empty.
@@ -723,14 +734,18 @@ def aggregate_window(
     `Max`, `First`, `Last`, `Collect` or your own `Aggregation(builder,
     folder, merger, finisher)`, e.g. `{"avg": Mean("temperature"), "n":
     Count()}`.  Each emission is a fresh `dict` of finished results (early
-    ones too).  Session windows need every aggregation to have a `merger`
+    ones too).  Session windows (`SessionWindower`,
+    `DynamicSessionWindower`) need every aggregation to have a `merger`
     (refused here otherwise).  `emit`, `allowed_lateness`, `trigger`: see
     `window`.
     """
     aggs = AggregationSet.of(step_id, aggregations)
     unmergeable = aggs.unmergeable()
     if unmergeable and isinstance(windower, (SessionWindower, DynamicSessionWindower)):
-        msg = f"step {step_id!r}: session windows merge, but aggregations {unmergeable!r} have no `merger`"
+        msg = (
+            f"step {step_id!r}: {type(windower).__name__} merges sessions, "
+            f"but aggregations {unmergeable!r} have no `merger`"
+        )
         raise ValueError(msg)
     kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
     out = window("window", up, clock, windower, aggs.builder(), ordered, **kw)

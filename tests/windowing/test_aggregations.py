@@ -163,7 +163,7 @@ def test_bad_aggregations_fail_naming_the_step() -> None:
     with pytest.raises(TypeError, match=r"^step 'df\.a2': aggregation 'n' must be a `str` name for an `Aggregation`"):
         win.aggregate_window("a2", up, clock, tumbling, {"n": len})  # type: ignore[dict-item]
     no_merger = win.Aggregation(lambda: 0, lambda acc, v: acc + 1)
-    with pytest.raises(ValueError, match=r"^step 'df\.a3': session windows merge, but aggregations \['n'\] have no `merger`"):
+    with pytest.raises(ValueError, match=r"^step 'df\.a3': SessionWindower merges sessions, but aggregations \['n'\] have no `merger`"):
         win.aggregate_window("a3", up, clock, win.SessionWindower(timedelta(seconds=1)), {"n": no_merger})
     with pytest.raises(TypeError, match=r"`by` must be a function of the value, a key to look up, or `None`"):
         win.Sum(by=1.5)  # type: ignore[arg-type]

@@ -179,6 +179,17 @@ def test_kept_windows_are_snapshotted_woken_for_and_then_dropped() -> None:
     assert [type(e).__name__ for e in straggler] == ["Late"]
 
 
+def test_a_late_value_meets_the_windows_as_a_batch_of_its_own_would() -> None:
+    """15:10:30 and the late 15:05 in one batch: the window closes on time first, then re-fires."""
+    build = summing(win.TumblingWindower(TEN_MINUTES, ALIGN), MINUTE)
+    one_batch = [FLINK_SCRIPT[0], FLINK_SCRIPT[1] + FLINK_SCRIPT[2], *FLINK_SCRIPT[3:]]
+    assert panes(drive_op(build, one_batch)) == panes(drive_op(build, FLINK_SCRIPT)) == [
+        (0, 3, "on_time", 0, False),
+        (0, 7, "late", 1, False),
+        (1, 30, "on_time", 0, True),
+    ]
+
+
 def test_released_at_once_when_the_watermark_is_already_past_the_lateness() -> None:
     records = drive_op(
         summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), timedelta(seconds=5)),

@@ -122,10 +122,14 @@ class DynamicSessionWindowerLogic(ValueWindowerLogic[DynamicSessionWindowerState
         merges, self.state.merge_queue = self.state.merge_queue, []
         return merges
 
-    def reach(self, window_id: int) -> Optional[datetime]:
-        """How far an open session's values reach (`None` for no such session): it closes after that."""
-        session = self.state.sessions.get(window_id)
-        return None if session is None else session.end
+    def spans(self) -> Dict[int, Tuple[datetime, datetime]]:
+        """Each open session's first timestamp and reach, by id.
+
+        A value at `t` joins a session when its own `[t, t + gap_of(value)]`
+        touches the session's span; the session closes once the watermark
+        passes its reach.  Allowed lateness uses this to place late values.
+        """
+        return {i: (session.meta.open_time, session.end) for i, session in self.state.sessions.items()}
 
     @override
     def close_for(self, watermark: datetime) -> List[Tuple[int, WindowMetadata]]:

@@ -11,29 +11,39 @@ applies them:
    is still open takes the value at once (out of timestamp order, even with
    `ordered`); each one closed but still *kept* takes it and immediately
    emits its corrected result as a `"late"` pane; the rest go to `late`.  A
-   late value never opens a window.  Sessions (whose `late_for` cannot tell
-   the window) use spans instead: a built-in `SessionWindower` lets the value
-   join an open session it is within `gap` of (which may stretch or merge
-   it), else the first kept session whose `[open_time - gap, close_time +
-   gap]` covers it (without stretching or merging the kept session); a
-   `DynamicSessionWindower` does the same with the value's own `[t, t +
-   gap_for(value)]` against each session's `[open_time, reach]`; other
-   windowers reporting `LATE_SESSION_ID` match kept windows by
-   `[open_time, close_time]`.  Count windows refuse `allowed_lateness`.
+   late value never opens a window, and meets the windows as they stand at
+   the watermark (the batch is flushed up to it first), so where it goes
+   does not depend on how values were batched.  Record sliding windows also offer it to
+   every kept window whose span holds it (their `late_for` names open ones
+   only), and remember it, if any window took it, for windows opened later.
+   Windowers that cannot name the window (`LATE_SESSION_ID`) place the value
+   by spans instead: the value reaches over `[t, t + gap]` for a
+   `SessionWindower`, `[t, t + gap_for(value)]` for a
+   `DynamicSessionWindower`, `[t, t]` otherwise.  An open session it touches
+   takes it as if on time (which may stretch or merge it); else the first
+   kept window whose `[open_time, reach]` it touches re-fires (a kept session
+   is not stretched or merged); else it goes to `late`.  Count windows
+   refuse `allowed_lateness` (`window` checks).
 2. **Values taken in** (on time, or late as above): after each one, the
    window's running result is emitted as an `"early"` pane if `emit` is
    `"current"`/`"current_and_final"` or the trigger fires (once if both);
-   a purging trigger then resets the window to `builder(None)`.
+   a purging trigger then resets the window to `builder(None)`.  A record
+   sliding window opened over remembered values is fed them first: its
+   trigger counts them, but only the value that opened it can fire it or
+   emit its running result, so seeding adds no pane of its own (only items
+   a custom logic returns from `on_value`).
 3. **Merges** (sessions): with a current emit mode the merged window's new
    running result is emitted; trigger counts add up, but, as in Flink, a
    merge does not fire the trigger by itself (the next value may).
 4. **Closes**: if `emit` includes final and the window was not purged
    without new values since, its result is emitted as an `"on_time"` pane,
    then its metadata goes to `meta`.  If `allowed_lateness` is positive and
-   the watermark has not yet passed `close_time + allowed_lateness` (for a
-   built-in session, `close_time + gap + allowed_lateness`, for a dynamic
-   one its reach plus the lateness: when it closed, plus the lateness), the window is *kept* for late values instead of being
-   dropped; it is dropped, silently, once the watermark passes that time.
+   the watermark has not yet passed the window's *reach* plus the lateness,
+   the window is *kept* for late values instead of being dropped; it is
+   dropped, silently, once the watermark passes that time.  The reach is
+   where the window closed: `close_time`, `close_time + gap` for a
+   `SessionWindower`, the furthest `t + gap_for(value)` of its values for a
+   `DynamicSessionWindower`.
 5. **Processing-time triggers** fire open windows whose wake-up has come.
 
 The *running result* of a window is, for the fold-based operators, a deep
@@ -53,12 +63,18 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Dict, Generic, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Generic, Iterable, List, Optional, Tuple
 
 from typing_extensions import override
 
 from flowspark.operators._core import S, V, W
-from flowspark.operators._windowing.base import LATE_SESSION_ID, UTC_MAX, ZERO_TD, WindowLogic, WindowMetadata
+from flowspark.operators._windowing.base import (
+    LATE_SESSION_ID,
+    ZERO_TD,
+    SeededWindowerLogic,
+    WindowLogic,
+    WindowMetadata,
+)
 from flowspark.operators._windowing.clocks import add_clamped
 from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindowerLogic
 from flowspark.operators._windowing.logics import FoldWindowLogic
@@ -110,8 +126,10 @@ class KeptWindow(Generic[S]):
     """The window logic's snapshot."""
     meta: WindowMetadata
     """The metadata reported on `meta` when it closed."""
+    reach: datetime
+    """Where it closed: `close_time`, plus the gap for sessions (a dynamic session's furthest reach)."""
     purge_at: datetime
-    """Dropped once the watermark reaches this (its close plus `allowed_lateness`)."""
+    """Dropped once the watermark reaches this: `reach` plus `allowed_lateness`."""
     book: WindowBook
     """Its pane bookkeeping (the next pane's index)."""
 
@@ -122,6 +140,7 @@ class _Kept(Generic[V, W, S]):
 
     logic: WindowLogic[V, W, S]
     meta: WindowMetadata
+    reach: datetime
     purge_at: datetime
     book: WindowBook
 
@@ -145,7 +164,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         if resume_state is not None:
             self._books = {i: replace(book) for i, book in (resume_state.books or {}).items()}
             self._kept = {
-                i: _Kept(config.builder(k.state), copy.deepcopy(k.meta), k.purge_at, replace(k.book))
+                i: _Kept(config.builder(k.state), copy.deepcopy(k.meta), k.reach, k.purge_at, replace(k.book))
                 for i, k in (resume_state.kept or {}).items()
             }
 
@@ -210,6 +229,24 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         return self._apply_special(due)
 
     @override
+    def _seed(
+        self, windower: SeededWindowerLogic[Any], window_id: int, logic: WindowLogic[V, W, S]
+    ) -> List[WindowEvent[V, W]]:
+        """Seed a new window; its trigger counts the seeded values but cannot fire on them.
+
+        The window fires (or emits its running result) at most once, after
+        the value that opened it, so a window seeded with `n` values does
+        not emit `n` early panes.
+        """
+        events = super()._seed(windower, window_id, logic)
+        trigger = self._firing.trigger
+        if trigger is not None:
+            book = self._book(window_id)
+            for value in self._remembered(windower, window_id):
+                trigger.after_value(book, value)
+        return events
+
+    @override
     def _merge(self) -> List[WindowEvent[V, W]]:
         events: List[WindowEvent[V, W]] = []
         for original_id, target_id in self._windower.merged():
@@ -231,38 +268,33 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 events.extend(self._emit(target_id, self._running(target), "early", book))
         return events
 
-    def _reaches(self) -> Dict[int, datetime]:
-        """Where each open dynamic session closes, read before `close_for` forgets them."""
+    def _session_spans(self) -> Optional[Dict[int, Tuple[datetime, datetime]]]:
+        """`(open_time, reach)` of each open session, for the built-in session windowers; else `None`."""
         windower = self._windower
-        if not isinstance(windower, DynamicSessionWindowerLogic):
-            return {}
-        return {i: s.end for i, s in windower.state.sessions.items()}
-
-    def _purge_at(self, meta: WindowMetadata, reach: Optional[datetime]) -> datetime:
-        """When a closed window stops taking late values: where it closed, plus the lateness."""
-        closed_at = meta.close_time if reach is None else reach
-        if isinstance(self._windower, SessionWindowerLogic):
-            closed_at = add_clamped(closed_at, self._windower.gap)
-        return add_clamped(closed_at, self._firing.allowed_lateness)
+        if isinstance(windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
+            return windower.spans()
+        return None
 
     @override
     def _close(self, watermark: datetime) -> List[WindowEvent[V, W]]:
         events: List[WindowEvent[V, W]] = []
-        lateness = self._firing.allowed_lateness > ZERO_TD
-        reaches = self._reaches() if lateness else {}
+        lateness = self._firing.allowed_lateness
+        # Read before `close_for` forgets the sessions it closes.
+        spans = self._session_spans() if lateness > ZERO_TD else None
         for window_id, meta in self._windower.close_for(watermark):
             logic = self._logics.pop(window_id, None)
             if logic is None:
                 raise self._never_opened(window_id, "closed")
             book = self._books.pop(window_id, None) or WindowBook()
-            purge_at = self._purge_at(meta, reaches.get(window_id)) if lateness else watermark
+            reach = meta.close_time if spans is None else spans[window_id][1]
+            purge_at = add_clamped(reach, lateness) if lateness > ZERO_TD else watermark
             keep = purge_at > watermark
             if self._emits_final and not book.purged:
                 items = self._running(logic) if keep else logic.on_close()
                 events.extend(self._emit(window_id, items, "on_time", book, last=not keep))
             events.append(Closed(window_id, meta))
             if keep:
-                self._kept[window_id] = _Kept(logic, meta, purge_at, book)
+                self._kept[window_id] = _Kept(logic, meta, reach, purge_at, book)
         return events
 
     @override
@@ -292,67 +324,77 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
     # Late values.
 
     def _late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        windower = self._windower
         if self._firing.allowed_lateness <= ZERO_TD:
-            return [Late(i, value) for i in self._windower.late_for(timestamp)]
-        window_ids = list(self._windower.late_for(timestamp))
+            return [Late(i, value) for i in windower.late_for(timestamp)]
+        window_ids = list(windower.late_for(timestamp))
         if window_ids == [LATE_SESSION_ID] and self._cannot_tell(LATE_SESSION_ID):
             return self._late_by_span(value, timestamp)
+        if isinstance(windower, SeededWindowerLogic):
+            window_ids = sorted({*window_ids, *self._kept_spanning(windower, timestamp)})
         events: List[WindowEvent[V, W]] = []
+        taken = False
         for window_id in window_ids:
             if window_id in self._logics:
                 logic = self._logics[window_id]
                 events.extend(self._wrap(window_id, logic.on_value(value)))
                 events.extend(self._took_in(window_id, logic, value))
+                taken = True
             elif window_id in self._kept:
                 events.extend(self._refire(window_id, value))
+                taken = True
             else:
                 events.append(Late(window_id, value))
+        if taken and isinstance(windower, SeededWindowerLogic):
+            # Windows opened later over its timestamp take it from memory, like any applied value.
+            self._remember(windower, value, timestamp)
         return events
+
+    def _kept_spanning(self, windower: SeededWindowerLogic[Any], timestamp: datetime) -> List[int]:
+        """The kept windows of a seeded windower whose span holds `timestamp` (`late_for` names only open ones)."""
+        spanning = []
+        for window_id in self._kept:
+            first, last = windower.span(window_id)
+            if first <= timestamp <= last:
+                spanning.append(window_id)
+        return spanning
 
     def _cannot_tell(self, window_id: int) -> bool:
         """Whether `late_for` returned the "cannot tell" sentinel rather than a real window id.
 
-        Fixed-length windows (`SlidingWindowerLogic` and its kind) have real
-        ids that may be negative, `-1` included.
+        Fixed-length windows (`SlidingWindowerLogic` and its kind) and
+        seeded ones (record sliding) have real ids that may be negative,
+        `-1` included.
         """
         return (
             window_id not in self._logics
             and window_id not in self._kept
-            and not isinstance(self._windower, SlidingWindowerLogic)
+            and not isinstance(self._windower, (SlidingWindowerLogic, SeededWindowerLogic))
         )
 
-    def _late_by_span(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
-        """A late value whose windower cannot name its window: place it by session spans."""
+    def _reach_of(self, value: V, timestamp: datetime) -> datetime:
+        """How far a value reaches: `t + gap` for sessions (`gap_for(value)` for dynamic ones), else `t`."""
         windower = self._windower
+        if isinstance(windower, SessionWindowerLogic):
+            return add_clamped(timestamp, windower.gap)
         if isinstance(windower, DynamicSessionWindowerLogic):
-            return self._late_by_reach(windower, value, timestamp)
-        gap = windower.gap if isinstance(windower, SessionWindowerLogic) else ZERO_TD
-        if isinstance(windower, SessionWindowerLogic) and any(
-            meta.open_time - gap <= timestamp <= add_clamped(meta.close_time, gap)
-            for meta in windower.state.sessions.values()
-        ):
-            # As if on time: the windower picks (and may stretch or merge) the session.
-            return self._apply([(value, timestamp)])
-        for window_id, kept in self._kept.items():
-            if kept.meta.open_time - gap <= timestamp <= add_clamped(kept.meta.close_time, gap):
-                return self._refire(window_id, value)
-        return [Late(LATE_SESSION_ID, value)]
+            return add_clamped(timestamp, windower.gap_of(value))
+        return timestamp
 
-    def _late_by_reach(
-        self, windower: DynamicSessionWindowerLogic, value: V, timestamp: datetime
-    ) -> List[WindowEvent[V, W]]:
-        """A late value for dynamic sessions: its `[t, t + gap]` must touch a session.
+    def _late_by_span(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        """A late value whose windower cannot name its window: place it by spans.
 
-        An open session it touches takes it as if on time (the windower may
-        stretch or merge); else the first kept session it touches re-fires.
+        The value's `[t, reach]` (see `_reach_of`) must touch a window's
+        `[open_time, reach]`.  An open session it touches takes it as if on
+        time (the windower picks, and may stretch or merge, the session);
+        else the first kept window it touches re-fires.
         """
-        reach = add_clamped(timestamp, windower.gap_of(value))
-        if any(s.meta.open_time <= reach and timestamp <= s.end for s in windower.state.sessions.values()):
+        reach = self._reach_of(value, timestamp)
+        spans = self._session_spans()
+        if spans is not None and any(first <= reach and timestamp <= last for first, last in spans.values()):
             return self._apply([(value, timestamp)])
-        lateness = self._firing.allowed_lateness
         for window_id, kept in self._kept.items():
-            kept_reach = kept.purge_at - lateness if kept.purge_at < UTC_MAX else kept.meta.close_time
-            if kept.meta.open_time <= reach and timestamp <= kept_reach:
+            if kept.meta.open_time <= reach and timestamp <= kept.reach:
                 return self._refire(window_id, value)
         return [Late(LATE_SESSION_ID, value)]
 
@@ -383,6 +425,10 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 timestamp, watermark = self._clock.on_item(value)
                 self._check_aware("timestamp", timestamp)
                 if timestamp < self._advance(watermark):
+                    if self._firing.allowed_lateness > ZERO_TD:
+                        # Bring the windows up to this watermark first, so a late value
+                        # meets them as it would in a batch of its own.
+                        events.extend(self._flush(self._watermark))
                     events.extend(self._late(value, timestamp))
                 else:
                     self._queue.append((value, timestamp))
@@ -409,7 +455,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             super().snapshot(),
             books={i: replace(book) for i, book in self._books.items()},
             kept={
-                i: KeptWindow(k.logic.snapshot(), copy.deepcopy(k.meta), k.purge_at, replace(k.book))
+                i: KeptWindow(k.logic.snapshot(), copy.deepcopy(k.meta), k.reach, k.purge_at, replace(k.book))
                 for i, k in self._kept.items()
             },
         )

@@ -237,23 +237,26 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
                 logic = self._logics.get(window_id)
                 if logic is None:
                     logic = self._logics[window_id] = self._config.builder(None)
-                    events.extend(self._seed(window_id, logic))
+                    if isinstance(windower, SeededWindowerLogic):
+                        events.extend(self._seed(windower, window_id, logic))
                 events.extend(self._wrap(window_id, logic.on_value(value)))
                 events.extend(self._took_in(window_id, logic, value))
             if isinstance(windower, SeededWindowerLogic):
                 self._remember(windower, value, timestamp)
         return events
 
-    def _seed(self, window_id: int, logic: WindowLogic[V, W, S]) -> List[WindowEvent[V, W]]:
-        """Feed a window that a `SeededWindowerLogic` just opened the remembered values in its span."""
-        windower = self._windower
-        if not isinstance(windower, SeededWindowerLogic):
-            return []
+    def _remembered(self, windower: SeededWindowerLogic[Any], window_id: int) -> List[V]:
+        """The remembered values in the span of `window_id`, in application order."""
         first, last = windower.span(window_id)
+        return [value for value, timestamp in self._history if first <= timestamp <= last]
+
+    def _seed(
+        self, windower: SeededWindowerLogic[Any], window_id: int, logic: WindowLogic[V, W, S]
+    ) -> List[WindowEvent[V, W]]:
+        """Feed a window that `windower` just opened the remembered values in its span."""
         events: List[WindowEvent[V, W]] = []
-        for value, timestamp in self._history:
-            if first <= timestamp <= last:
-                events.extend(self._wrap(window_id, logic.on_value(value)))
+        for value in self._remembered(windower, window_id):
+            events.extend(self._wrap(window_id, logic.on_value(value)))
         return events
 
     def _wrap(self, window_id: int, items: Iterable[W]) -> List[WindowEvent[V, W]]:

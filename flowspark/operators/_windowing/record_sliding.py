@@ -200,20 +200,30 @@ class RecordSlidingWindower(Windower[RecordSlidingWindowerState], SelfCheckingWi
     timestamp minus `wait_for_system_duration`, passes the window's last
     unit.  A value behind the watermark goes to `late` (with the ids of the
     open windows that span it and of its left window), where Kafka Streams
-    would still add it to those of its windows not yet closed; with
-    `allowed_lateness` it joins the open ones.
+    would still add it to those of its windows not yet closed.  With
+    `allowed_lateness` it joins the open windows that span it and re-fires
+    the kept ones that do, and windows opened later over its timestamp take
+    it too; it opens no window itself, so its left window (unless that
+    exists) is reported on `late`, and it gets no right window.
 
     To fill a window created after some of its values, the window operator
     keeps each key's recent values: those at most `length` before the
     watermark (so, with `ordered=False`, up to `length` plus the clock's wait
-    behind the newest value).
+    behind the newest value).  Early emissions (`emit="current"`, triggers)
+    come only after the value that created the window, never once per value
+    it was filled with.
 
-    With `ordered=False`, a value applied after later ones still joins every
-    open window spanning it and gets its left window, but not its right one
-    (a window can only be opened by a value it holds), so the set of the
-    later values alone is not emitted.  A key whose windows have all closed
-    keeps its last record's unit until no on-time value can fall in that
-    record's right window, then becomes an ordinary tombstone.
+    `ordered=False` is inexact: Kafka Streams' promise (every distinct set
+    emitted exactly once) holds only for values applied in timestamp order.
+    A value applied after later ones still joins every open window spanning
+    it and gets its left window, but not its right one (a window can only be
+    opened by a value it holds), so sets that leave it out (such as the
+    later values alone) can be missing.  Use `ordered=True` (and a clock wait covering the
+    disorder) when the windows must be exact.
+
+    A key whose windows have all closed keeps its last record's unit until
+    no on-time value can fall in that record's right window, then becomes an
+    ordinary tombstone.
     """
 
     length: timedelta

@@ -228,6 +228,15 @@ class SessionWindowerLogic(WindowerLogic[SessionWindowerState]):
         merges, self.state.merge_queue = self.state.merge_queue, []
         return merges
 
+    def spans(self) -> Dict[int, Tuple[datetime, datetime]]:
+        """Each open session's first timestamp and reach (last timestamp plus `gap`), by id.
+
+        A value at `t` joins a session when `[t, t + gap]` touches the
+        session's span; the session closes once the watermark passes its
+        reach.  Allowed lateness uses this to place late values.
+        """
+        return {i: (meta.open_time, add_clamped(meta.close_time, self.gap)) for i, meta in self.state.sessions.items()}
+
     @override
     def close_for(self, watermark: datetime) -> List[Tuple[int, WindowMetadata]]:
         try:
