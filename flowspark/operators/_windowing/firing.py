@@ -323,10 +323,17 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
 
     # Late values.
 
+    @override
     def _late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
-        windower = self._windower
         if self._firing.allowed_lateness <= ZERO_TD:
-            return [Late(i, value) for i in windower.late_for(timestamp)]
+            return super()._late(value, timestamp)
+        # Bring the windows up to the watermark first, so a late value meets
+        # them as it would in a batch of its own.
+        return self._flush(self._watermark) + self._place_late(value, timestamp)
+
+    def _place_late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        """Give a late value to the open and kept windows that still take it; the rest to `late`."""
+        windower = self._windower
         window_ids = list(windower.late_for(timestamp))
         if window_ids == [LATE_SESSION_ID] and self._cannot_tell(LATE_SESSION_ID):
             return self._late_by_span(value, timestamp)
@@ -413,26 +420,6 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         if self._kept:
             return (events, KeyWindowLogic.RETAIN)
         return super()._finish(events)
-
-    @override
-    def on_batch(self, values: List[V]) -> Tuple[List[WindowEvent[V, W]], bool]:
-        if not values:
-            return self.on_notify()
-        events: List[WindowEvent[V, W]] = []
-        with self._naming_step():
-            self._clock.before_batch()
-            for value in values:
-                timestamp, watermark = self._clock.on_item(value)
-                self._check_aware("timestamp", timestamp)
-                if timestamp < self._advance(watermark):
-                    if self._firing.allowed_lateness > ZERO_TD:
-                        # Bring the windows up to this watermark first, so a late value
-                        # meets them as it would in a batch of its own.
-                        events.extend(self._flush(self._watermark))
-                    events.extend(self._late(value, timestamp))
-                else:
-                    self._queue.append((value, timestamp))
-        return self._finish(events + self._flush(self._watermark))
 
     @override
     def notify_at(self) -> Optional[datetime]:

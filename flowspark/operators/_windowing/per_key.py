@@ -331,10 +331,14 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
                 timestamp, watermark = self._clock.on_item(value)
                 self._check_aware("timestamp", timestamp)
                 if timestamp < self._advance(watermark):
-                    events.extend(Late(i, value) for i in self._windower.late_for(timestamp))
+                    events.extend(self._late(value, timestamp))
                 else:
                     self._queue.append((value, timestamp))
         return self._finish(events + self._flush(self._watermark))
+
+    def _late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        """A value stamped before the watermark: to `late`, for every window it would have joined."""
+        return [Late(i, value) for i in self._windower.late_for(timestamp)]
 
     @override
     def on_notify(self) -> Tuple[List[WindowEvent[V, W]], bool]:
