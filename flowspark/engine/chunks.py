@@ -62,25 +62,32 @@ _PIECES = b"FSP"
 """Prefix of a payload made of pieces (a pickle never starts with it)."""
 
 
-def _weight(value: Any) -> int:
-    """Items in a list element or dict value: a batch counts its items."""
-    if type(value) is list:
-        return sum(len(v) if type(v) is list else 1 for v in value) if value and type(value[0]) is list else len(value)
-    return 1
+def _size(entry: Any) -> int:
+    """Items in one entry of a big value: a batch (list) counts its items, a key's batches all of theirs."""
+    batches = entry[1] if type(entry) is tuple and len(entry) == 2 else entry
+    if type(batches) is not list:
+        return 1
+    return sum(len(b) if type(b) is list else 1 for b in batches) if type(entry) is tuple else len(batches)
 
 
 def _pieces(value: Any) -> List[Any]:
-    """Cut a big list or dict into parts of about `PIECE_ITEMS` items, in order."""
+    """Cut a big list or dict into parts of about `PIECE_ITEMS` items, in order.
+
+    A flat list of items is sliced; a list of batches, or a dict of each
+    key's batches, is cut between entries.
+    """
+    if type(value) is list and type(value[0]) is not list:
+        return [value[i : i + PIECE_ITEMS] for i in range(0, len(value), PIECE_ITEMS)]
     entries = list(value.items()) if type(value) is dict else value
     parts: List[Any] = []
     current: List[Any] = []
-    weight = 0
+    size = 0
     for entry in entries:
         current.append(entry)
-        weight += _weight(entry[1] if type(value) is dict else entry)
-        if weight >= PIECE_ITEMS:
+        size += _size(entry)
+        if size >= PIECE_ITEMS:
             parts.append(current)
-            current, weight = [], 0
+            current, size = [], 0
     if current:
         parts.append(current)
     return [dict(part) for part in parts] if type(value) is dict else parts
