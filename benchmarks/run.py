@@ -1,9 +1,10 @@
-"""Run the benchmark flows on flowspark, Bytewax 0.21.1 and native Spark SQL; print a table.
+"""Run the benchmark flows on flowspark, Bytewax 0.21.1, native Spark SQL and the Python floor; print a table.
 
     python -m benchmarks.run [--sizes 100000,1000000,10000000] [--flows ...] [--engines ...]
 
 Every run is a fresh subprocess (`python -m bytewax.run benchmarks.flows.F:flow`,
-`python -m flowspark.run ...`, `python -m benchmarks.native F`) in its own
+`python -m flowspark.run ...`, `python -m benchmarks.native F`,
+`python -m benchmarks.floor F`) in its own
 session; its wall time is process start to exit, its peak RSS the largest sum
 of the RSS of every process of that session (driver, JVM, Python workers),
 sampled from /proc every `--sample` seconds.  Outputs are compared with
@@ -33,8 +34,8 @@ from benchmarks.data import ensure_input
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOWS = ("windowed", "stateless", "running_count", "kafka")
-ENGINES = ("bytewax", "flowspark", "spark")
-NATIVE = {"windowed", "stateless", "running_count"}  # flows with a Spark SQL equivalent
+ENGINES = ("bytewax", "flowspark", "spark", "python")
+NATIVE = {"windowed", "stateless", "running_count"}  # flows with a Spark SQL equivalent and a Python floor
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -69,10 +70,24 @@ def _pss(pid: int) -> int:
     return 0
 
 
+def _role(pid: int, root: int) -> str:
+    """`driver` (the process we started), `jvm` (a `java`) or `python` (Spark's Python workers and daemons)."""
+    if pid == root:
+        return "driver"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            program = f.read().split(b"\0", 1)[0]
+    except OSError:
+        return "python"
+    return "jvm" if program.endswith(b"java") else "python"
+
+
 class TreeSampler(threading.Thread):
     """Track peak summed RSS (and PSS) and CPU time of a process, its session and its descendants.
 
-    PSS needs a page-table walk (~25 ms for a JVM), so it is read only every
+    Also the peak RSS of each role (`_role`) taken alone: the driver, the
+    largest JVM and the largest Python worker, which show where memory
+    grows with the input.  PSS needs a page-table walk (~25 ms for a JVM), so it is read only every
     `pss_interval` seconds (0: never) and when RSS has grown by 10 % since.
     """
 
@@ -84,6 +99,7 @@ class TreeSampler(threading.Thread):
         self.peak_procs = 0
         self._next_pss = 0.0
         self._rss_at_pss = 0
+        self.peak_by_role: Dict[str, int] = {}
         self._cpu: Dict[int, int] = {}
         self._done = threading.Event()
 
@@ -106,6 +122,8 @@ class TreeSampler(threading.Thread):
                 procs += 1
                 members.append(pid)
                 self._cpu[pid] = max(self._cpu.get(pid, 0), ticks)
+                role = _role(pid, self.pid)  # read each time: a JVM's fork becomes a Python daemon
+                self.peak_by_role[role] = max(self.peak_by_role.get(role, 0), pid_rss)
         if rss > self.peak_rss:
             self.peak_rss, self.peak_procs = rss, procs
         # PSS every pss_interval, and whenever RSS has grown by a tenth since the last PSS reading.
@@ -141,6 +159,7 @@ class Measured:
     rc: Optional[int]  # None: killed at the timeout
     load: float
     leftovers: int = 0
+    peak_by_role: Dict[str, int] = field(default_factory=dict)
 
 
 def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, interval: float,
@@ -171,7 +190,8 @@ def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, 
         leftovers = _session_alive(proc.pid)
     if leftovers:
         os.killpg(proc.pid, signal.SIGKILL)
-    return Measured(wall, sampler.peak_rss, sampler.peak_pss, sampler.cpu_seconds, rc, load, len(leftovers))
+    return Measured(wall, sampler.peak_rss, sampler.peak_pss, sampler.cpu_seconds, rc, load, len(leftovers),
+                    sampler.peak_by_role)
 
 
 # --- outputs -----------------------------------------------------------------------------
@@ -293,6 +313,13 @@ class Result:
     lines: Optional[int] = None
     note: str = ""
     extra: Dict[str, str] = field(default_factory=dict)
+    peak_by_role: Dict[str, int] = field(default_factory=dict)
+
+    @property
+    def roles(self) -> str:
+        """Peak RSS in MiB of the driver / the largest JVM / the largest Python worker."""
+        return " / ".join(f"{self.peak_by_role[r] / 2**20:,.0f}" if r in self.peak_by_role else "-"
+                          for r in ("driver", "jvm", "python"))
 
     @property
     def ok(self) -> bool:
@@ -302,6 +329,8 @@ class Result:
 def command(flow: str, engine: str) -> List[str]:
     if engine == "spark":
         return [sys.executable, "-m", "benchmarks.native", flow]
+    if engine == "python":
+        return [sys.executable, "-m", "benchmarks.floor", flow]
     module = "kafka_noop" if flow == "kafka" else flow
     return [sys.executable, "-m", f"{engine}.run", f"benchmarks.flows.{module}:flow"]
 
@@ -346,12 +375,14 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
                PYSPARK_PYTHON=sys.executable)
     if engine == "spark":
         del env["FLOWBENCH_ENGINE"]
+    elif engine == "python":
+        env["FLOWBENCH_ENGINE"] = "bytewax"  # the floor imports the flow modules for their functions only
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra_env or {})
     print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events ...", end="", file=sys.stderr, flush=True)
     m = measure(command(flow, engine), env, work / f"{flow}-{size}{tag}-{engine}.log", args.timeout, args.sample,
                 args.pss_sample)
-    result = Result(flow, engine, size, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc)
+    result = Result(flow, engine, size, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc, peak_by_role=m.peak_by_role)
     if m.rc is None:
         result.note = f"timed out after {args.timeout:.0f} s"
     elif m.rc != 0:
@@ -382,7 +413,7 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
             result.extra["kept"] = str(output)
             if reference.exists():
                 result.note = f"see {write_diff(output, reference).relative_to(args.cache_dir)}"
-    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB (pss {m.peak_pss / 2**20:.0f})  cpu {m.cpu:6.1f} s  load {m.load:.1f}  {result.same}"
+    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB (pss {m.peak_pss / 2**20:.0f}; {result.roles})  cpu {m.cpu:6.1f} s  load {m.load:.1f}  {result.same}"
           f"{'  ' + result.note if result.note else ''}", file=sys.stderr, flush=True)
     return result
 
@@ -434,6 +465,7 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
             f"{r.wall / bw:.2f}" if r.ok and r.wall is not None and bw else "-",
             f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
             f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-",
+            r.roles,
             f"{r.cpu:.1f}" if r.cpu is not None else "-",
             f"{r.load:.1f}" if r.load is not None else "-",
             r.same + (f" [{r.note}]" if r.note else ""),
@@ -443,7 +475,7 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
         f"{os.cpu_count()} cores)",
         "",
         _fmt_table(["flow", "engine", "events", "wall s", "events/s", "vs Bytewax", "peak RSS MiB", "peak PSS MiB",
-                    "CPU s", "load", "same output as Bytewax"], rows),
+                    "driver / JVM / worker MiB", "CPU s", "load", "same output as Bytewax"], rows),
     ]
     # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
     cpus: Dict[Tuple[str, str, int], float] = {(r.flow, r.engine, r.events): r.cpu for r in results
@@ -496,7 +528,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="comma-separated input sizes in events (default 100000,1000000,10000000)")
     parser.add_argument("--flows", type=_csv(str, FLOWS), default=list(FLOWS), help=f"subset of {','.join(FLOWS)}")
     parser.add_argument("--engines", "--engine", type=_csv(str, ENGINES), default=list(ENGINES),
-                        help=f"subset of {','.join(ENGINES)} (spark = the native Spark SQL batch query)")
+                        help=f"subset of {','.join(ENGINES)} (spark = the native Spark SQL batch query; "
+                             "python = the flow's own functions in a plain loop, see benchmarks/floor.py)")
     parser.add_argument("--fixed-cost-lines", type=int, default=1000,
                         help="lines of the cold-run fixed-cost measurement (windowed flow); 0 skips it")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed (default 1800)")
@@ -549,6 +582,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 for engine in args.engines:
                     if engine == "spark" and flow not in NATIVE:
                         skipped.append(f"{flow} flow on native Spark: no equivalent (Spark's Kafka jar is not in the wheel)")
+                        continue
+                    if engine == "python" and flow not in NATIVE:
+                        skipped.append(f"{flow} flow's Python floor: its work is the broker client's, not user functions")
                         continue
                     kafka_env = {"FLOWBENCH_KAFKA_BROKERS": broker.address, "FLOWBENCH_KAFKA_TOPIC": broker.TOPIC} if broker else None
                     group.append(record(run_one(args, flow, engine, size, input_file, refs, kafka_env)))

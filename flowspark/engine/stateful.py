@@ -65,6 +65,7 @@ class _Bucket:
         self._live: Dict[str, Any] = {}
         self._touched: Set[str] = set()
         self._checked: Set[str] = set()
+        self._wake_at: Dict[str, Optional[int]] = {}
 
     def logic(self, key: str) -> Any:
         if key in self._live and self._live[key] is not None:
@@ -97,8 +98,15 @@ class _Bucket:
         if key in self._checked:
             return False
         self._checked.add(key)
-        stored = self._notify_state.getValue((key,))
-        return stored is not None and stored[0] <= now_ms
+        at = self._stored_wake_at(key)
+        return at is not None and at <= now_ms
+
+    def _stored_wake_at(self, key: str) -> Optional[int]:
+        """`key`'s stored wake-up in epoch ms, read from the state store at most once per call."""
+        if key not in self._wake_at:
+            stored = self._notify_state.getValue((key,))
+            self._wake_at[key] = None if stored is None else stored[0]
+        return self._wake_at[key]
 
     def stored_keys(self) -> List[str]:
         keys = {k for (k,) in self._logic_state.keys()}
@@ -107,27 +115,44 @@ class _Bucket:
         return sorted(keys)
 
     def due_keys(self, now_ms: int) -> List[str]:
-        return sorted(k for (k,), (at,) in self._notify_state.iterator() if at <= now_ms)
+        due = []
+        for (key,), (at,) in self._notify_state.iterator():
+            self._wake_at[key] = at
+            if at <= now_ms:
+                due.append(key)
+        return sorted(due)
 
-    def persist(self, handle: StatefulProcessorHandle) -> None:
-        """Store the snapshot and next wake-up of every key that ran."""
+    def persist(self, handle: StatefulProcessorHandle, now_ms: int) -> None:
+        """Store the snapshot and next wake-up of every key that ran.
+
+        A wake-up at or before `now_ms` (the batch's time) means "as soon as
+        possible", which Bytewax serves at the key's next activation: here,
+        the next micro-batch.  Storing it as `now_ms + 1` keeps Spark from
+        calling the key again within this batch for every timer of its
+        bucket, and gives every such key of the bucket one shared timer.
+        """
+        registered: Set[int] = set()
         for key in self._touched:
             logic = self._live[key]
             if logic is None:
                 self._logic_state.removeKey((key,))
                 self._notify_state.removeKey((key,))
+                self._wake_at[key] = None
                 continue
             snap = guarded(self.step_id, "snapshot", logic.snapshot, key=key)
             self._logic_state.updateValue((key,), (chunks.dumps(snap),))
             at = guarded(self.step_id, "notify_at", logic.notify_at, key=key)
             if at is None:
                 self._notify_state.removeKey((key,))
+                self._wake_at[key] = None
                 continue
-            at_ms = _epoch_ms(at, self.step_id, key)
-            stored = self._notify_state.getValue((key,))
-            if stored is None or stored[0] != at_ms:
+            at_ms = max(_epoch_ms(at, self.step_id, key), now_ms + 1)
+            if self._stored_wake_at(key) != at_ms:
                 self._notify_state.updateValue((key,), (at_ms,))
-                handle.registerTimer(at_ms)
+                self._wake_at[key] = at_ms
+                if at_ms not in registered:
+                    handle.registerTimer(at_ms)
+                    registered.add(at_ms)
 
 
 class LayerProcessor(StatefulProcessor):
@@ -165,11 +190,12 @@ class LayerProcessor(StatefulProcessor):
                 if kind == chunks.DATA:
                     for key, more in chunks.batches_by_key(payload).items():
                         batches.setdefault(key, []).extend(more)
-            self._on_batches(step, bucket, batches, out, timerValues.getCurrentProcessingTimeInMs())
+            now_ms = timerValues.getCurrentProcessingTimeInMs()
+            self._on_batches(step, bucket, batches, out, now_ms)
             if any(kind == chunks.EOF for _, kind, _ in ordered):
                 keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
                 self._emit(step, keyed, out)
-            finished = self._finish(bucket, out)
+            finished = self._finish(bucket, out, now_ms)
         yield from finished
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
@@ -182,7 +208,7 @@ class LayerProcessor(StatefulProcessor):
             now_ms = timerValues.getCurrentProcessingTimeInMs()
             keyed = [kv for k in bucket.due_keys(now_ms) for kv in bucket.call(k, "on_notify")]
             self._emit(step, keyed, out)
-            return iter(self._finish(bucket, out))
+            return iter(self._finish(bucket, out, now_ms))
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
@@ -211,9 +237,9 @@ class LayerProcessor(StatefulProcessor):
     def _emit(self, step: int, keyed: List[Tuple[str, Any]], out: Collector) -> None:
         self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
 
-    def _finish(self, bucket: _Bucket, out: Collector) -> List[Row]:
+    def _finish(self, bucket: _Bucket, out: Collector, now_ms: int) -> List[Row]:
         """Save the bucket's state; the rows of what its keys emitted."""
-        bucket.persist(self._handle)
+        bucket.persist(self._handle, now_ms)
         return [Row(grp=grp, seq=seq, kind=kind, payload=payload) for grp, seq, kind, payload in out.rows(_seq)]
 
     def close(self) -> None:
