@@ -137,6 +137,23 @@ def test_sliding_windows_closing_together_come_in_opening_order(engine: str) -> 
     assert [i for i, _meta in logic.close_for(UTC_MAX)] == [2, 0, 1]
 
 
+def test_tumbling_runs_of_values_match_bytewax_call_by_call() -> None:
+    """Mostly ordered values (runs in one window) with closes in between, as a key sees them."""
+    rng = random.Random(7)
+    length = timedelta(seconds=10)
+    ours = TumblingWindower(length, ALIGN).build(None)
+    theirs = Engine("bytewax").win.TumblingWindower(length, ALIGN).build(None)
+    now = 0.0
+    for _ in range(3000):
+        now += rng.choice((0.0, 0.3, 2.0, 11.0))
+        at = sec(now - rng.choice((0, 0, 0, 4, 15)))
+        assert list(ours.open_for(at)) == list(theirs.open_for(at))
+        if rng.random() < 0.05:
+            watermark = sec(now - rng.choice((0, 10, 20)))
+            assert closed(ours.close_for(watermark)) == closed(theirs.close_for(watermark))
+    assert closed(ours.close_for(UTC_MAX)) == closed(theirs.close_for(UTC_MAX))
+
+
 def test_late_for_opens_nothing() -> None:
     logic = TumblingWindower(timedelta(seconds=10), ALIGN).build(None)
     assert logic.late_for(sec(12)) == [1]
