@@ -13,8 +13,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-import pytest
-
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
@@ -28,11 +26,12 @@ KEYS = 64
 class Poller(op.StatefulBatchLogic[int, int, Tuple[int, int]]):
     """Asks to be woken at a distinct past time forever; counts its wake-ups, reports them at EOF.
 
-    Each wake-up also touches `WOKEN`, which lets the source end.
+    Each wake-up also touches the file `woken`, which lets the source end.
     """
 
-    def __init__(self, state: Optional[Tuple[int, int]]) -> None:
+    def __init__(self, state: Optional[Tuple[int, int]], woken: str) -> None:
         self.index, self.wakes = state or (0, 0)
+        self.woken = woken
 
     def on_batch(self, values: List[int]) -> Tuple[List[int], bool]:
         self.index = values[-1]
@@ -40,7 +39,7 @@ class Poller(op.StatefulBatchLogic[int, int, Tuple[int, int]]):
 
     def on_notify(self) -> Tuple[List[int], bool]:
         self.wakes += 1
-        open(os.environ["WOKEN"], "a").close()
+        open(self.woken, "a").close()
         return [], op.StatefulBatchLogic.RETAIN
 
     def on_eof(self) -> Tuple[List[int], bool]:
@@ -91,13 +90,12 @@ class ItemsUntilWoken(FixedPartitionedSource[Tuple[str, int], int]):
         return _UntilWoken(self._items, self._woken)
 
 
-def test_past_wake_ups_run_once_per_micro_batch_for_every_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_past_wake_ups_run_once_per_micro_batch_for_every_key(tmp_path: Path) -> None:
     woken = str(tmp_path / "woken")
-    monkeypatch.setenv("WOKEN", woken)
     flow = Dataflow("wake_ups")
     items = [(f"k{i:02d}", i) for i in range(KEYS)]
     keyed = op.input("inp", flow, ItemsUntilWoken(items, woken))
-    wakes = op.stateful_batch("poll", keyed, Poller)
+    wakes = op.stateful_batch("poll", keyed, lambda state: Poller(state, woken))
     out: List[Any] = []
     op.output("out", wakes, TestingSink(out))
     run_main(flow)
