@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, List, Tuple
 
 import pytest
@@ -118,6 +119,22 @@ def test_stateful_step_fed_bare_items_is_a_type_error() -> None:
             run_on(name, build)
         chain = " ".join(str(c) for c in cause_chain(info.value))
         assert "df.sum" in chain and "2-tuple" in chain and "int" in chain
+
+
+@pytest.mark.parametrize(("items", "problem"), [([1], "2-tuple"), ([(1, "a")], "`str` keys")])
+def test_partitioned_sink_fed_unkeyed_items_is_a_type_error(tmp_path: Any, items: List[Any], problem: str) -> None:
+    def build(e: Engine) -> Tuple[Any, dict]:
+        files = importlib.import_module(f"{e.name}.connectors.files")
+        flow = e.Dataflow("df")
+        s = e.op.input("inp", flow, e.TestingSource(items))
+        e.op.output("out", s, files.FileSink(tmp_path / f"{e.name}.txt"))
+        return flow, {}
+
+    for name in ("bytewax", "flowspark"):
+        with pytest.raises(TypeError) as info:
+            run_on(name, build)
+        chain = " ".join(str(c) for c in cause_chain(info.value))
+        assert "df.out" in chain and problem in chain and "int" in chain
 
 
 def test_flow_without_input_or_output_fails_at_run() -> None:

@@ -42,8 +42,11 @@ class Collector:
         return rows
 
 
-def _keyed(step_id: str, batch: List[Any]) -> None:
-    """Stateful steps route by key: every item must be a `(str, value)` 2-tuple."""
+def check_keyed(step_id: str, batch: List[Any]) -> None:
+    """Steps that route by key (stateful steps, partitioned sinks) need `(str, value)` 2-tuples.
+
+    Raises Bytewax's `TypeError` for the first item that is not one.
+    """
     for item in batch:
         if type(item) is not tuple or len(item) != 2:
             msg = (
@@ -105,7 +108,7 @@ class Router:
         self.push(config["downs"][1], falses, out)
 
     def _to_stateful(self, step_id: str, index: int, batch: List[Any], out: Collector) -> None:
-        _keyed(step_id, batch)
+        check_keyed(step_id, batch)
         by_key: Dict[str, List[Any]] = {}
         for key, value in batch:
             by_key.setdefault(key, []).append(value)

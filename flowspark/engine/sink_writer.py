@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from flowspark.engine import chunks
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.plan import Plan
+from flowspark.engine.route import check_keyed
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
 
@@ -92,18 +93,16 @@ class _Output:
         if not self.fixed:
             self._call("write_batch", self.parts["0"].write_batch, items)
             return
+        check_keyed(self.step_id, items)
+        if len(self.names) == 1:
+            # With one partition every key lands there: no need to ask `part_fn`.
+            self._call("write_batch", self.parts[self.names[0]].write_batch, [value for _, value in items])
+            return
         by_part: Dict[str, List[Any]] = {}
         count = len(self.names)
-        for item in items:
-            if type(item) is not tuple or len(item) != 2 or not isinstance(item[0], str):
-                msg = (
-                    f"step {self.step_id!r} requires `(key, value)` 2-tuples with `str` keys "
-                    f"for a partitioned sink; got {item!r}"
-                )
-                raise FlowsparkRuntimeError(msg) from TypeError(msg)
-            # With one partition every key lands there: no need to ask `part_fn`.
-            index = self._call("part_fn", self.sink.part_fn, item[0]) % count if count > 1 else 0
-            by_part.setdefault(self.names[index], []).append(item[1])
+        for key, value in items:
+            index = self._call("part_fn", self.sink.part_fn, key) % count
+            by_part.setdefault(self.names[index], []).append(value)
         for name, values in by_part.items():
             self._call("write_batch", self.parts[name].write_batch, values)
 
