@@ -62,7 +62,7 @@ class Progress:
         self._out = out if out is not None else sys.stderr
         self._terminal = self._out.isatty()
         self._log_every = log_every
-        self._last_log = 0.0
+        self._last_log: Optional[float] = None
         self._last: Optional[BatchReport] = None
 
     def announce(self, text: str) -> None:
@@ -76,7 +76,8 @@ class Progress:
             self._out.flush()
             return
         now = time.monotonic()
-        if now - self._last_log >= self._log_every:
+        # The first batch always gets a line (the monotonic clock may start near 0).
+        if self._last_log is None or now - self._last_log >= self._log_every:
             self._last_log = now
             print(f"flowspark: {render(report)}", file=self._out, flush=True)
 

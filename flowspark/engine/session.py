@@ -3,13 +3,14 @@
 The settings are the ones the research probes found necessary or fastest:
 RocksDB (the only state store `transformWithState` accepts), Arrow, UTC, a
 C1-only driver JIT (the default JIT burns 15-30 CPU-seconds per run on two
-cores), the serial garbage collector and a 2 GiB heap (with G1 and 4 GiB the
-JVM's memory grew from 0.9 to 1.8 GiB between 1M and 10M events of the
-windowed benchmark; with these, 0.8 to 1.2 GiB at the same speed), a large
-thread stack (Spark's error matching can overflow the
+cores), a class-data-sharing archive of the driver's classes
+(`class_archive`), the serial garbage collector and a 2 GiB heap (with G1
+and 4 GiB the JVM's memory grew from 0.9 to 1.8 GiB between 1M and 10M
+events of the windowed benchmark; with these, 0.8 to 1.2 GiB at the same
+speed), a large thread stack (Spark's error matching can overflow the
 default one on long Python tracebacks), and the user's own interpreter for
-Python workers (`PYSPARK_PYTHON`, the only setting honoured when a flow starts
-as `python ...`).
+Python workers (`PYSPARK_PYTHON`, the only setting honoured when a flow
+starts as `python ...`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import BinaryIO, Callable, Dict, Optional
 import pyspark
 from pyspark.sql import SparkSession
 
+from flowspark.engine import class_archive
 from flowspark.engine.spark_source import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -74,6 +76,7 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
             os.environ["SPARK_HOME"] = home
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     url = master or default_master(os.cpu_count() or 2)
+    archive_options, on_started = class_archive.java_options(os.environ.get("SPARK_HOME"))
     builder = (
         SparkSession.builder.appName("flowspark")
         .master(url)
@@ -83,7 +86,7 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", _JAVA_OPTIONS)
+        .config("spark.driver.extraJavaOptions", f"{_JAVA_OPTIONS} {archive_options}".strip())
         # Spark's 1g default is tight for the chunks big micro-batches carry;
         # more only lets the heap grow with the input (see the module doc).
         .config("spark.driver.memory", os.environ.get("FLOWSPARK_DRIVER_MEMORY", "2g"))
@@ -105,6 +108,8 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
                    "Check that the master is running and reachable from this machine.")
             raise FlowsparkRuntimeError(msg) from None
         raise
+    if on_started is not None:
+        on_started(spark)
     spark.sparkContext.setLogLevel(os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL", "OFF").upper())
     spark.dataSource.register(FlowsparkSource)
     return spark
