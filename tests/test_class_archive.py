@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 
 from flowspark.engine import class_archive
@@ -64,8 +65,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _spark_home() -> str:
-    import pyspark
-
     return os.path.dirname(pyspark.__file__)
 
 

@@ -11,11 +11,12 @@ to a ready session).
 
 A JVM given a truncated archive crashes, so an archive only appears under its
 final name once the JVM that wrote it has exited cleanly: it is written to a
-temporary name and renamed by the run's exit hook.  One run at a time writes
-(a lock file naming the run, taken over once that run has died), and the name carries a digest of
-everything the archive depends on (the `java` binary, Spark's jars, the
-PySpark version), so an upgrade makes a new one.  `FLOWSPARK_CLASS_ARCHIVE=0`
-turns all of this off.
+temporary name and renamed by the run's exit hook.  One run at a time
+writes (a lock file naming the run, taken over once that run has died), and
+the name carries a digest of everything the archive depends on (the `java`
+binary, Spark's jars, the PySpark version), so an upgrade makes a new one.
+`FLOWSPARK_CLASS_ARCHIVE=0` turns all of this off, and so does a user's own
+`spark.driver.extraJavaOptions` (it replaces flowspark's JVM options).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _digest(java: str, spark_home: str) -> str:
 
 
 def _owner_gone(path: str) -> bool:
-    """True if the run that made `path` (named in it, or by it) has died or is long gone."""
+    """True if the run named in the lock file `path` has died, or the file is `STALE_SECONDS` old."""
     try:
         if time.time() - os.path.getmtime(path) > STALE_SECONDS:
             return True

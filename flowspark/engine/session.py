@@ -76,7 +76,8 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
             os.environ["SPARK_HOME"] = home
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     url = master or default_master(os.cpu_count() or 2)
-    archive_options, on_started = class_archive.java_options(os.environ.get("SPARK_HOME"))
+    own_options = "spark.driver.extraJavaOptions" in (conf or {})
+    archive_options, on_started = ("", None) if own_options else class_archive.java_options(os.environ.get("SPARK_HOME"))
     builder = (
         SparkSession.builder.appName("flowspark")
         .master(url)
