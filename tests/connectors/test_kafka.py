@@ -363,8 +363,12 @@ def test_sink_failures_raise(broker: str) -> None:
     topic = _topic(broker)
     part = KafkaSink([broker], topic, {"message.timeout.ms": "3000"}).build("out", 0, 1)
     with pytest.raises(RuntimeError, match="1 of 2 Kafka messages were not delivered"):
-        part.write_batch([KafkaSinkMessage(b"k", b"ok"), KafkaSinkMessage(b"k", b"bad", partition=5)])
+        part.write_batch([KafkaSinkMessage(b"k", b"ok1"), KafkaSinkMessage(b"k", b"bad", partition=5)])
+    # Now the producer knows the topic's partitions and refuses at once.
+    with pytest.raises(RuntimeError, match="1 of 2 Kafka messages were not delivered; first error: .*partition"):
+        part.write_batch([KafkaSinkMessage(b"k", b"bad", partition=5), KafkaSinkMessage(b"k", b"ok2")])
     part.close()
+    assert [m.value() for m in _read_back(broker, topic, 2)] == [b"ok1", b"ok2"]
 
 
 # -- operators ------------------------------------------------------------

@@ -333,7 +333,7 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
         self._topic = topic
 
     def _produce(self, msg: KafkaSinkMessage[Optional[bytes], Optional[bytes]],
-                 report: Callable[[Optional[ConfluentKafkaError], Message], None]) -> None:
+                 report: Callable[[Optional[ConfluentKafkaError], Optional[Message]], None]) -> None:
         topic = self._topic if msg.topic is None else msg.topic
         if topic is None:
             text = f"No topic to produce to for {msg}"
@@ -352,12 +352,19 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
     def write_batch(self, items: List[KafkaSinkMessage[Optional[bytes], Optional[bytes]]]) -> None:
         failed: List[str] = []
 
-        def report(err: Optional[ConfluentKafkaError], _: Message) -> None:
+        def report(err: Optional[ConfluentKafkaError], _: Optional[Message]) -> None:
             if err is not None:
                 failed.append(f"{err.str()} ({err.name()})")
 
         for msg in items:
-            self._produce(msg, report)
+            try:
+                self._produce(msg, report)
+            except KafkaException as ex:
+                # librdkafka refuses some messages at once (a partition the
+                # topic's known metadata lacks) and others only in the
+                # delivery report, depending on how far metadata arrived:
+                # both count as undelivered, and the rest are still sent.
+                report(ex.args[0], None)
             self._producer.poll(0)
         self._producer.flush()
         if failed:
