@@ -10,7 +10,7 @@ shuffles as its longest chain of stateful steps.  Outputs and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Collection, Dict, List, Tuple
 
 from flowspark.dataflow import Dataflow, Operator
 from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
@@ -148,17 +148,23 @@ def source_parts(plan: Plan) -> List[Tuple[int, str]]:
 _DRIVER_ONLY = ("source", "sink", "inspector")
 
 
-def for_workers(plan: Plan) -> Plan:
+def for_workers(plan: Plan, keyless_outputs: Collection[int] = ()) -> Plan:
     """A copy without sources, sinks and inspectors: what Spark's workers need.
 
     Those three run in the driver; leaving them out keeps unpicklable
-    connections and in-process lists out of what Spark ships.
+    connections and in-process lists out of what Spark ships.  The outputs
+    numbered in `keyless_outputs` (partitioned sinks with one partition,
+    where a key can't change where a value goes) get `drop_keys`: the
+    workers check the `(key, value)` items and send only the values.
     """
     copies: Dict[str, Operator] = {}
+    dropping = {plan.outputs[i].step_id for i in keyless_outputs}
 
     def strip(step: Operator) -> Operator:
         if step.step_id not in copies:
             config = {k: v for k, v in step.config.items() if k not in _DRIVER_ONLY}
+            if step.step_id in dropping:
+                config["drop_keys"] = True
             copies[step.step_id] = Operator(step.step_name, step.step_id, op_type=step.op_type, core=True, config=config)
         return copies[step.step_id]
 

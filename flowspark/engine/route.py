@@ -92,7 +92,11 @@ class Router:
             elif kind == "stateful_batch":
                 self._to_stateful(step.step_id, consumer.index, batch, out)
             elif kind == "output":
-                out.outputs.setdefault(consumer.index, []).extend(batch)
+                if config.get("drop_keys"):
+                    check_keyed(step.step_id, batch)
+                    out.outputs.setdefault(consumer.index, []).extend([value for _, value in batch])
+                else:
+                    out.outputs.setdefault(consumer.index, []).extend(batch)
 
     def _branch(self, step_id: str, config: Dict[str, Any], batch: List[Any], out: Collector) -> None:
         predicate = config["predicate"]

@@ -77,7 +77,7 @@ def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional
 
 def _start_query(spark: Any, plan: Plan, hub: SourceHub, writer: SinkWriter, checkpoint: str, buckets: int, parallelism: int, interval: float) -> Any:
     """Build and start the one streaming query of the flow."""
-    workers = for_workers(plan)
+    workers = for_workers(plan, writer.keyless_outputs())
     spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
     frame = spark.readStream.format(FORMAT).options(**encode_options(hub.address, hub.authkey, workers, buckets)).load()
     for layer in range(1, plan.depth + 1):

@@ -1,0 +1,52 @@
+"""The fused pass's handling of outputs, driven directly (no Spark)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, List, Tuple
+
+import pytest
+
+import flowspark.operators as op
+from flowspark.connectors.files import DirSink, FileSink
+from flowspark.dataflow import Dataflow
+from flowspark.engine import chunks
+from flowspark.engine.failures import StepFailure
+from flowspark.engine.plan import Plan, build_plan, for_workers
+from flowspark.engine.route import Collector, Router
+from flowspark.testing import TestingSource
+
+
+def _plan(tmp_path: Path) -> Plan:
+    flow = Dataflow("df")
+    items = op.input("inp", flow, TestingSource[Tuple[str, str]]([]))
+    op.output("one_file", items, FileSink(tmp_path / "out.txt"))
+    op.output("two_files", items, DirSink(tmp_path, 2))
+    return build_plan(flow)
+
+
+def _push(plan: Plan, batch: List[Any]) -> Collector:
+    out = Collector("000.00000.000")
+    Router(plan, 2).push(plan.inputs[0].config["downs"][0], batch, out)
+    return out
+
+
+def test_a_single_partition_sink_gets_bare_values_from_the_workers(tmp_path: Path) -> None:
+    workers = for_workers(_plan(tmp_path), keyless_outputs=[0])
+    out = _push(workers, [("a", "x"), ("b", "y")])
+    assert out.outputs == {0: ["x", "y"], 1: [("a", "x"), ("b", "y")]}
+    rows = out.rows(itertools.count())
+    assert [chunks.items_of(payload) for _, _, _, payload in rows] == [["x", "y"], [("a", "x"), ("b", "y")]]
+
+
+def test_without_keyless_outputs_every_sink_gets_key_value_pairs(tmp_path: Path) -> None:
+    out = _push(for_workers(_plan(tmp_path)), [("a", "x")])
+    assert out.outputs == {0: [("a", "x")], 1: [("a", "x")]}
+
+
+@pytest.mark.parametrize(("item", "problem"), [("bare", "2-tuple"), ((1, "x"), "`str` keys")])
+def test_dropping_keys_checks_them_first(tmp_path: Path, item: Any, problem: str) -> None:
+    workers = for_workers(_plan(tmp_path), keyless_outputs=[0])
+    with pytest.raises(StepFailure, match=f"step 'df.one_file' requires .*{problem}"):
+        _push(workers, [("a", "x"), item])
