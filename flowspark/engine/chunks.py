@@ -20,7 +20,6 @@ import cloudpickle
 
 import pyarrow as pa
 
-COLUMNS = ("grp", "seq", "kind", "payload")
 SCHEMA_DDL = "grp string, seq long, kind int, payload binary"
 ARROW_SCHEMA = pa.schema([("grp", pa.string()), ("seq", pa.int64()), ("kind", pa.int32()), ("payload", pa.binary())])
 

@@ -94,9 +94,9 @@ class Router:
             elif kind == "output":
                 if config.get("drop_keys"):
                     check_keyed(step.step_id, batch)
-                    out.outputs.setdefault(consumer.index, []).extend([value for _, value in batch])
-                else:
-                    out.outputs.setdefault(consumer.index, []).extend(batch)
+                out.outputs.setdefault(consumer.index, []).extend(
+                    [value for _, value in batch] if config.get("drop_keys") else batch
+                )
 
     def _branch(self, step_id: str, config: Dict[str, Any], batch: List[Any], out: Collector) -> None:
         predicate = config["predicate"]

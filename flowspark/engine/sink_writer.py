@@ -153,7 +153,7 @@ class SinkWriter:
             # 6 CPU-s per 10M output items of the stateless benchmark.
             table = frame.toArrow()
             with collector_paused():
-                self._write(zip(*(table.column(name).to_pylist() for name in chunks.COLUMNS)), batch_id)
+                self._write(zip(*(table.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names)), batch_id)
         except BaseException as ex:
             # Once the run is over, stopping the query may interrupt a batch;
             # it is not committed and a resumed run replays it.
