@@ -101,6 +101,7 @@ class TreeSampler(threading.Thread):
         self._rss_at_pss = 0
         self.peak_by_role: Dict[str, int] = {}
         self._cpu: Dict[int, int] = {}
+        self._role_of: Dict[int, str] = {}
         self._done = threading.Event()
 
     def sample(self) -> None:
@@ -123,6 +124,7 @@ class TreeSampler(threading.Thread):
                 members.append(pid)
                 self._cpu[pid] = max(self._cpu.get(pid, 0), ticks)
                 role = _role(pid, self.pid)  # read each time: a JVM's fork becomes a Python daemon
+                self._role_of[pid] = role
                 self.peak_by_role[role] = max(self.peak_by_role.get(role, 0), pid_rss)
         if rss > self.peak_rss:
             self.peak_rss, self.peak_procs = rss, procs
@@ -135,6 +137,15 @@ class TreeSampler(threading.Thread):
     @property
     def cpu_seconds(self) -> float:
         return sum(self._cpu.values()) / TICK
+
+    @property
+    def cpu_by_role(self) -> Dict[str, float]:
+        """CPU seconds of the driver, the JVMs and Spark's Python processes, each summed."""
+        by_role: Dict[str, float] = {}
+        for pid, ticks in self._cpu.items():
+            role = self._role_of[pid]
+            by_role[role] = by_role.get(role, 0.0) + ticks / TICK
+        return by_role
 
     def run(self) -> None:
         while not self._done.is_set():
@@ -160,6 +171,7 @@ class Measured:
     load: float
     leftovers: int = 0
     peak_by_role: Dict[str, int] = field(default_factory=dict)
+    cpu_by_role: Dict[str, float] = field(default_factory=dict)
 
 
 def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, interval: float,
@@ -191,7 +203,7 @@ def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, 
     if leftovers:
         os.killpg(proc.pid, signal.SIGKILL)
     return Measured(wall, sampler.peak_rss, sampler.peak_pss, sampler.cpu_seconds, rc, load, len(leftovers),
-                    sampler.peak_by_role)
+                    sampler.peak_by_role, sampler.cpu_by_role)
 
 
 # --- outputs -----------------------------------------------------------------------------
@@ -314,11 +326,18 @@ class Result:
     note: str = ""
     extra: Dict[str, str] = field(default_factory=dict)
     peak_by_role: Dict[str, int] = field(default_factory=dict)
+    cpu_by_role: Dict[str, float] = field(default_factory=dict)
 
     @property
     def roles(self) -> str:
         """Peak RSS in MiB of the driver / the largest JVM / the largest Python worker."""
         return " / ".join(f"{self.peak_by_role[r] / 2**20:,.0f}" if r in self.peak_by_role else "-"
+                          for r in ("driver", "jvm", "python"))
+
+    @property
+    def cpu_roles(self) -> str:
+        """CPU seconds of the driver / the JVMs / Spark's Python processes."""
+        return " / ".join(f"{self.cpu_by_role[r]:.1f}" if r in self.cpu_by_role else "-"
                           for r in ("driver", "jvm", "python"))
 
     @property
@@ -382,7 +401,8 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
     print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events ...", end="", file=sys.stderr, flush=True)
     m = measure(command(flow, engine), env, work / f"{flow}-{size}{tag}-{engine}.log", args.timeout, args.sample,
                 args.pss_sample)
-    result = Result(flow, engine, size, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc, peak_by_role=m.peak_by_role)
+    result = Result(flow, engine, size, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc, peak_by_role=m.peak_by_role,
+                    cpu_by_role=m.cpu_by_role)
     if m.rc is None:
         result.note = f"timed out after {args.timeout:.0f} s"
     elif m.rc != 0:
@@ -413,7 +433,7 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
             result.extra["kept"] = str(output)
             if reference.exists():
                 result.note = f"see {write_diff(output, reference).relative_to(args.cache_dir)}"
-    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB (pss {m.peak_pss / 2**20:.0f}; {result.roles})  cpu {m.cpu:6.1f} s  load {m.load:.1f}  {result.same}"
+    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB (pss {m.peak_pss / 2**20:.0f}; {result.roles})  cpu {m.cpu:6.1f} s ({result.cpu_roles})  load {m.load:.1f}  {result.same}"
           f"{'  ' + result.note if result.note else ''}", file=sys.stderr, flush=True)
     return result
 
@@ -467,6 +487,7 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
             f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-",
             r.roles,
             f"{r.cpu:.1f}" if r.cpu is not None else "-",
+            r.cpu_roles,
             f"{r.load:.1f}" if r.load is not None else "-",
             r.same + (f" [{r.note}]" if r.note else ""),
         ])
@@ -475,7 +496,8 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
         f"{os.cpu_count()} cores)",
         "",
         _fmt_table(["flow", "engine", "events", "wall s", "events/s", "vs Bytewax", "peak RSS MiB", "peak PSS MiB",
-                    "driver / JVM / worker MiB", "CPU s", "load", "same output as Bytewax"], rows),
+                    "driver / JVM / worker MiB", "CPU s", "driver / JVM / worker CPU s", "load",
+                    "same output as Bytewax"], rows),
     ]
     # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
     cpus: Dict[Tuple[str, str, int], float] = {(r.flow, r.engine, r.events): r.cpu for r in results

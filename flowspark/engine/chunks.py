@@ -1,8 +1,8 @@
 """The rows that travel between Spark stages.
 
-A row is one *chunk* bound for one destination: for a stateful step, a
-pickled dict of each key's batches of values in arrival order; for an
-output or a tap, a pickled list of items.  `grp` names the destination and is what Spark groups
+A row is one *chunk* bound for one destination: for a bucket of a
+stateful step, its items' keys and values in arrival order
+(`keyed_chunks`); for an output or a tap, a pickled list of items.  `grp` names the destination and is what Spark groups
 by: `S<step>/<bucket>` for a stateful step's bucket of keys, `O<output>@<origin>`
 and `T<tap>@<origin>` for rows bound for the driver, `C` for control rows.
 `seq` orders the chunks of one origin; `kind` tells data, end-of-input
@@ -144,9 +144,3 @@ def items_of(payload: bytes) -> List[Any]:
     """The items an output or tap chunk carries, in order."""
     items: List[Any] = loads(payload)
     return items
-
-
-def batches_by_key(payload: bytes) -> Dict[str, List[List[Any]]]:
-    """Each key's batches of values a stateful chunk carries, in arrival order."""
-    batches: Dict[str, List[List[Any]]] = loads(payload)
-    return batches

@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 from flowspark.engine import chunks
 from flowspark.engine.failures import StepFailure, guarded
+from flowspark.engine.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.plan import Plan
 
 
@@ -22,19 +23,21 @@ class Collector:
 
     def __init__(self, origin: str) -> None:
         self.origin = origin
-        self.stateful: Dict[Tuple[int, int], Dict[str, List[List[Any]]]] = {}
+        self.stateful: Dict[Tuple[int, int], KeyedChunk] = {}
+        self.slots: Dict[int, Dict[str, Slot]] = {}
+        """Per stateful step, how to add each key's items to its bucket's chunk."""
         self.outputs: Dict[int, List[Any]] = {}
         self.taps: Dict[int, List[Any]] = {}
 
     def rows(self, seq: Iterator[int]) -> List[chunks.Row]:
         """The gathered items as chunk rows, one per destination.
 
-        A stateful destination gets each key's batches of values in arrival
-        order; outputs and taps get their items in order.
+        A stateful destination gets a `KeyedChunk`; outputs and taps get
+        their items in order.
         """
         rows: List[chunks.Row] = []
-        for (step, bucket), values in self.stateful.items():
-            rows.append((chunks.stateful_group(step, bucket), next(seq), chunks.DATA, chunks.dumps(values)))
+        for (step, bucket), chunk in self.stateful.items():
+            rows.append((chunks.stateful_group(step, bucket), next(seq), chunks.DATA, chunk.dumps()))
         for index, items in self.outputs.items():
             rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(items)))
         for index, items in self.taps.items():
@@ -113,11 +116,24 @@ class Router:
 
     def _to_stateful(self, step_id: str, index: int, batch: List[Any], out: Collector) -> None:
         check_keyed(step_id, batch)
-        by_key: Dict[str, List[Any]] = {}
+        slots = out.slots.setdefault(index, {})
         for key, value in batch:
-            by_key.setdefault(key, []).append(value)
-        for key, values in by_key.items():
-            bucket = self._bucket_cache.get(key)
-            if bucket is None:
-                bucket = self._bucket_cache[key] = chunks.bucket_of(key, self._buckets)
-            out.stateful.setdefault((index, bucket), {}).setdefault(key, []).append(values)
+            slot = slots.get(key)
+            if slot is None:
+                slot = slots[key] = self._slot(index, key, out)
+            add_id, add_value, key_id = slot
+            add_id(key_id)
+            add_value(value)
+        for (step, _), chunk in out.stateful.items():
+            if step == index:
+                chunk.end_batch()
+
+    def _slot(self, index: int, key: str, out: Collector) -> Slot:
+        """Register a key new to this pass in its bucket's chunk."""
+        bucket = self._bucket_cache.get(key)
+        if bucket is None:
+            bucket = self._bucket_cache[key] = chunks.bucket_of(key, self._buckets)
+        chunk = out.stateful.get((index, bucket))
+        if chunk is None:
+            chunk = out.stateful[(index, bucket)] = KeyedChunk()
+        return chunk.slot(key)

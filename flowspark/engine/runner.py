@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
-from flowspark.engine.cluster import check_recovery_dir_visible
+from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 from flowspark.engine.failures import StepFailure, recover
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
@@ -176,7 +176,8 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
 
 def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, parallelism: int) -> None:
     """Run the flow's query once, from wherever its checkpoint stands."""
-    hub = SourceHub(plan, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
+    host = None if is_local_master(spark.sparkContext.master) else spark.conf.get("spark.driver.host")
+    hub = SourceHub(plan, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism, host=host)
     writer: Optional[SinkWriter] = None
     try:
         buckets = check_or_record(checkpoint, plan, hub.partition_names())

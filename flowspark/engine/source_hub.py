@@ -31,8 +31,9 @@ from flowspark.engine.plan import Plan
 Offset = Dict[str, Any]
 PartData = Tuple[int, int, List[List[Any]]]
 """A partition's input step index, its global index, and the batches it produced."""
-Piece = Tuple[str, int, bytes]
-"""Work for one Spark task: origin name, first sequence number, pickled batches."""
+Piece = Tuple[str, int, int, int]
+"""Work for one Spark task: origin name, first sequence number, and the batch
+number and index under which the hub keeps its pickled batches (`piece`)."""
 
 
 def _split(batches: List[List[Any]], pieces: int) -> List[List[List[Any]]]:
@@ -99,11 +100,16 @@ class _Part:
 
 
 class SourceHub:
-    """Serves offsets and data to Spark's source; owns the partitions."""
+    """Serves offsets and data to Spark's source; owns the partitions.
 
-    def __init__(self, plan: Plan, max_items: int, max_seconds: float, pieces: int) -> None:
+    Spark's tasks fetch their input from here, so on a cluster the hub
+    listens on every interface and is reached at the driver's host name
+    (`host`); on one machine it listens on loopback only.
+    """
+
+    def __init__(self, plan: Plan, max_items: int, max_seconds: float, pieces: int, host: Optional[str] = None) -> None:
         self._plan = plan
-        self._pieces = pieces
+        self._pieces_per_part = pieces
         self._max_items = max_items
         self._max_seconds = max_seconds
         self._lock = threading.Lock()
@@ -111,14 +117,15 @@ class SourceHub:
         self._keys: List[str] = []
         self._position: Optional[Offset] = None
         self._buffer: Dict[int, List[PartData]] = {}
+        self._pieces: Dict[int, Tuple[List[Piece], List[bytes]]] = {}
         self._abort = False
         self._ended = False
         self.items_read = 0
         self.failure: Optional[BaseException] = None
         self.authkey = secrets.token_bytes(16)
-        self._listener = Listener(("127.0.0.1", 0), authkey=self.authkey)
-        host, port = self._listener.address
-        self.address = f"{host}:{port}"
+        self._listener = Listener(("0.0.0.0" if host else "127.0.0.1", 0), authkey=self.authkey)
+        port = self._listener.address[1]
+        self.address = f"{host or '127.0.0.1'}:{port}"
         self._closed = False
         threading.Thread(target=self._serve, name="flowspark-source-hub", daemon=True).start()
 
@@ -226,21 +233,34 @@ class SourceHub:
         return data, counts
 
     def partition_data(self, start: Offset, end: Offset) -> List[Piece]:
-        """The batches read between two offsets, pickled in pieces for Spark tasks.
+        """Cut the batches read between two offsets into pieces for Spark tasks.
 
         They come from the buffer, or are read again from the start snapshot
         after a restart.  Each partition's batches are cut into at most
         `pieces` runs so that several tasks share a busy partition; a piece's
-        origin and sequence base keep its items in order downstream.
+        origin and sequence base keep its items in order downstream.  The
+        pickled pieces stay here until the batch is committed, and each
+        task fetches its own (`piece`): carried inside Spark's partitions
+        they would be copied into every task and stage Spark serialises.
         """
         with self._lock:
-            data = self._buffer[end["n"]] if end["n"] in self._buffer else self._replay(start, end)
-        out: List[Piece] = []
-        for input_index, index, batches in data:
-            for piece, run in enumerate(_split(batches, self._pieces)):
-                origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
-                out.append((origin, piece << 40, chunks.dumps(run)))
-        return out
+            number = end["n"]
+            if number not in self._pieces:
+                data = self._buffer.pop(number) if number in self._buffer else self._replay(start, end)
+                pieces: List[Piece] = []
+                payloads: List[bytes] = []
+                for input_index, index, batches in data:
+                    for piece, run in enumerate(_split(batches, self._pieces_per_part)):
+                        origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
+                        pieces.append((origin, piece << 40, number, len(payloads)))
+                        payloads.append(chunks.dumps(run))
+                self._pieces[number] = (pieces, payloads)
+            return self._pieces[number][0]
+
+    def piece(self, number: int, index: int) -> bytes:
+        """The pickled batches of one piece of batch `number` (see `partition_data`)."""
+        with self._lock:
+            return self._pieces[number][1][index]
 
     def _replay(self, start: Offset, end: Offset) -> List[PartData]:
         data: List[PartData] = []
@@ -289,6 +309,8 @@ class SourceHub:
         with self._lock:
             for n in [n for n in self._buffer if n <= end["n"]]:
                 del self._buffer[n]
+            for n in [n for n in self._pieces if n <= end["n"]]:
+                del self._pieces[n]
             for key, part in self._parts.items():
                 committed = getattr(part.partition, "committed", None)
                 state = end["parts"].get(key)
@@ -311,6 +333,7 @@ class SourceHub:
             "initial_offset": self.initial_offset,
             "latest_offset": self.latest_offset,
             "partition_data": self.partition_data,
+            "piece": self.piece,
             "commit": self.commit,
         }
         with conn:

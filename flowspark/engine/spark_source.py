@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from flowspark.engine import chunks
-from flowspark.engine.gc_pause import collector_paused
+from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -39,7 +39,7 @@ def encode_options(address: str, authkey: bytes, plan: Plan, buckets: int) -> Di
 
 
 class _Piece(InputPartition):
-    """One task's work: `("data", origin, seq base, pickled batches)` or `("eof",)` / `("abort",)`."""
+    """One task's work: `("data", origin, seq base, batch number, piece index)` or `("eof",)` / `("abort",)`."""
 
     def __init__(self, value: Tuple[Any, ...]) -> None:
         super().__init__(value)
@@ -92,9 +92,11 @@ class _Reader(DataSourceStreamReader):
             self._conn.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        freeze_start_up_objects()
         value = partition.value
         if value[0] == "data":
-            _, origin, seq_base, payload = value
+            _, origin, seq_base, number, index = value
+            payload = self._call("piece", number, index)
             with collector_paused():
                 batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload))
             yield batch

@@ -26,8 +26,9 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from flowspark.engine import chunks
-from flowspark.engine.gc_pause import collector_paused
+from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, guarded
+from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -164,6 +165,7 @@ class LayerProcessor(StatefulProcessor):
         self._buckets = buckets
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        freeze_start_up_objects()
         self._handle = handle
         self._logics = handle.getMapState("logic", "key string", "snap binary")
         self._notify = handle.getMapState("notify", "key string", "at long")
@@ -177,26 +179,30 @@ class LayerProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         grp = key[0]
-        ordered = sorted(((r.seq, r.kind, r.payload) for r in rows), key=lambda r: r[0])
         step = self._mine(grp)
         if step is None:
-            for seq, kind, payload in ordered:
+            for seq, kind, payload in sorted(((r.seq, r.kind, r.payload) for r in rows), key=lambda r: r[0]):
                 yield Row(grp=grp, seq=seq, kind=kind, payload=payload)
             return
+        # The batch's values are all freed inside `_run`, before the
+        # collector is back on: it would otherwise walk every one of them.
         with collector_paused():
-            bucket, out = self._open(step, grp)
-            batches: Dict[str, List[List[Any]]] = {}
-            for _, kind, payload in ordered:
-                if kind == chunks.DATA:
-                    for key, more in chunks.batches_by_key(payload).items():
-                        batches.setdefault(key, []).extend(more)
-            now_ms = timerValues.getCurrentProcessingTimeInMs()
-            self._on_batches(step, bucket, batches, out, now_ms)
-            if any(kind == chunks.EOF for _, kind, _ in ordered):
-                keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
-                self._emit(step, keyed, out)
-            finished = self._finish(bucket, out, now_ms)
+            finished = self._run(step, grp, rows, timerValues.getCurrentProcessingTimeInMs())
         yield from finished
+
+    def _run(self, step: int, grp: str, rows: Iterator[Row], now_ms: int) -> List[Row]:
+        """Feed a bucket's rows of one micro-batch to its keys' logics; the rows they emit."""
+        ordered = sorted(((r.seq, r.kind, r.payload) for r in rows), key=lambda r: r[0])
+        bucket, out = self._open(step, grp)
+        arrivals = Arrivals()
+        for _, kind, payload in ordered:
+            if kind == chunks.DATA:
+                arrivals.add(payload)
+        self._on_batches(step, bucket, arrivals, out, now_ms)
+        if any(kind == chunks.EOF for _, kind, _ in ordered):
+            keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
+            self._emit(step, keyed, out)
+        return self._finish(bucket, out, now_ms)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
         grp = key[0]
@@ -215,22 +221,22 @@ class LayerProcessor(StatefulProcessor):
         bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify)
         return bucket, Collector(grp)
 
-    def _on_batches(self, step: int, bucket: _Bucket, batches: Dict[str, List[List[Any]]], out: Collector, now_ms: int) -> None:
-        """Feed each key's batches to its logic, keys in sorted order.
+    def _on_batches(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector, now_ms: int) -> None:
+        """Feed each key's values to its logic, keys in sorted order.
 
         A logic that declares `MERGE_BATCHES` gets all of a key's values of
         the micro-batch in one `on_batch`, and what all such keys emit goes
-        on as one batch; others get one call per batch, each call's output
-        going on as its own batch, as in Bytewax.
+        on as one batch; others get one call per pushed batch, each call's
+        output going on as its own batch, as in Bytewax.
         """
         merged: List[Tuple[str, Any]] = []
-        for k in sorted(batches):
+        for k in arrivals.keys():
             if bucket.overdue(k, now_ms):
                 self._emit(step, bucket.call(k, "on_notify"), out)
             if getattr(bucket.logic(k), "MERGE_BATCHES", False):
-                merged.extend(bucket.call(k, "on_batch", [v for batch in batches[k] for v in batch]))
+                merged.extend(bucket.call(k, "on_batch", arrivals.merged(k)))
                 continue
-            for batch in batches[k]:
+            for batch in arrivals.batches(k):
                 self._emit(step, bucket.call(k, "on_batch", batch), out)
         self._emit(step, merged, out)
 
