@@ -10,19 +10,26 @@ costs a Spark stage of its own.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from flowspark.engine import chunks
+from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.plan import Plan
 
 
 class Collector:
-    """Where one pass's results gather, by destination, before becoming chunks."""
+    """Where one pass's results gather, by destination, before becoming chunks.
 
-    def __init__(self, origin: str) -> None:
+    With a `link` to the driver, the chunks bound for outputs and taps are
+    handed to the driver's output stash at once, and their rows carry only
+    the stash's ticket (`sink_writer.OutputStash`).
+    """
+
+    def __init__(self, origin: str, link: Optional[DriverLink] = None) -> None:
         self.origin = origin
+        self._link = link
         self.stateful: Dict[Tuple[int, int], KeyedChunk] = {}
         self.slots: Dict[int, Dict[str, Slot]] = {}
         """Per stateful step, how to add each key's items to its bucket's chunk."""
@@ -39,10 +46,17 @@ class Collector:
         for (step, bucket), chunk in self.stateful.items():
             rows.append((chunks.stateful_group(step, bucket), next(seq), chunks.DATA, chunk.dumps()))
         for index, items in self.outputs.items():
-            rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(items)))
+            rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         for index, items in self.taps.items():
-            rows.append((chunks.tap_group(index, self.origin), next(seq), chunks.DATA, chunks.dumps(items)))
+            rows.append((chunks.tap_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         return rows
+
+    def _ship(self, items: List[Any]) -> bytes:
+        payload = chunks.dumps(items)
+        if self._link is None:
+            return payload
+        ticket: bytes = self._link.call("stash", payload)
+        return ticket
 
 
 def check_keyed(step_id: str, batch: List[Any]) -> None:

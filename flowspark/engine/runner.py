@@ -28,8 +28,9 @@ from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.session import get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
-from flowspark.engine.sink_writer import SinkWriter
+from flowspark.engine.sink_writer import OutputStash, SinkWriter
 from flowspark.engine.source_hub import SourceHub
+from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.spark_source import FORMAT, encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.errors import FlowsparkRuntimeError
@@ -75,14 +76,14 @@ def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional
     return None
 
 
-def _start_query(spark: Any, plan: Plan, hub: SourceHub, writer: SinkWriter, checkpoint: str, buckets: int, parallelism: int, interval: float) -> Any:
+def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: str, buckets: int, parallelism: int, interval: float) -> Any:
     """Build and start the one streaming query of the flow."""
     workers = for_workers(plan, writer.keyless_outputs())
     spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-    frame = spark.readStream.format(FORMAT).options(**encode_options(hub.address, hub.authkey, workers, buckets)).load()
+    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, buckets)).load()
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
-            LayerProcessor(workers, layer, buckets), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
+            LayerProcessor(workers, layer, buckets, link), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
         )
     return (
         frame.writeStream.foreachBatch(writer)
@@ -120,20 +121,20 @@ def _await_commit(query: Any, batch_id: int, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def _wait(plan: Plan, query: Any, hub: SourceHub, writer: SinkWriter) -> None:
+def _wait(plan: Plan, query: Any, server: DriverServer, writer: SinkWriter) -> None:
     """Wait for the end of input or a failure; stop the query; raise the failure, if any."""
     try:
         while not writer.finished.wait(0.05):
-            if hub.failure is not None or writer.failure is not None or not query.isActive:
+            if server.failure is not None or writer.failure is not None or not query.isActive:
                 break
         if writer.finished.is_set():
             _await_commit(query, writer.last_batch)
     finally:
         if query.isActive:
             query.stop()
-    if writer.finished.is_set() and hub.failure is None and writer.failure is None:
+    if writer.finished.is_set() and server.failure is None and writer.failure is None:
         return  # the end of input is written and committed; a batch cut by the stop replays on resume
-    error = _failure(plan, query.exception(), hub.failure, writer.failure)
+    error = _failure(plan, query.exception(), server.failure, writer.failure)
     if error is not None:
         raise error
 
@@ -176,18 +177,18 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
 
 def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, parallelism: int) -> None:
     """Run the flow's query once, from wherever its checkpoint stands."""
-    host = None if is_local_master(spark.sparkContext.master) else spark.conf.get("spark.driver.host")
-    hub = SourceHub(plan, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism, host=host)
+    server = DriverServer(None if is_local_master(spark.sparkContext.master) else spark.conf.get("spark.driver.host"))
+    hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
     writer: Optional[SinkWriter] = None
     try:
         buckets = check_or_record(checkpoint, plan, hub.partition_names())
         queries: List[Any] = []
-        writer = SinkWriter(plan, checkpoint, _reporter(config.progress, hub, queries))
+        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries))
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
-        query = _start_query(spark, plan, hub, writer, checkpoint, buckets, parallelism, config.interval_seconds)
+        query = _start_query(spark, plan, server.link, writer, checkpoint, buckets, parallelism, config.interval_seconds)
         queries.append(query)
-        _wait(plan, query, hub, writer)
+        _wait(plan, query, server, writer)
         if config.progress is not None:
             config.progress.finish()
     except StepFailure as ex:
@@ -196,6 +197,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
             raise
         raise found from found.__cause__
     finally:
+        server.close()
         hub.close()
         if writer is not None:
             writer.close()

@@ -20,6 +20,7 @@ import uuid
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from flowspark.engine import chunks
+from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import check_keyed
@@ -124,11 +125,50 @@ class _Output:
             self._call("close", self.sink.close)
 
 
+class OutputStash:
+    """Output and tap chunks the workers handed over, kept until their batch is written.
+
+    A worker stashes each chunk it makes for an output or a tap as soon as
+    its pass ends, and the row it sends through Spark carries only the
+    ticket; the writer takes the chunk by its ticket.  Through Spark, the
+    JVM would convert every chunk to rows and back to Arrow and collect it
+    as a task result.  Micro-batches run one after another, so what is left
+    once a batch is written came from a task attempt Spark dropped.
+    """
+
+    TICKET = b"FST"
+    """Prefix of a ticket (a pickle never starts with it)."""
+
+    def __init__(self, server: DriverServer) -> None:
+        self._chunks: Dict[bytes, bytes] = {}
+        self._lock = threading.Lock()
+        server.register("stash", self.put)
+
+    def put(self, payload: bytes) -> bytes:
+        ticket = self.TICKET + uuid.uuid4().bytes
+        with self._lock:
+            self._chunks[ticket] = payload
+        return ticket
+
+    def take(self, payload: bytes) -> bytes:
+        """The chunk a row's payload stands for: the stashed one for a ticket, else the payload itself."""
+        if not payload.startswith(self.TICKET):
+            return payload
+        with self._lock:
+            return self._chunks.pop(payload)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._chunks.clear()
+
+
 class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id."""
 
-    def __init__(self, plan: Plan, checkpoint: str, on_batch: Optional[Callable[[int, int], None]] = None) -> None:
+    def __init__(self, plan: Plan, checkpoint: str, stash: Optional[OutputStash] = None,
+                 on_batch: Optional[Callable[[int, int], None]] = None) -> None:
         self._plan = plan
+        self._stash = stash
         self._on_batch = on_batch
         self._ledger = _Ledger(checkpoint)
         self._outputs = [
@@ -160,6 +200,9 @@ class SinkWriter:
             if self.failure is None and not self.finished.is_set():
                 self.failure = ex
             raise
+        finally:
+            if self._stash is not None:
+                self._stash.clear()
 
     def _write(self, rows: Iterable[chunks.Row], batch_id: int) -> None:
         ordered = sorted(rows, key=lambda r: (r[0] == "C", r[0], r[1]))
@@ -174,7 +217,7 @@ class SinkWriter:
                 self.ending = chunks.loads(payload)
                 continue
             index = int(grp[1:].split("@", 1)[0])
-            items = chunks.items_of(payload)
+            items = chunks.items_of(self._stash.take(payload) if self._stash is not None else payload)
             if grp.startswith("O"):
                 self._outputs[index].write(items)
                 written += len(items)

@@ -2,8 +2,9 @@
 
 Source partitions live here, in the user's own process, exactly as in
 Bytewax: they are built from resume states, polled for batches and
-snapshotted here.  Spark's streaming source asks this hub, over a local
-socket, for the next offset and for the data of an offset range.  An offset
+snapshotted here.  Spark's streaming source asks this hub, through the
+driver's server (`driver_link`), for the next offset and the pieces of an
+offset range, and each task fetches its piece's data.  An offset
 records every partition's snapshot and item count, so Spark's checkpoint is
 also the sources' recovery store, and a range the hub no longer holds (after
 a restart) is read again from the start snapshot.
@@ -13,18 +14,16 @@ from __future__ import annotations
 
 import base64
 import pickle
-import secrets
 import threading
 import time
 from datetime import datetime, timezone
-from multiprocessing.connection import Connection, Listener
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 
 from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
 from flowspark.engine import chunks
-from flowspark.engine.gc_pause import collector_paused
+from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.plan import Plan
 
@@ -100,14 +99,9 @@ class _Part:
 
 
 class SourceHub:
-    """Serves offsets and data to Spark's source; owns the partitions.
+    """Serves offsets and data to Spark's source through the driver's server; owns the partitions."""
 
-    Spark's tasks fetch their input from here, so on a cluster the hub
-    listens on every interface and is reached at the driver's host name
-    (`host`); on one machine it listens on loopback only.
-    """
-
-    def __init__(self, plan: Plan, max_items: int, max_seconds: float, pieces: int, host: Optional[str] = None) -> None:
+    def __init__(self, plan: Plan, server: DriverServer, max_items: int, max_seconds: float, pieces: int) -> None:
         self._plan = plan
         self._pieces_per_part = pieces
         self._max_items = max_items
@@ -121,13 +115,11 @@ class SourceHub:
         self._abort = False
         self._ended = False
         self.items_read = 0
-        self.failure: Optional[BaseException] = None
-        self.authkey = secrets.token_bytes(16)
-        self._listener = Listener(("0.0.0.0" if host else "127.0.0.1", 0), authkey=self.authkey)
-        port = self._listener.address[1]
-        self.address = f"{host or '127.0.0.1'}:{port}"
-        self._closed = False
-        threading.Thread(target=self._serve, name="flowspark-source-hub", daemon=True).start()
+        server.register("initial_offset", self.initial_offset)
+        server.register("latest_offset", self.latest_offset)
+        server.register("partition_data", self.partition_data)
+        server.register("piece", self.piece)
+        server.register("commit", self.commit)
 
     # -- partitions -------------------------------------------------------
 
@@ -318,43 +310,8 @@ class SourceHub:
                 if committed is not None and snapshot is not None and not part.done:
                     committed(snapshot)
 
-    # -- serving ----------------------------------------------------------
-
-    def _serve(self) -> None:
-        while not self._closed:
-            try:
-                conn = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: Connection) -> None:
-        calls: Dict[str, Callable[..., Any]] = {
-            "initial_offset": self.initial_offset,
-            "latest_offset": self.latest_offset,
-            "partition_data": self.partition_data,
-            "piece": self.piece,
-            "commit": self.commit,
-        }
-        with conn:
-            while True:
-                try:
-                    name, args = conn.recv()
-                except (EOFError, OSError):
-                    return
-                try:
-                    with collector_paused():
-                        reply: Tuple[bool, Any] = (True, calls[name](*args))
-                except BaseException as ex:
-                    if self.failure is None:
-                        self.failure = ex
-                    reply = (False, str(ex))
-                conn.send_bytes(cloudpickle.dumps(reply))
-
     def close(self) -> None:
-        """Stop serving and close every partition."""
-        self._closed = True
-        self._listener.close()
+        """Close every partition."""
         with self._lock:
             for part in self._parts.values():
                 if not part.done:

@@ -2,9 +2,9 @@
 
 Its driver-side methods (offsets, planning partitions) run in a Python
 process Spark starts, and forward to the `SourceHub` in the user's process.
-`read()` runs in Spark's Python workers: it takes a piece of pickled
-batches, pushes them through the stateless steps right after the inputs
-(the fused pass) and yields chunk rows as Arrow.  End-of-input ranges yield
+`read()` runs in Spark's Python workers: it fetches a piece of pickled
+batches from the hub, pushes them through the stateless steps right after
+the inputs (the fused pass) and yields chunk rows as Arrow.  End-of-input ranges yield
 one end marker per stateful bucket and the `done` control row.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 import base64
 import itertools
 import pickle
-from multiprocessing.connection import Client, Connection
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from flowspark.engine import chunks
+from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
@@ -28,11 +28,10 @@ from flowspark.engine.route import Collector, Router
 FORMAT = "flowspark"
 
 
-def encode_options(address: str, authkey: bytes, plan: Plan, buckets: int) -> Dict[str, str]:
-    """The options Spark passes to the source: where the hub is, and the worker plan."""
+def encode_options(link: DriverLink, plan: Plan, buckets: int) -> Dict[str, str]:
+    """The options Spark passes to the source: how to reach the driver, and the worker plan."""
     return {
-        "address": address,
-        "authkey": authkey.hex(),
+        "link": base64.b64encode(pickle.dumps(link)).decode(),
         "plan": base64.b64encode(cloudpickle.dumps(plan)).decode(),
         "buckets": str(buckets),
     }
@@ -47,26 +46,12 @@ class _Piece(InputPartition):
 
 class _Reader(DataSourceStreamReader):
     def __init__(self, options: Dict[str, str]) -> None:
-        host, port = options["address"].rsplit(":", 1)
-        self._address = (host, int(port))
-        self._authkey = bytes.fromhex(options["authkey"])
+        self._link: DriverLink = pickle.loads(base64.b64decode(options["link"]))
         self._plan: Plan = pickle.loads(base64.b64decode(options["plan"]))
         self._buckets = int(options["buckets"])
-        self._conn: Optional[Connection] = None
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_conn"] = None
-        return state
 
     def _call(self, name: str, *args: Any) -> Any:
-        if self._conn is None:
-            self._conn = Client(self._address, authkey=self._authkey)
-        self._conn.send((name, args))
-        ok, value = pickle.loads(self._conn.recv_bytes())
-        if not ok:
-            raise RuntimeError(f"flowspark source failed: {value}")
-        return value
+        return self._link.call(name, *args)
 
     def initialOffset(self) -> Dict[str, Any]:
         return self._call("initial_offset")  # type: ignore[no-any-return]
@@ -87,10 +72,6 @@ class _Reader(DataSourceStreamReader):
     def commit(self, end: Dict[str, Any]) -> None:
         self._call("commit", end)
 
-    def stop(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-
     def read(self, partition: InputPartition) -> Iterator[Any]:
         freeze_start_up_objects()
         value = partition.value
@@ -109,7 +90,7 @@ class _Reader(DataSourceStreamReader):
         batches: List[List[Any]] = chunks.loads(payload)
         stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
         router = Router(self._plan, self._buckets)
-        out = Collector(origin)
+        out = Collector(origin, self._link)
         for batch in batches:
             router.push(stream_id, batch, out)
         return out.rows(itertools.count(seq_base))

@@ -26,6 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from flowspark.engine import chunks
+from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.keyed_chunks import Arrivals
@@ -159,8 +160,9 @@ class _Bucket:
 class LayerProcessor(StatefulProcessor):
     """Runs the stateful steps of one layer, and the stateless steps after them."""
 
-    def __init__(self, plan: Plan, layer: int, buckets: int) -> None:
+    def __init__(self, plan: Plan, layer: int, buckets: int, link: DriverLink) -> None:
         self._plan = plan
+        self._link = link
         self._steps = set(plan.steps_in_layer(layer))
         self._buckets = buckets
 
@@ -219,7 +221,7 @@ class LayerProcessor(StatefulProcessor):
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
         bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify)
-        return bucket, Collector(grp)
+        return bucket, Collector(grp, self._link)
 
     def _on_batches(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector, now_ms: int) -> None:
         """Feed each key's values to its logic, keys in sorted order.
