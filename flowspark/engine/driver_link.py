@@ -17,6 +17,7 @@ import pickle
 import secrets
 import threading
 from dataclasses import dataclass
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -90,8 +91,10 @@ class DriverServer:
         while not self._closed:
             try:
                 conn = self._listener.accept()
+            except (AuthenticationError, EOFError, ConnectionError):
+                continue  # a caller without the key, or one that gave up: serve the others
             except OSError:
-                return
+                return  # closed
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: Connection) -> None:

@@ -33,6 +33,8 @@ class Collector:
         self.stateful: Dict[Tuple[int, int], KeyedChunk] = {}
         self.slots: Dict[int, Dict[str, Slot]] = {}
         """Per stateful step, how to add each key's items to its bucket's chunk."""
+        self.unflushed = 0
+        """Items added to stateful chunks since they were last flushed."""
         self.outputs: Dict[int, List[Any]] = {}
         self.taps: Dict[int, List[Any]] = {}
 
@@ -141,6 +143,11 @@ class Router:
         for (step, _), chunk in out.stateful.items():
             if step == index:
                 chunk.end_batch()
+        out.unflushed += len(batch)
+        if out.unflushed >= chunks.PIECE_ITEMS:
+            for chunk in out.stateful.values():
+                chunk.flush()
+            out.unflushed = 0
 
     def _slot(self, index: int, key: str, out: Collector) -> Slot:
         """Register a key new to this pass in its bucket's chunk."""
