@@ -13,6 +13,7 @@ from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.groups import Groups
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.route import Collector, Router
 from flowspark.testing import TestingSource
@@ -28,7 +29,7 @@ def _plan(tmp_path: Path) -> Plan:
 
 def _push(plan: Plan, batch: List[Any]) -> Collector:
     out = Collector("000.00000.000")
-    Router(plan, 2).push(plan.inputs[0].config["downs"][0], batch, out)
+    Router(plan, Groups.plain(len(plan.stateful), 2)).push(plan.inputs[0].config["downs"][0], batch, out)
     return out
 
 

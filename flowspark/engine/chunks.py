@@ -3,7 +3,7 @@
 A row is one *chunk* bound for one destination: for a bucket of a
 stateful step, its items' keys and values in arrival order
 (`keyed_chunks`); for an output or a tap, a pickled list of items.  `grp` names the destination and is what Spark groups
-by: `S<step>/<bucket>` for a stateful step's bucket of keys, `O<output>@<origin>`
+by: `S<step>/<bucket>...` for a stateful step's bucket of keys (`groups`), `O<output>@<origin>`
 and `T<tap>@<origin>` for rows bound for the driver, `C` for control rows.
 `seq` orders the chunks of one origin; `kind` tells data, end-of-input
 markers and control rows apart.  Pickling whole batches keeps the number of
@@ -13,7 +13,6 @@ JVM rows in the hundreds, whatever the number of items.
 from __future__ import annotations
 
 import pickle
-import zlib
 from typing import Any, Dict, List, Tuple
 
 import cloudpickle
@@ -31,20 +30,6 @@ LAST_SEQ = 1 << 62
 """Sequence number of end-of-input markers: after every data chunk."""
 
 Row = Tuple[str, int, int, bytes]
-
-
-def bucket_of(key: str, buckets: int) -> int:
-    """The bucket a key's state lives in; stable across processes and runs."""
-    return zlib.crc32(key.encode()) % buckets
-
-
-def stateful_group(step: int, bucket: int) -> str:
-    return f"S{step}/{bucket}"
-
-
-def parse_stateful_group(grp: str) -> Tuple[int, int]:
-    step, bucket = grp[1:].split("/")
-    return int(step), int(bucket)
 
 
 def output_group(output: int, origin: str) -> str:

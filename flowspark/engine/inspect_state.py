@@ -14,7 +14,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from flowspark.engine import chunks
+from flowspark.engine.groups import step_of
 from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
 from flowspark.engine.sink_writer import LEDGER
@@ -70,7 +70,7 @@ def summary(directory: str) -> RecoveryInfo:
     info = RecoveryInfo(meta["flow"], _last_commit(os.path.join(directory, "query")))
     info.keys_per_step = {step: 0 for step in steps}
     for grp, _, _ in _entries(directory):
-        index, _ = chunks.parse_stateful_group(grp)
+        index = step_of(grp)
         info.keys_per_step[steps[index]] += 1
     ledger = os.path.join(directory, LEDGER)
     if os.path.exists(ledger):
@@ -91,7 +91,7 @@ def snapshot_of(directory: str, step_id: str, key: str) -> Any:
         msg = f"{step_id!r} names {len(matches)} stateful steps of this recovery directory; it has {steps}"
         raise KeyError(msg)
     for grp, found_key, snap in _entries(directory):
-        index, _ = chunks.parse_stateful_group(grp)
+        index = step_of(grp)
         if index == matches[0] and found_key == key:
             return pickle.loads(snap)
     msg = f"step {step_id!r} holds no state for key {key!r}"

@@ -1,7 +1,7 @@
 """What a recovery directory was written by, and whether this flow may resume it.
 
 The first run records the flow's shape in `flowspark-meta.json`: the key
-bucket count, the stateful steps in order with a description of their
+bucket count and the Spark group of every bucket (`groups`), the stateful steps in order with a description of their
 parameters (a windowing step's clock and windower, say), and every input's
 partitions.  A later run with a different shape would read state into the
 wrong steps or offsets into the wrong partitions, so it stops with a message
@@ -17,6 +17,7 @@ import os
 from datetime import datetime, timedelta
 from typing import Any, Dict, List
 
+from flowspark.engine.groups import Groups
 from flowspark.engine.plan import Plan
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -79,15 +80,17 @@ def _differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
     return changes
 
 
-def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> int:
-    """Record the flow's shape on first use, else check it; return the key bucket count."""
+def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> Groups:
+    """Record the flow's shape on first use, else check it; return the state groups to use."""
     path = os.path.join(directory, META)
     current = shape(plan, parts)
     if not os.path.exists(path):
         os.makedirs(directory, exist_ok=True)
+        groups = Groups.balanced(len(plan.stateful), DEFAULT_BUCKETS)
+        meta = {"flow": plan.flow_id, "buckets": groups.buckets, "groups": groups.names, "shape": current}
         with open(path, "w") as f:
-            json.dump({"flow": plan.flow_id, "buckets": DEFAULT_BUCKETS, "shape": current}, f, indent=1)
-        return DEFAULT_BUCKETS
+            json.dump(meta, f, indent=1)
+        return groups
     with open(path) as f:
         recorded = json.load(f)
     changes = _differences(recorded["shape"], json.loads(json.dumps(current)))
@@ -98,4 +101,6 @@ def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> int:
             f"{listing}. Resume with the flow that wrote it, or start with an empty recovery directory."
         )
         raise FlowsparkRuntimeError(msg)
-    return int(recorded["buckets"])
+    if "groups" in recorded:
+        return Groups(int(recorded["buckets"]), recorded["groups"])
+    return Groups.plain(len(plan.stateful), int(recorded["buckets"]))

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import StepFailure, guarded
+from flowspark.engine.groups import Groups, bucket_of
 from flowspark.engine.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.plan import Plan
 
@@ -30,7 +31,8 @@ class Collector:
     def __init__(self, origin: str, link: Optional[DriverLink] = None) -> None:
         self.origin = origin
         self._link = link
-        self.stateful: Dict[Tuple[int, int], KeyedChunk] = {}
+        self.stateful: Dict[Tuple[int, str], KeyedChunk] = {}
+        """Each stateful step's chunks, by the step's index and the bucket's group name."""
         self.slots: Dict[int, Dict[str, Slot]] = {}
         """Per stateful step, how to add each key's items to its bucket's chunk."""
         self.unflushed = 0
@@ -45,8 +47,8 @@ class Collector:
         their items in order.
         """
         rows: List[chunks.Row] = []
-        for (step, bucket), chunk in self.stateful.items():
-            rows.append((chunks.stateful_group(step, bucket), next(seq), chunks.DATA, chunk.dumps()))
+        for (_, grp), chunk in self.stateful.items():
+            rows.append((grp, next(seq), chunks.DATA, chunk.dumps()))
         for index, items in self.outputs.items():
             rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         for index, items in self.taps.items():
@@ -84,9 +86,9 @@ def check_keyed(step_id: str, batch: List[Any]) -> None:
 class Router:
     """Pushes batches from a stream through the stateless steps below it."""
 
-    def __init__(self, plan: Plan, buckets: int) -> None:
+    def __init__(self, plan: Plan, groups: Groups) -> None:
         self._plan = plan
-        self._buckets = buckets
+        self._groups = groups
         self._bucket_cache: Dict[str, int] = {}
 
     def push(self, stream_id: str, batch: List[Any], out: Collector) -> None:
@@ -153,8 +155,9 @@ class Router:
         """Register a key new to this pass in its bucket's chunk."""
         bucket = self._bucket_cache.get(key)
         if bucket is None:
-            bucket = self._bucket_cache[key] = chunks.bucket_of(key, self._buckets)
-        chunk = out.stateful.get((index, bucket))
+            bucket = self._bucket_cache[key] = bucket_of(key, self._groups.buckets)
+        grp = self._groups.name(index, bucket)
+        chunk = out.stateful.get((index, grp))
         if chunk is None:
-            chunk = out.stateful[(index, bucket)] = KeyedChunk()
+            chunk = out.stateful[(index, grp)] = KeyedChunk()
         return chunk.slot(key)

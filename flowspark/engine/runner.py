@@ -22,6 +22,7 @@ from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 from flowspark.engine.failures import StepFailure, recover
+from flowspark.engine.groups import Groups
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.resume_check import check_or_record
@@ -76,14 +77,14 @@ def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional
     return None
 
 
-def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: str, buckets: int, parallelism: int, interval: float) -> Any:
+def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: str, groups: Groups, parallelism: int, interval: float) -> Any:
     """Build and start the one streaming query of the flow."""
     workers = for_workers(plan, writer.keyless_outputs())
     spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, buckets)).load()
+    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups)).load()
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
-            LayerProcessor(workers, layer, buckets, link), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
+            LayerProcessor(workers, layer, groups, link), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
         )
     return (
         frame.writeStream.foreachBatch(writer)
@@ -181,12 +182,12 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
     hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
     writer: Optional[SinkWriter] = None
     try:
-        buckets = check_or_record(checkpoint, plan, hub.partition_names())
+        groups = check_or_record(checkpoint, plan, hub.partition_names())
         queries: List[Any] = []
         writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries))
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
-        query = _start_query(spark, plan, server.link, writer, checkpoint, buckets, parallelism, config.interval_seconds)
+        query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds)
         queries.append(query)
         _wait(plan, query, server, writer)
         if config.progress is not None:

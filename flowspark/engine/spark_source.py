@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverLink
+from flowspark.engine.groups import Groups
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
@@ -28,12 +29,12 @@ from flowspark.engine.route import Collector, Router
 FORMAT = "flowspark"
 
 
-def encode_options(link: DriverLink, plan: Plan, buckets: int) -> Dict[str, str]:
-    """The options Spark passes to the source: how to reach the driver, and the worker plan."""
+def encode_options(link: DriverLink, plan: Plan, groups: Groups) -> Dict[str, str]:
+    """The options Spark passes to the source: how to reach the driver, the worker plan, the state groups."""
     return {
         "link": base64.b64encode(pickle.dumps(link)).decode(),
         "plan": base64.b64encode(cloudpickle.dumps(plan)).decode(),
-        "buckets": str(buckets),
+        "groups": base64.b64encode(pickle.dumps(groups)).decode(),
     }
 
 
@@ -48,7 +49,7 @@ class _Reader(DataSourceStreamReader):
     def __init__(self, options: Dict[str, str]) -> None:
         self._link: DriverLink = pickle.loads(base64.b64decode(options["link"]))
         self._plan: Plan = pickle.loads(base64.b64decode(options["plan"]))
-        self._buckets = int(options["buckets"])
+        self._groups: Groups = pickle.loads(base64.b64decode(options["groups"]))
 
     def _call(self, name: str, *args: Any) -> Any:
         return self._link.call(name, *args)
@@ -89,7 +90,7 @@ class _Reader(DataSourceStreamReader):
     def _fused_pass(self, origin: str, seq_base: int, payload: bytes) -> List[chunks.Row]:
         batches: List[List[Any]] = chunks.loads(payload)
         stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
-        router = Router(self._plan, self._buckets)
+        router = Router(self._plan, self._groups)
         out = Collector(origin, self._link)
         for batch in batches:
             router.push(stream_id, batch, out)
@@ -97,9 +98,9 @@ class _Reader(DataSourceStreamReader):
 
     def _end_rows(self, control: str) -> List[chunks.Row]:
         rows: List[chunks.Row] = [
-            (chunks.stateful_group(step, bucket), chunks.LAST_SEQ, chunks.EOF, b"")
-            for step in range(len(self._plan.stateful))
-            for bucket in range(self._buckets)
+            (grp, chunks.LAST_SEQ, chunks.EOF, b"")
+            for names in self._groups.names
+            for grp in names
         ]
         rows.append(("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(control)))
         return rows

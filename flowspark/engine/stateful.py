@@ -1,7 +1,7 @@
 """`stateful_batch` steps inside Spark's `transformWithState`.
 
 One processor serves one *layer* of stateful steps.  Spark groups rows by
-`grp`; a stateful step's group is one bucket of its keys (`S<step>/<bucket>`),
+`grp`; a stateful step's group is one bucket of its keys (`groups`),
 so the shuffle and the state operator see a few hundred chunk rows per
 micro-batch whatever the number of items or keys.  Inside a bucket each
 key's logic snapshot is one entry of a map state (so the state store holds
@@ -29,6 +29,7 @@ from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, guarded
+from flowspark.engine.groups import Groups, step_of
 from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
@@ -160,23 +161,23 @@ class _Bucket:
 class LayerProcessor(StatefulProcessor):
     """Runs the stateful steps of one layer, and the stateless steps after them."""
 
-    def __init__(self, plan: Plan, layer: int, buckets: int, link: DriverLink) -> None:
+    def __init__(self, plan: Plan, layer: int, groups: Groups, link: DriverLink) -> None:
         self._plan = plan
         self._link = link
         self._steps = set(plan.steps_in_layer(layer))
-        self._buckets = buckets
+        self._groups = groups
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         freeze_start_up_objects()
         self._handle = handle
         self._logics = handle.getMapState("logic", "key string", "snap binary")
         self._notify = handle.getMapState("notify", "key string", "at long")
-        self._router = Router(self._plan, self._buckets)
+        self._router = Router(self._plan, self._groups)
 
     def _mine(self, grp: str) -> Optional[int]:
         if not grp.startswith("S"):
             return None
-        step, _ = chunks.parse_stateful_group(grp)
+        step = step_of(grp)
         return step if step in self._steps else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:

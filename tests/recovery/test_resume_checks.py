@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, List, Tuple
@@ -11,7 +12,9 @@ import pytest
 import flowspark.operators as op
 import flowspark.operators.windowing as win
 from flowspark.dataflow import Dataflow
+from flowspark.engine.groups import Groups
 from flowspark.engine.inspect_state import snapshot_of, summary
+from flowspark.engine.resume_check import META
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSource, TestingSink, run_main
@@ -76,3 +79,40 @@ def test_inspect_lists_epochs_keys_and_snapshots(tmp_path: Path) -> None:
     assert snapshot_of(str(tmp_path), "inspected.count", "x") == 6
     with pytest.raises(KeyError, match="no state for key 'z'"):
         snapshot_of(str(tmp_path), "inspected.count", "z")
+
+
+COUNTED = [("a", 1), ("b", 1), ("a", 1), TestingSource.EOF(), ("a", 1)]
+
+
+def _counting(items: List[Any], out: List[Any]) -> Dataflow:
+    flow = Dataflow("counts")
+    s = op.input("inp", flow, TestingSource(items))
+    op.output("out", op.stateful_map("count", s, lambda n, _: ((n or 0) + 1, (n or 0) + 1)), TestingSink(out))
+    return flow
+
+
+def test_new_directories_record_balanced_group_names_and_resume_with_them(tmp_path: Path) -> None:
+    config = RecoveryConfig(tmp_path)
+    out: List[Any] = []
+    run_main(_counting(COUNTED, out), recovery_config=config)
+    meta = json.loads(next(tmp_path.rglob(META)).read_text())
+    assert meta["groups"] == Groups.balanced(1, meta["buckets"]).names
+    out.clear()
+    run_main(_counting(COUNTED, out), recovery_config=config)
+    assert out == [("a", 3)]
+
+
+def test_a_directory_from_before_balanced_groups_resumes_with_plain_group_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = RecoveryConfig(tmp_path)
+    with monkeypatch.context() as patched:
+        patched.setattr(Groups, "balanced", Groups.plain)  # how flowspark named groups before
+        run_main(_counting(COUNTED, []), recovery_config=config)
+    meta_path = next(tmp_path.rglob(META))
+    meta = json.loads(meta_path.read_text())
+    del meta["groups"]  # such directories did not record names
+    meta_path.write_text(json.dumps(meta))
+    out: List[Any] = []
+    run_main(_counting(COUNTED, out), recovery_config=config)
+    assert out == [("a", 3)]

@@ -243,3 +243,57 @@ def test_system_clock_reads_real_utc_time() -> None:
     assert timestamp == watermark
     assert before <= timestamp <= datetime.now(timezone.utc)
     assert timestamp.tzinfo is not None
+
+
+def _one_at_a_time(logic: Any, values: List[Any], watermark: datetime) -> Tuple[List[Any], List[Any], datetime]:
+    """What the window step did per value before `stamp_all`: `on_item`, then the late check."""
+    on_time, late = [], []
+    for value in values:
+        timestamp, candidate = logic.on_item(value)
+        watermark = max(watermark, candidate)
+        (late if timestamp < watermark else on_time).append((value, timestamp))
+    return on_time, late, watermark
+
+
+PLUS_TWO = timezone(timedelta(hours=2))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stamp_all_is_on_item_for_each_value_in_turn(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    getter = TimeTestingGetter(DAY)
+    clock = EventClock(lambda v: v[1], wait_for_system_duration=timedelta(seconds=rng.choice([0, 5, 30])), now_getter=getter.get)
+    one, bulk = clock.build(None), clock.build(None)
+    watermark = UTC_MIN
+    for batch in range(6):
+        getter.now = DAY + timedelta(seconds=batch * rng.choice([0, 3]))
+        values = [
+            (i, (DAY + timedelta(seconds=rng.randint(-20, 60))).astimezone(rng.choice([timezone.utc, PLUS_TWO])))
+            for i in range(rng.randint(0, 30))
+        ]
+        one.before_batch()
+        bulk.before_batch()
+        expected = _one_at_a_time(one, values, watermark)
+        assert bulk.stamp_all(values, watermark) == expected
+        assert bulk.snapshot() == one.snapshot()
+        watermark = expected[2]
+
+
+def test_stamp_all_refuses_a_naive_timestamp_like_on_item() -> None:
+    clock = EventClock(lambda v: v, wait_for_system_duration=timedelta(0)).build(None)
+    with pytest.raises(TimestampError, match="timezone-aware"):
+        clock.stamp_all([DAY, datetime(2024, 1, 1)], UTC_MIN)
+
+
+def test_stamp_all_of_an_unrepresentable_candidate_pushes_nothing() -> None:
+    clock = EventClock(lambda v: v, wait_for_system_duration=timedelta(days=1)).build(None)
+    on_time, late, watermark = clock.stamp_all([UTC_MIN], UTC_MIN)
+    assert (on_time, late, watermark) == ([(UTC_MIN, UTC_MIN)], [], UTC_MIN)
+
+
+@pytest.mark.parametrize("before", [UTC_MIN, DAY + timedelta(hours=1)])
+def test_system_clock_stamp_all_is_on_item_for_each_value(before: datetime) -> None:
+    one, bulk = SystemClockLogic(lambda: DAY, None), SystemClockLogic(lambda: DAY, None)
+    assert bulk.stamp_all(["a", "b"], before) == _one_at_a_time(one, ["a", "b"], before)

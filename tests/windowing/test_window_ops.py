@@ -92,14 +92,19 @@ def _idle(engine: str, logic: Any) -> bool:
     return not snap.logic_states and not snap.queue
 
 
-def run_script(engine: str, build_op: BuildOp, script: Sequence[Step], **kwargs: Any) -> List[Record]:
+def run_script(
+    engine: str, build_op: BuildOp, script: Sequence[Step], through: Optional[Callable[[Any], Any]] = None, **kwargs: Any
+) -> List[Record]:
     """Drive one key of `build_op` on `engine` through `script`; one record per call.
 
     A logic Bytewax discards is replaced by a fresh one at the next batch
     (as its runtime does).  flowspark's logic is rebuilt from a pickled
-    snapshot after every call.
+    snapshot after every call.  `through` replaces the step's logic builder
+    with one made from it.
     """
     builder, getter = window_builder(Engine(engine), build_op, **kwargs)
+    if through is not None:
+        builder = through(builder)
     logic: Optional[Any] = None
     records: List[Record] = []
     for step in script:
@@ -882,3 +887,31 @@ def test_naive_timestamp_fails_the_run(engine: str) -> None:
     else:
         assert "step 'naive.c.fold_window.window': `ts_getter`" in messages
         assert "timezone-aware" in messages
+
+
+def _general_path(builder: Any) -> Any:
+    """The same step's logic builder, but every key on the value-at-a-time path."""
+    from flowspark.operators._windowing.per_key import KeyWindowLogic
+
+    return lambda resume: KeyWindowLogic(builder, resume)
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("seed", range(12))
+def test_the_tumbling_fold_fast_path_gives_what_the_general_path_gives(seed: int, ordered: bool) -> None:
+    rng = random.Random(seed)
+    script: List[Step] = []
+    for _ in range(rng.randint(2, 8)):
+        script.append([(rng.randint(0, 60) + rng.random(), rng.randint(1, 9)) for _ in range(rng.randint(1, 40))])
+        script.append(rng.choice([timedelta(seconds=rng.randint(0, 20)), "notify", timedelta(0)]))
+    script.append("eof")
+
+    def summed(e: Engine, up: Any, clock: Any) -> Any:
+        return e.win.fold_window("win", up, clock, tumbling(e), lambda: 0, lambda acc, v: acc + v[1],
+                                 lambda a, b: a + b, ordered=ordered)
+
+    fast = run_script("flowspark", summed, script)
+    builder, _getter = window_builder(Engine("flowspark"), summed)
+    assert type(builder(None)).__name__ == "MergingKeyWindowLogic"
+    assert fast == run_script("flowspark", summed, script, through=_general_path)
+    assert any(events for events, *_ in fast)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from operator import itemgetter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,10 +39,10 @@ from flowspark.operators._windowing.base import (
     WindowMetadata,
     is_aware,
 )
-from flowspark.operators._windowing.clocks import EventClock, SystemClock, TimestampError
-from flowspark.operators._windowing.logics import FoldBuilder
+from flowspark.operators._windowing.clocks import EventClock, EventClockLogic, SystemClock, SystemClockLogic, TimestampError
+from flowspark.operators._windowing.logics import FoldBuilder, FoldWindowLogic
 from flowspark.operators._windowing.panes import Pane
-from flowspark.operators._windowing.windowers import SessionWindower, SlidingWindower, TumblingWindower
+from flowspark.operators._windowing.windowers import SessionWindower, SlidingWindower, SlidingWindowerLogic, TumblingWindower
 
 __all__ = [
     "Closed",
@@ -307,7 +308,7 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
     def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
         """Apply the values that are due, then report merges, then close windows."""
         if self._config.ordered:
-            due = sorted((e for e in self._queue if e[1] <= watermark), key=lambda e: e[1])
+            due = sorted((e for e in self._queue if e[1] <= watermark), key=itemgetter(1))
             self._queue = [e for e in self._queue if e[1] > watermark]
         else:
             due, self._queue = self._queue, []
@@ -386,19 +387,42 @@ class MergingKeyWindowLogic(KeyWindowLogic[V, W, S]):
     def on_batch(self, values: List[V]) -> Tuple[List[WindowEvent[V, W]], bool]:
         if not values:
             return self.on_notify()
-        events: List[WindowEvent[V, W]] = []
-        queue = self._queue
-        on_item = self._clock.on_item
-        watermark = self._watermark
+        clock: Union[EventClockLogic[V], SystemClockLogic] = self._clock  # type: ignore[assignment]
         with self._naming_step():
-            self._clock.before_batch()
-            for value in values:
-                timestamp, candidate = on_item(value)
-                if candidate > watermark:
-                    watermark = candidate
-                if timestamp < watermark:
-                    events.extend(Late(i, value) for i in self._windower.late_for(timestamp))
-                else:
-                    queue.append((value, timestamp))
-        self._watermark = watermark
-        return self._finish(events + self._flush(watermark))
+            clock.before_batch()
+            on_time, late, self._watermark = clock.stamp_all(values, self._watermark)
+        self._queue.extend(on_time)
+        late_for = self._windower.late_for
+        events: List[WindowEvent[V, W]] = [Late(i, value) for value, timestamp in late for i in late_for(timestamp)]
+        return self._finish(events + self._flush(self._watermark))
+
+    @override
+    def _apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
+        """Fold runs of values that fall in one tumbling window in a tight loop.
+
+        In ordered mode `due` is in timestamp order, so the values of one
+        tumbling window come one after another; a fold window emits nothing
+        per value.  Other windows take the general path, a value at a time.
+        """
+        windower = self._windower
+        if not isinstance(windower, SlidingWindowerLogic) or windower.offset != windower.length:
+            return super()._apply(due)
+        logics = self._logics
+        opened = windower.state.opened
+        count = len(due)
+        i = 0
+        while i < count:
+            window_id = windower.open_for(due[i][1])[0]
+            logic = logics.get(window_id)
+            if logic is None:
+                logic = logics[window_id] = self._config.builder(None)
+            if not isinstance(logic, FoldWindowLogic) or type(logic).on_value is not FoldWindowLogic.on_value:
+                return super()._apply(due[i:])
+            meta = opened[window_id]
+            open_time, close_time = meta.open_time, meta.close_time
+            state, folder = logic.state, logic.folder
+            while i < count and open_time <= due[i][1] < close_time:
+                state = folder(state, due[i][0])
+                i += 1
+            logic.state = state
+        return []
