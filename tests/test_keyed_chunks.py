@@ -58,3 +58,4 @@ def test_many_values_and_keys_survive_the_trip() -> None:
     for key in arrivals.keys():
         assert arrivals.merged(key) == [v for k, v in items if k == key]
     assert sum(len(b) for b in arrivals.batches("k7")) == len(arrivals.merged("k7"))
+

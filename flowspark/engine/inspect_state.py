@@ -18,6 +18,7 @@ from flowspark.engine.groups import step_of
 from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
 from flowspark.engine.sink_writer import LEDGER
+from flowspark.engine.stateful import unpacked
 
 
 @dataclass
@@ -93,6 +94,6 @@ def snapshot_of(directory: str, step_id: str, key: str) -> Any:
     for grp, found_key, snap in _entries(directory):
         index = step_of(grp)
         if index == matches[0] and found_key == key:
-            return pickle.loads(snap)
+            return unpacked(snap)[0]
     msg = f"step {step_id!r} holds no state for key {key!r}"
     raise KeyError(msg)

@@ -112,24 +112,29 @@ def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) 
     return report
 
 
-def _await_commit(query: Any, batch_id: int, timeout: float = 30.0) -> None:
-    """Let Spark log the last batch as committed, so a resume does not replay it."""
+def _await_commit(query: Any, checkpoint: str, batch_id: int, timeout: float = 30.0) -> None:
+    """Let Spark log the last batch as committed, so a resume does not replay it.
+
+    Waits for the batch's entry in Spark's commit log itself: the query's
+    progress can already show the batch while the entry is not yet
+    written (a stop then left the ledger one batch ahead of the log).
+    """
+    entry = os.path.join(checkpoint, "query", "commits", str(batch_id))
     deadline = time.monotonic() + timeout
     while query.isActive and time.monotonic() < deadline:
-        progress = query.lastProgress
-        if progress is not None and progress["batchId"] >= batch_id:
+        if os.path.exists(entry):
             return
         time.sleep(0.02)
 
 
-def _wait(plan: Plan, query: Any, server: DriverServer, writer: SinkWriter) -> None:
+def _wait(plan: Plan, query: Any, checkpoint: str, server: DriverServer, writer: SinkWriter) -> None:
     """Wait for the end of input or a failure; stop the query; raise the failure, if any."""
     try:
         while not writer.finished.wait(0.05):
             if server.failure is not None or writer.failure is not None or not query.isActive:
                 break
         if writer.finished.is_set():
-            _await_commit(query, writer.last_batch)
+            _await_commit(query, checkpoint, writer.last_batch)
     finally:
         if query.isActive:
             query.stop()
@@ -189,7 +194,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds)
         queries.append(query)
-        _wait(plan, query, server, writer)
+        _wait(plan, query, checkpoint, server, writer)
         if config.progress is not None:
             config.progress.finish()
     except StepFailure as ex:

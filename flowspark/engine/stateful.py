@@ -57,8 +57,33 @@ def _epoch_ms(at: datetime, step_id: str, key: str) -> int:
     return int(at.timestamp() * 1000)
 
 
+_WAKE = b"FSW"
+"""Prefix of a stored snapshot that also carries its key's wake-up (those stored before did not)."""
+
+_NO_WAKE = -1
+
+
+def packed(snapshot: bytes, at_ms: Optional[int]) -> bytes:
+    """A key's stored value: its wake-up (so reading the key reads both) and its pickled snapshot."""
+    return _WAKE + (_NO_WAKE if at_ms is None else at_ms).to_bytes(8, "little", signed=True) + snapshot
+
+
+def unpacked(stored: bytes) -> Tuple[Any, Optional[int], bool]:
+    """A key's stored value as `(snapshot, wake-up in epoch ms or None, whether the wake-up was stored with it)`."""
+    if not stored.startswith(_WAKE):
+        return chunks.loads(stored), None, False
+    at = int.from_bytes(stored[3:11], "little", signed=True)
+    return chunks.loads(stored[11:]), None if at == _NO_WAKE else at, True
+
+
 class _Bucket:
-    """The live logics of one bucket of keys during one handler call."""
+    """The live logics of one bucket of keys during one handler call.
+
+    Each state store call is a round trip to the JVM, so a key costs one
+    read (its snapshot and wake-up together) and one write per call; the
+    map of wake-ups that Spark's timers walk is written only when a key's
+    wake-up changes.
+    """
 
     def __init__(self, step_id: str, builder: Callable[[Any], Any], logic_state: Any, notify_state: Any) -> None:
         self.step_id = step_id
@@ -66,18 +91,31 @@ class _Bucket:
         self._logic_state = logic_state
         self._notify_state = notify_state
         self._live: Dict[str, Any] = {}
+        self._resume: Dict[str, Any] = {}
         self._touched: Set[str] = set()
         self._checked: Set[str] = set()
         self._wake_at: Dict[str, Optional[int]] = {}
+
+    def _load(self, key: str) -> None:
+        """Read `key`'s snapshot (and, if stored with it, its wake-up), once per call."""
+        if key in self._resume:
+            return
+        stored = self._logic_state.getValue((key,))
+        if stored is None:
+            self._resume[key] = None
+            self._wake_at.setdefault(key, None)  # no snapshot, no wake-up
+            return
+        self._resume[key], at, with_wake = unpacked(stored[0])
+        if with_wake:
+            self._wake_at.setdefault(key, at)
 
     def logic(self, key: str) -> Any:
         if key in self._live and self._live[key] is not None:
             return self._live[key]
         resume = None
         if key not in self._live:
-            stored = self._logic_state.getValue((key,))
-            if stored is not None:
-                resume = chunks.loads(stored[0])
+            self._load(key)
+            resume = self._resume[key]
         logic = guarded(self.step_id, "builder", self._builder, resume, key=key)
         self._live[key] = logic
         return logic
@@ -105,7 +143,8 @@ class _Bucket:
         return at is not None and at <= now_ms
 
     def _stored_wake_at(self, key: str) -> Optional[int]:
-        """`key`'s stored wake-up in epoch ms, read from the state store at most once per call."""
+        """`key`'s stored wake-up in epoch ms: from its snapshot, or (stored before those held it) its own entry."""
+        self._load(key)
         if key not in self._wake_at:
             stored = self._notify_state.getValue((key,))
             self._wake_at[key] = None if stored is None else stored[0]
@@ -136,26 +175,28 @@ class _Bucket:
         """
         registered: Set[int] = set()
         for key in self._touched:
+            stored_at = self._stored_wake_at(key)
             logic = self._live[key]
             if logic is None:
                 self._logic_state.removeKey((key,))
-                self._notify_state.removeKey((key,))
+                if stored_at is not None:
+                    self._notify_state.removeKey((key,))
                 self._wake_at[key] = None
                 continue
             snap = guarded(self.step_id, "snapshot", logic.snapshot, key=key)
-            self._logic_state.updateValue((key,), (chunks.dumps(snap),))
             at = guarded(self.step_id, "notify_at", logic.notify_at, key=key)
-            if at is None:
-                self._notify_state.removeKey((key,))
-                self._wake_at[key] = None
+            at_ms = None if at is None else max(_epoch_ms(at, self.step_id, key), now_ms + 1)
+            self._logic_state.updateValue((key,), (packed(chunks.dumps(snap), at_ms),))
+            if at_ms == stored_at:
                 continue
-            at_ms = max(_epoch_ms(at, self.step_id, key), now_ms + 1)
-            if self._stored_wake_at(key) != at_ms:
-                self._notify_state.updateValue((key,), (at_ms,))
-                self._wake_at[key] = at_ms
-                if at_ms not in registered:
-                    handle.registerTimer(at_ms)
-                    registered.add(at_ms)
+            self._wake_at[key] = at_ms
+            if at_ms is None:
+                self._notify_state.removeKey((key,))
+                continue
+            self._notify_state.updateValue((key,), (at_ms,))
+            if at_ms not in registered:
+                handle.registerTimer(at_ms)
+                registered.add(at_ms)
 
 
 class LayerProcessor(StatefulProcessor):
