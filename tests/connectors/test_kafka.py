@@ -7,6 +7,7 @@ past the end offset.  Outputs are read back by polling until quiet.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -183,6 +184,7 @@ def test_source_reads_like_bytewax(broker: str) -> None:
 
     assert len(expected) == 40
     assert all(isinstance(m, KafkaSourceMessage) for m in got)
+    assert all(set(vars(m)) == {f.name for f in dataclasses.fields(KafkaSourceMessage)} for m in got)
     assert _by_partition(got) == _by_partition(expected)
 
 
