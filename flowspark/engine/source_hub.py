@@ -16,6 +16,7 @@ import base64
 import pickle
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -26,6 +27,7 @@ from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.plan import Plan
+from flowspark.engine.read_ahead import ReadAhead
 
 Offset = Dict[str, Any]
 PartData = Tuple[int, int, List[List[Any]]]
@@ -33,6 +35,17 @@ PartData = Tuple[int, int, List[List[Any]]]
 Piece = Tuple[str, int, int, int]
 """Work for one Spark task: origin name, first sequence number, and the batch
 number and index under which the hub keeps its pickled batches (`piece`)."""
+
+
+@dataclass
+class _Polled:
+    """What one poll of every partition read."""
+
+    data: List[PartData]
+    counts: Dict[str, int]
+    abort: bool
+    backlog: bool
+    """Some partition stopped at the item limit: more is waiting."""
 
 
 def _split(batches: List[List[Any]], pieces: int) -> List[List[List[Any]]]:
@@ -107,12 +120,15 @@ class SourceHub:
         self._max_items = max_items
         self._max_seconds = max_seconds
         self._lock = threading.Lock()
+        """Guards the buffers of read batches and pickled pieces."""
+        self._parts_lock = threading.Lock()
+        """Guards the live partitions (a read ahead uses them in its own thread)."""
+        self._ahead: Optional[ReadAhead[_Polled]] = None
         self._parts: Dict[str, _Part] = {}
         self._keys: List[str] = []
         self._position: Optional[Offset] = None
         self._buffer: Dict[int, List[PartData]] = {}
         self._pieces: Dict[int, Tuple[List[Piece], List[bytes]]] = {}
-        self._abort = False
         self._ended = False
         self.items_read = 0
         server.register("initial_offset", self.initial_offset)
@@ -145,7 +161,7 @@ class SourceHub:
         return names
 
     def initial_offset(self) -> Offset:
-        with self._lock:
+        with self._parts_lock:
             specs = self._part_specs()
             self._keys = [key for key, *_ in specs]
             return {"n": 0, "end": "", "parts": {key: {"s": _encode(None), "c": 0} for key in self._keys}}
@@ -166,35 +182,59 @@ class SourceHub:
         self._position = start
 
     def latest_offset(self, start: Offset) -> Offset:
-        with self._lock:
-            self._sync(start)
-            if self._ended:
-                return start
-            data, counts = self._poll()
+        """The offset after the next batch of input, read now or by the read ahead; `start` if none.
+
+        While the sources have more waiting than one micro-batch takes
+        (some partition stopped at the item limit), the batch after it is
+        read ahead (`read_ahead`).
+        """
+        polled = self._take_ahead(start)
+        with self._parts_lock:
+            if polled is None:
+                self._sync(start)
+                if self._ended:
+                    return start
+                polled = self._poll()
             end = ""
-            if self._abort:
+            if polled.abort:
                 end = "abort"
             elif all(p.done for p in self._parts.values()):
                 end = "eof"  # the last data and the end-of-input markers share one micro-batch
-            if not data and not end:
+            if not polled.data and not end:
                 return start
             parts = {}
             for key in self._keys:
                 part = self._parts[key]
                 before = start["parts"].get(key, {"c": 0})["c"]
-                parts[key] = {"s": _encode(part.snapshot()), "c": before + counts.get(key, 0)}
+                parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
             new = {"n": start["n"] + 1, "end": end, "parts": parts}
-            self.items_read += sum(counts.values())
-            self._buffer[new["n"]] = data
+            self.items_read += sum(polled.counts.values())
+            with self._lock:
+                self._buffer[new["n"]] = polled.data
             self._position = new
             if end:
                 self._ended = True
+            elif polled.backlog:
+                self._ahead = ReadAhead(self._poll_ahead)
             return new
 
-    def _poll(self) -> Tuple[List[PartData], Dict[str, int]]:
+    def _take_ahead(self, start: Offset) -> Optional[_Polled]:
+        """What the read ahead got, if it read on from `start`; else it is waited for and dropped."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        if self._position == start:
+            return ahead.take()
+        ahead.wait()  # Spark went back (a restart): `_sync` rebuilds the partitions
+        return None
+
+    def _poll_ahead(self) -> _Polled:
+        with self._parts_lock:
+            return self._poll()
+
+    def _poll(self) -> _Polled:
         deadline = time.monotonic() + self._max_seconds
-        data: List[PartData] = []
-        counts: Dict[str, int] = {}
+        polled = _Polled([], {}, abort=False, backlog=False)
         for index, key in enumerate(self._keys):
             part = self._parts[key]
             batches: List[List[Any]] = []
@@ -208,7 +248,7 @@ class SourceHub:
                     part.finish()
                     break
                 except AbortExecution:
-                    self._abort = True
+                    polled.abort = True
                     break
                 except Exception as ex:
                     raise StepFailure(f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
@@ -218,36 +258,46 @@ class SourceHub:
                 elif part.partition.next_awake() is None:
                     break
             if batches:
-                data.append((part.input_index, index, batches))
-                counts[key] = total
-            if self._abort:
+                polled.data.append((part.input_index, index, batches))
+                polled.counts[key] = total
+            polled.backlog = polled.backlog or (total >= self._max_items and not part.done)
+            if polled.abort:
                 break
-        return data, counts
+        return polled
 
     def partition_data(self, start: Offset, end: Offset) -> List[Piece]:
-        """Cut the batches read between two offsets into pieces for Spark tasks.
+        """The pieces of the batches read between two offsets, for Spark's tasks.
 
-        They come from the buffer, or are read again from the start snapshot
-        after a restart.  Each partition's batches are cut into at most
-        `pieces` runs so that several tasks share a busy partition; a piece's
-        origin and sequence base keep its items in order downstream.  The
-        pickled pieces stay here until the batch is committed, and each
+        They are cut from the buffer, or from what is read again from the
+        start snapshot after a restart.
+        The pickled pieces stay here until the batch is committed, and each
         task fetches its own (`piece`): carried inside Spark's partitions
         they would be copied into every task and stage Spark serialises.
         """
+        number = end["n"]
         with self._lock:
-            number = end["n"]
-            if number not in self._pieces:
-                data = self._buffer.pop(number) if number in self._buffer else self._replay(start, end)
-                pieces: List[Piece] = []
-                payloads: List[bytes] = []
-                for input_index, index, batches in data:
-                    for piece, run in enumerate(_split(batches, self._pieces_per_part)):
-                        origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
-                        pieces.append((origin, piece << 40, number, len(payloads)))
-                        payloads.append(chunks.dumps(run))
-                self._pieces[number] = (pieces, payloads)
-            return self._pieces[number][0]
+            cut = self._pieces.get(number)
+            data = self._buffer.pop(number, None) if cut is None else None
+        if cut is None:
+            cut = self._cut(number, data if data is not None else self._replay(start, end))
+            with self._lock:
+                cut = self._pieces.setdefault(number, cut)
+        return cut[0]
+
+    def _cut(self, number: int, data: List[PartData]) -> Tuple[List[Piece], List[bytes]]:
+        """Each partition's batches cut into at most `pieces` runs, pickled.
+
+        Several tasks so share a busy partition; a piece's origin and
+        sequence base keep its items in order downstream.
+        """
+        pieces: List[Piece] = []
+        payloads: List[bytes] = []
+        for input_index, index, batches in data:
+            for piece, run in enumerate(_split(batches, self._pieces_per_part)):
+                origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
+                pieces.append((origin, piece << 40, number, len(payloads)))
+                payloads.append(chunks.dumps(run))
+        return pieces, payloads
 
     def piece(self, number: int, index: int) -> bytes:
         """The pickled batches of one piece of batch `number` (see `partition_data`)."""
@@ -303,16 +353,24 @@ class SourceHub:
                 del self._buffer[n]
             for n in [n for n in self._pieces if n <= end["n"]]:
                 del self._pieces[n]
-            for key, part in self._parts.items():
-                committed = getattr(part.partition, "committed", None)
+        # Spark commits as it starts the next micro-batch, while the read
+        # ahead may be using the partitions: wait for it only if some
+        # partition needs to hear of the commit.
+        told = [(key, part) for key, part in self._parts.items() if hasattr(part.partition, "committed")]
+        if not told:
+            return
+        with self._parts_lock:
+            for key, part in told:
                 state = end["parts"].get(key)
-                snapshot = _decode(state["s"]) if committed is not None and state is not None else None
-                if committed is not None and snapshot is not None and not part.done:
-                    committed(snapshot)
+                snapshot = _decode(state["s"]) if state is not None else None
+                if snapshot is not None and not part.done:
+                    part.partition.committed(snapshot)
 
     def close(self) -> None:
-        """Close every partition."""
-        with self._lock:
+        """Close every partition (once a read ahead is done with them)."""
+        if self._ahead is not None:
+            self._ahead.wait()
+        with self._parts_lock:
             for part in self._parts.values():
                 if not part.done:
                     part.close()
