@@ -70,7 +70,7 @@ def test_the_stash_gives_back_each_chunk_once_by_its_ticket(server: DriverServer
     payload = chunks.dumps(["a", "b"])
     ticket = server.link.call("stash", payload)
     assert ticket.startswith(OutputStash.TICKET) and len(ticket) < 40
-    assert chunks.items_of(stash.take(ticket)) == ["a", "b"]
+    assert chunks.loads(stash.take(ticket)) == ["a", "b"]
     with pytest.raises(KeyError):
         stash.take(ticket)
 

@@ -13,7 +13,7 @@ JVM rows in the hundreds, whatever the number of items.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import cloudpickle
 
@@ -116,6 +116,37 @@ def loads(payload: bytes) -> Any:
     return entries
 
 
+class ItemChunk:
+    """The items one pass sends to one output or tap, pickled a few thousand at a time as they come.
+
+    Pickling (and then freeing) items while they are still in the
+    processor's cache is several times faster than doing it for a whole
+    micro-batch at the end; the parts are joined as `dumps` joins pieces.
+    """
+
+    def __init__(self) -> None:
+        self._pending: List[Any] = []
+        self._parts: List[bytes] = []
+
+    def extend(self, items: List[Any]) -> None:
+        self._pending.extend(items)
+        if len(self._pending) >= PIECE_ITEMS:
+            self._flush()
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        self._parts.extend(_dump_one(pending[i : i + PIECE_ITEMS]) for i in range(0, len(pending), PIECE_ITEMS))
+
+    def dumps(self) -> bytes:
+        """All the items so far, in order, in the format `loads` reads."""
+        if self._pending or not self._parts:
+            self._parts.append(_dump_one(self._pending))
+            self._pending = []
+        if len(self._parts) == 1:
+            return self._parts[0]
+        return _PIECES + pickle.dumps(self._parts, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def to_arrow(rows: List[Row]) -> pa.RecordBatch:
     """Rows as one Arrow record batch in the chunk schema."""
     grp, seq, kind, payload = (list(col) for col in zip(*rows)) if rows else ([], [], [], [])
@@ -125,7 +156,10 @@ def to_arrow(rows: List[Row]) -> pa.RecordBatch:
     )
 
 
-def items_of(payload: bytes) -> List[Any]:
-    """The items an output or tap chunk carries, in order."""
-    items: List[Any] = loads(payload)
-    return items
+def item_parts(payload: bytes) -> Iterator[List[Any]]:
+    """The items an output or tap chunk carries, in order, a part (of about `PIECE_ITEMS`) at a time."""
+    if not payload.startswith(_PIECES):
+        yield pickle.loads(payload)
+        return
+    for blob in pickle.loads(payload[len(_PIECES) :]):
+        yield pickle.loads(blob)

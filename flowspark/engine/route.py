@@ -37,8 +37,8 @@ class Collector:
         """Per stateful step, how to add each key's items to its bucket's chunk."""
         self.unflushed = 0
         """Items added to stateful chunks since they were last flushed."""
-        self.outputs: Dict[int, List[Any]] = {}
-        self.taps: Dict[int, List[Any]] = {}
+        self.outputs: Dict[int, chunks.ItemChunk] = {}
+        self.taps: Dict[int, chunks.ItemChunk] = {}
 
     def rows(self, seq: Iterator[int]) -> List[chunks.Row]:
         """The gathered items as chunk rows, one per destination.
@@ -55,8 +55,8 @@ class Collector:
             rows.append((chunks.tap_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         return rows
 
-    def _ship(self, items: List[Any]) -> bytes:
-        payload = chunks.dumps(items)
+    def _ship(self, items: chunks.ItemChunk) -> bytes:
+        payload = items.dumps()
         if self._link is None:
             return payload
         ticket: bytes = self._link.call("stash", payload)
@@ -108,14 +108,14 @@ class Router:
             elif kind in ("merge", "redistribute"):
                 self.push(config["downs"][0], batch, out)
             elif kind == "inspect_debug":
-                out.taps.setdefault(consumer.index, []).extend(batch)
+                out.taps.setdefault(consumer.index, chunks.ItemChunk()).extend(batch)
                 self.push(config["downs"][0], batch, out)
             elif kind == "stateful_batch":
                 self._to_stateful(step.step_id, consumer.index, batch, out)
             elif kind == "output":
                 if config.get("drop_keys"):
                     check_keyed(step.step_id, batch)
-                out.outputs.setdefault(consumer.index, []).extend(
+                out.outputs.setdefault(consumer.index, chunks.ItemChunk()).extend(
                     [value for _, value in batch] if config.get("drop_keys") else batch
                 )
 

@@ -217,12 +217,13 @@ class SinkWriter:
                 self.ending = chunks.loads(payload)
                 continue
             index = int(grp[1:].split("@", 1)[0])
-            items = chunks.items_of(self._stash.take(payload) if self._stash is not None else payload)
-            if grp.startswith("O"):
-                self._outputs[index].write(items)
-                written += len(items)
-            else:
-                self._inspect(index, items, batch_id)
+            # A part at a time: the driver never holds a whole chunk's items.
+            for items in chunks.item_parts(self._stash.take(payload) if self._stash is not None else payload):
+                if grp.startswith("O"):
+                    self._outputs[index].write(items)
+                    written += len(items)
+                else:
+                    self._inspect(index, items, batch_id)
         for output in self._outputs:
             output.end_batch(batch_id, self._ledger.run_id)
         self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})

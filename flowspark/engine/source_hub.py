@@ -30,7 +30,9 @@ from flowspark.engine.plan import Plan
 from flowspark.engine.read_ahead import ReadAhead
 
 Offset = Dict[str, Any]
-PartData = Tuple[int, int, List[List[Any]]]
+Batch = Tuple[int, bytes]
+"""One batch a partition produced: its item count and the items, pickled as soon as read."""
+PartData = Tuple[int, int, List[Batch]]
 """A partition's input step index, its global index, and the batches it produced."""
 Piece = Tuple[str, int, int, int]
 """Work for one Spark task: origin name, first sequence number, and the batch
@@ -48,18 +50,18 @@ class _Polled:
     """Some partition stopped at the item limit: more is waiting."""
 
 
-def _split(batches: List[List[Any]], pieces: int) -> List[List[List[Any]]]:
+def _split(batches: List[Batch], pieces: int) -> List[List[Batch]]:
     """Cut a run of batches into at most `pieces` runs of similar item counts."""
-    total = sum(len(b) for b in batches)
+    total = sum(count for count, _ in batches)
     target = max(1, -(-total // max(1, pieces)))
-    runs: List[List[List[Any]]] = [[]]
+    runs: List[List[Batch]] = [[]]
     size = 0
     for batch in batches:
         if size >= target:
             runs.append([])
             size = 0
         runs[-1].append(batch)
-        size += len(batch)
+        size += batch[0]
     return [r for r in runs if r]
 
 
@@ -237,7 +239,7 @@ class SourceHub:
         polled = _Polled([], {}, abort=False, backlog=False)
         for index, key in enumerate(self._keys):
             part = self._parts[key]
-            batches: List[List[Any]] = []
+            batches: List[Batch] = []
             total = 0
             while not part.done and total < self._max_items and time.monotonic() < deadline:
                 if not part.awake(datetime.now(timezone.utc)):
@@ -253,7 +255,7 @@ class SourceHub:
                 except Exception as ex:
                     raise StepFailure(f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
                 if batch:
-                    batches.append(batch)
+                    batches.append((len(batch), chunks.dumps(batch)))
                     total += len(batch)
                 elif part.partition.next_awake() is None:
                     break
@@ -296,7 +298,7 @@ class SourceHub:
             for piece, run in enumerate(_split(batches, self._pieces_per_part)):
                 origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
                 pieces.append((origin, piece << 40, number, len(payloads)))
-                payloads.append(chunks.dumps(run))
+                payloads.append(pickle.dumps([blob for _, blob in run], pickle.HIGHEST_PROTOCOL))
         return pieces, payloads
 
     def piece(self, number: int, index: int) -> bytes:
@@ -311,7 +313,7 @@ class SourceHub:
             if want <= 0 or not fixed:
                 continue
             part = _Part(i, name, self._plan.inputs[i].step_id, source, _decode(start["parts"][key]["s"]), fixed)
-            batches: List[List[Any]] = []
+            batches: List[Batch] = []
             got = 0
             while got < want:
                 try:
@@ -320,7 +322,7 @@ class SourceHub:
                     break
                 batch = batch[: want - got]
                 if batch:
-                    batches.append(batch)
+                    batches.append((len(batch), chunks.dumps(batch)))
                     got += len(batch)
                 else:
                     time.sleep(0.01)

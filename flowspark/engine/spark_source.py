@@ -88,12 +88,12 @@ class _Reader(DataSourceStreamReader):
             yield chunks.to_arrow([("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps("abort"))])
 
     def _fused_pass(self, origin: str, seq_base: int, payload: bytes) -> List[chunks.Row]:
-        batches: List[List[Any]] = chunks.loads(payload)
+        """Push the piece's batches, one at a time as they are unpickled, through the fused steps."""
         stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
         router = Router(self._plan, self._groups)
         out = Collector(origin, self._link)
-        for batch in batches:
-            router.push(stream_id, batch, out)
+        for blob in pickle.loads(payload):
+            router.push(stream_id, chunks.loads(blob), out)
         return out.rows(itertools.count(seq_base))
 
     def _end_rows(self, control: str) -> List[chunks.Row]:
