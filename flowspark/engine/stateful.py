@@ -269,20 +269,18 @@ class LayerProcessor(StatefulProcessor):
         """Feed each key's values to its logic, keys in sorted order.
 
         A logic that declares `MERGE_BATCHES` gets all of a key's values of
-        the micro-batch in one `on_batch`, and what all such keys emit goes
-        on as one batch; others get one call per pushed batch, each call's
-        output going on as its own batch, as in Bytewax.
+        the micro-batch in one `on_batch`; others get one call per pushed
+        batch, as in Bytewax.  Each call's output goes on as its own batch at
+        once, so what it made is passed on and freed while still cached.
         """
-        merged: List[Tuple[str, Any]] = []
         for k in arrivals.keys():
             if bucket.overdue(k, now_ms):
                 self._emit(step, bucket.call(k, "on_notify"), out)
             if getattr(bucket.logic(k), "MERGE_BATCHES", False):
-                merged.extend(bucket.call(k, "on_batch", arrivals.merged(k)))
+                self._emit(step, bucket.call(k, "on_batch", arrivals.merged(k)), out)
                 continue
             for batch in arrivals.batches(k):
                 self._emit(step, bucket.call(k, "on_batch", batch), out)
-        self._emit(step, merged, out)
 
     def _emit(self, step: int, keyed: List[Tuple[str, Any]], out: Collector) -> None:
         self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
