@@ -51,3 +51,21 @@ def test_dropping_keys_checks_them_first(tmp_path: Path, item: Any, problem: str
     workers = for_workers(_plan(tmp_path), keyless_outputs=[0])
     with pytest.raises(StepFailure, match=f"step 'df.one_file' requires .*{problem}"):
         _push(workers, [("a", "x"), item])
+
+
+@pytest.mark.parametrize(
+    ("items", "problem"),
+    [
+        ([("a", 1), "bare"], "2-tuple"),
+        ([("a", 1), ("a", 2, 3)], "2-tuple"),
+        ([("a", 1), (1, "x")], "`str` keys.*`int`"),
+        ([("a", 1), (["a"], "x")], "`str` keys.*`list`"),
+    ],
+)
+def test_a_stateful_step_checks_every_item_as_bytewax_does(items: List[Any], problem: str) -> None:
+    flow = Dataflow("df")
+    up = op.input("inp", flow, TestingSource[Any]([]))
+    op.output("out", op.stateful_map("count", up, lambda s, v: (s, v)), DirSink(Path("."), 1))
+    plan = build_plan(flow)
+    with pytest.raises(StepFailure, match=f"step 'df.count.*' requires .*{problem}"):
+        _push(for_workers(plan), items)

@@ -67,7 +67,14 @@ class _PerItemLogic(StatefulBatchLogic[V, W, S]):
 
     @override
     def on_batch(self, values: List[V]) -> Tuple[Iterable[W], bool]:
-        emits: List[W] = []
+        if type(self.logic) is _FlatMapLogic:
+            # The logic of `stateful_map` and `stateful_flat_map`: one loop
+            # over the mapper instead of an `on_item` call per value.
+            emits, state = self.logic.on_values(values)
+            if state is None:
+                self.logic = None
+            return (emits, self.logic is None)
+        emits = []
         for value in values:
             if self.logic is None:
                 self.logic = self.builder(None)
@@ -122,22 +129,44 @@ class _FlatMapLogic(StatefulLogic[V, W, S]):
     mapper: Callable[[Optional[S], V], Tuple[Optional[S], Iterable[W]]]
     state: Optional[S]
 
+    def _bad_return(self, res: Any) -> TypeError:
+        msg = (
+            f"return value of `mapper` {f_repr(self.mapper)} in step {self.step_id!r} "
+            "must be a 2-tuple of `(updated_state, emit_values)`; "
+            f"got a {type(res)!r} instead"
+        )
+        return TypeError(msg)
+
     @override
     def on_item(self, value: V) -> Tuple[Iterable[W], bool]:
         res = self.mapper(self.state, value)
         try:
             state, ws = res
         except TypeError as ex:
-            msg = (
-                f"return value of `mapper` {f_repr(self.mapper)} in step {self.step_id!r} "
-                "must be a 2-tuple of `(updated_state, emit_values)`; "
-                f"got a {type(res)!r} instead"
-            )
-            raise TypeError(msg) from ex
+            raise self._bad_return(res) from ex
         if state is None:
             return (ws, StatefulLogic.DISCARD)
         self.state = state
         return (ws, StatefulLogic.RETAIN)
+
+    def on_values(self, values: List[V]) -> Tuple[List[W], Optional[S]]:
+        """`on_item` for each value in turn; what they emit and the state left (`None`: discarded).
+
+        A value after one that discarded the state starts from `None`, as
+        it would with the logic rebuilt for it.
+        """
+        mapper = self.mapper
+        state = self.state
+        emits: List[W] = []
+        for value in values:
+            res = mapper(state, value)
+            try:
+                state, ws = res
+            except TypeError as ex:
+                raise self._bad_return(res) from ex
+            emits.extend(ws)
+        self.state = state
+        return emits, state
 
     @override
     def snapshot(self) -> S:
