@@ -1,11 +1,17 @@
-"""Chunk payloads: big values are pickled in pieces and come back equal, in order."""
+"""Chunk payloads: big values are pickled in pieces and come back equal, in order, with the user's classes by value."""
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
+from pathlib import Path
 from typing import Any
 
+import cloudpickle
 import pytest
 
+from flowspark.connectors.kafka import KafkaSourceMessage
 from flowspark.engine import chunks
 
 BIG = chunks.PIECE_ITEMS * 3 + 7
@@ -41,3 +47,59 @@ def test_an_item_chunk_gives_back_every_item_in_order(pushes: Any) -> None:
     for items in pushes:
         chunk.extend(items)
     assert chunks.loads(chunk.dumps()) == [item for items in pushes for item in items]
+
+
+MODULE_SOURCE = '''
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Event:
+    key: str
+    value: int
+
+def double(x):
+    return 2 * x
+'''
+
+
+@pytest.fixture
+def plain_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next pickle tries the C pickler first, whatever earlier tests pickled."""
+    monkeypatch.setattr(chunks, "_plain_skips", 0)
+
+
+def test_classes_of_a_by_value_module_travel_with_their_items(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain_first: None
+) -> None:
+    (tmp_path / "shipped_events.py").write_text(MODULE_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("shipped_events")
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        payload = chunks.dumps([module.Event("a", 1), module.double])
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        del sys.modules["shipped_events"]
+    (tmp_path / "shipped_events.py").unlink()
+    event, double = chunks.loads(payload)
+    assert (type(event).__name__, event.key, event.value, double(21)) == ("Event", "a", 1, 42)
+
+
+def test_classes_of_the_main_module_travel_with_their_items(monkeypatch: pytest.MonkeyPatch, plain_first: None) -> None:
+    main = types.ModuleType("__main__")
+    exec(MODULE_SOURCE, main.__dict__)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    payload = chunks.dumps([main.Event("b", 2)] * 3)
+    monkeypatch.undo()
+    assert [(type(e).__name__, e.key, e.value) for e in chunks.loads(payload)] == [("Event", "b", 2)] * 3
+
+
+def test_items_only_cloudpickle_can_pickle_still_travel(plain_first: None) -> None:
+    offset = 5
+    [add] = chunks.loads(chunks.dumps([lambda x: x + offset]))
+    assert add(1) == 6
+
+
+def test_installed_classes_come_back_equal(plain_first: None) -> None:
+    messages = [KafkaSourceMessage(None, f"{i},x".encode(), "t", [("h", b"v")], None, i, 0, (1, i)) for i in range(BIG)]
+    assert chunks.loads(chunks.dumps(messages)) == messages

@@ -78,17 +78,63 @@ def _pieces(value: Any) -> List[Any]:
     return [dict(part) for part in parts] if type(value) is dict else parts
 
 
+RETRY_PLAIN_EVERY = 64
+"""After a pickle that needed cloudpickle, how many pickles go straight to it before plain pickle is tried again."""
+
+
+_plain_skips = 0
+"""How many more pickles go straight to cloudpickle (see `_dump_one`)."""
+
+
+def _needs_cloudpickle(blob: bytes) -> bool:
+    """Whether a plain pickle names a module whose code must travel by value.
+
+    Those are `__main__` and the user's modules registered with cloudpickle
+    (`shipping`): a plain pickle refers to their classes and functions by
+    name, which a Spark worker cannot import.  A module name only shows up
+    in a pickle as its UTF-8 text, so a byte search finds every reference;
+    data that merely contains such text just takes the slower path.
+    """
+    names = cloudpickle.list_registry_pickle_by_value()
+    names.add("__main__")
+    return any(name.encode() in blob for name in names)
+
+
 def _dump_one(value: Any) -> bytes:
-    blob: bytes = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    """One pickle: the C pickler's when it is enough, cloudpickle's otherwise.
+
+    cloudpickle calls back into Python for every object that is not plain
+    data (a dataclass item, a Kafka message), which made pickling such items
+    two to three times slower.  The C pickler either writes the same bytes
+    cloudpickle would, or fails (a lambda, a class made inside a function, a
+    class a worker rebuilt from a by-value pickle: pickle checks that a name
+    leads back to the very same object), or names a by-value module, which
+    `_needs_cloudpickle` catches.  Flows whose items are the user's own
+    classes need cloudpickle for every pickle: after one such pickle the
+    next `RETRY_PLAIN_EVERY` skip the plain attempt.
+    """
+    global _plain_skips
+    if _plain_skips == 0:
+        try:
+            blob: bytes = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # any failure means: let cloudpickle do it
+            pass
+        else:
+            if not _needs_cloudpickle(blob):
+                return blob
+        _plain_skips = RETRY_PLAIN_EVERY
+    else:
+        _plain_skips -= 1
+    blob = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     return blob
 
 
 def dumps(value: Any) -> bytes:
     """Pickle items and snapshots.
 
-    cloudpickle, so that instances of classes from the user's modules
-    travel by value like the modules themselves (it is as fast as the C
-    pickler on plain data).  A list or dict of many items is pickled in
+    cloudpickle where needed, so that instances of classes from the
+    user's modules travel by value like the modules themselves; the C
+    pickler otherwise (`_dump_one`).  A list or dict of many items is pickled in
     pieces of about `PIECE_ITEMS`: the pickler remembers every object it
     has written, and on millions of items that memo alone costs five times
     the pickling.  Objects shared between pieces arrive as copies.

@@ -7,9 +7,11 @@ past the end offset.  Outputs are read back by polling until quiet.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -186,6 +188,21 @@ def test_source_reads_like_bytewax(broker: str) -> None:
     assert all(isinstance(m, KafkaSourceMessage) for m in got)
     assert all(set(vars(m)) == {f.name for f in dataclasses.fields(KafkaSourceMessage)} for m in got)
     assert _by_partition(got) == _by_partition(expected)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TaggedMessage(KafkaSourceMessage[bytes, bytes]):
+    tag: str = "t"
+
+
+def test_source_messages_pickle_with_every_field() -> None:
+    message = KafkaSourceMessage(b"k", b"v", "topic", [("h", b"x")], 0.5, 7, 1, (1, 1700000000000))
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        back = pickle.loads(pickle.dumps(message, protocol))
+        assert (type(back), back, vars(back)) == (KafkaSourceMessage, message, vars(message))
+    assert copy.copy(message) == message and copy.deepcopy(message) == message
+    tagged = _TaggedMessage(b"k", b"v", tag="kept")
+    assert pickle.loads(pickle.dumps(tagged)) == tagged
 
 
 def test_partition_batches_snapshots_and_resume(broker: str) -> None:

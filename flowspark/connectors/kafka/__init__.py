@@ -20,7 +20,7 @@ restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, SupportsIndex, Tuple, TypeVar, Union
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import KafkaError as ConfluentKafkaError
@@ -78,6 +78,23 @@ class KafkaSourceMessage(Generic[K, V]):
     offset: Optional[int] = field(default=None)
     partition: Optional[int] = field(default=None)
     timestamp: Optional[Tuple[int, int]] = field(default=None)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Union[str, Tuple[Any, ...]]:
+        """Pickle as the fields in order, rebuilt by `_message`.
+
+        The default pickles each message's `__dict__`, field names included:
+        half as many bytes this way, and half the time to unpickle, for
+        items that usually cross between processes twice.  Subclasses
+        pickle the default way, which keeps their own fields.
+        """
+        if type(self) is not KafkaSourceMessage:
+            return super().__reduce_ex__(protocol)
+        fields = self.__dict__
+        return (
+            _message,
+            (fields["key"], fields["value"], fields["topic"], fields["headers"], fields["latency"],
+             fields["offset"], fields["partition"], fields["timestamp"]),
+        )
 
     def to_sink(self) -> KafkaSinkMessage[K, V]:
         """The same key, value and headers as a message to produce."""
@@ -137,28 +154,38 @@ def _check_iterable(name: str, value: Iterable[str]) -> None:
         raise TypeError(msg)
 
 
-def _source_message(msg: Message) -> _RawMessage:
-    """A consumed message as a `KafkaSourceMessage`.
+def _message(
+    key: Any, value: Any, topic: Optional[str], headers: Any, latency: Optional[float],
+    offset: Optional[int], partition: Optional[int], timestamp: Optional[Tuple[int, int]],
+) -> KafkaSourceMessage[Any, Any]:
+    """A `KafkaSourceMessage` built the way unpickling builds one: its `__dict__` set at once.
 
-    Built the way unpickling builds one (its `__dict__` set at once): the
-    frozen dataclass's `__init__` sets each field through
-    `object.__setattr__`, three times as slow, once per message.
+    The frozen dataclass's `__init__` sets each field through
+    `object.__setattr__`, three times as slow, and this runs once per
+    message consumed and once per message unpickled.
     """
-    made: _RawMessage = _new(KafkaSourceMessage)
-    made.__dict__.update(
-        key=msg.key(),
-        value=msg.value(),
-        topic=msg.topic(),
-        headers=msg.headers() or [],
-        latency=msg.latency(),
-        offset=msg.offset(),
-        partition=msg.partition(),
-        timestamp=msg.timestamp(),
-    )
+    made: KafkaSourceMessage[Any, Any] = _new(KafkaSourceMessage)
+    fields = made.__dict__
+    fields["key"] = key
+    fields["value"] = value
+    fields["topic"] = topic
+    fields["headers"] = headers
+    fields["latency"] = latency
+    fields["offset"] = offset
+    fields["partition"] = partition
+    fields["timestamp"] = timestamp
     return made
 
 
 _new = object.__new__
+
+
+def _source_message(msg: Message) -> _RawMessage:
+    """A consumed message as a `KafkaSourceMessage`."""
+    return _message(
+        msg.key(), msg.value(), msg.topic(), msg.headers() or [], msg.latency(), msg.offset(), msg.partition(),
+        msg.timestamp(),
+    )
 
 
 class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
