@@ -79,10 +79,13 @@ def unpacked(stored: bytes) -> Tuple[Any, Optional[int], bool]:
 class _Bucket:
     """The live logics of one bucket of keys during one handler call.
 
-    Each state store call is a round trip to the JVM, so a key costs one
-    read (its snapshot and wake-up together) and one write per call; the
-    map of wake-ups that Spark's timers walk is written only when a key's
-    wake-up changes.
+    Each state store call is a round trip to the JVM, so a key costs at
+    most one read (its snapshot and wake-up together) and one write per
+    call.  The end of input reads the whole bucket in one scan, as every
+    key's `on_eof` needs its snapshot; a snapshot (with its wake-up) that
+    pickles to the bytes already stored is not written again; the map of
+    wake-ups that Spark's timers walk is written only when a key's wake-up
+    changes.
     """
 
     def __init__(self, step_id: str, builder: Callable[[Any], Any], logic_state: Any, notify_state: Any) -> None:
@@ -92,6 +95,7 @@ class _Bucket:
         self._notify_state = notify_state
         self._live: Dict[str, Any] = {}
         self._resume: Dict[str, Any] = {}
+        self._stored: Dict[str, bytes] = {}
         self._touched: Set[str] = set()
         self._checked: Set[str] = set()
         self._wake_at: Dict[str, Optional[int]] = {}
@@ -101,11 +105,16 @@ class _Bucket:
         if key in self._resume:
             return
         stored = self._logic_state.getValue((key,))
+        self._loaded(key, None if stored is None else stored[0])
+
+    def _loaded(self, key: str, stored: Optional[bytes]) -> None:
+        """Keep what was read for `key`: the bytes (to spot an unchanged snapshot), the snapshot and its wake-up."""
         if stored is None:
             self._resume[key] = None
             self._wake_at.setdefault(key, None)  # no snapshot, no wake-up
             return
-        self._resume[key], at, with_wake = unpacked(stored[0])
+        self._stored[key] = stored
+        self._resume[key], at, with_wake = unpacked(stored)
         if with_wake:
             self._wake_at.setdefault(key, at)
 
@@ -151,7 +160,12 @@ class _Bucket:
         return self._wake_at[key]
 
     def stored_keys(self) -> List[str]:
-        keys = {k for (k,) in self._logic_state.keys()}
+        """Every key with a logic now, in order; their snapshots are read in the same single scan."""
+        keys: Set[str] = set()
+        for (key,), (stored,) in self._logic_state.iterator():
+            keys.add(key)
+            if key not in self._resume:
+                self._loaded(key, stored)
         keys.update(k for k, v in self._live.items() if v is not None)
         keys.difference_update(k for k, v in self._live.items() if v is None)
         return sorted(keys)
@@ -186,7 +200,9 @@ class _Bucket:
             snap = guarded(self.step_id, "snapshot", logic.snapshot, key=key)
             at = guarded(self.step_id, "notify_at", logic.notify_at, key=key)
             at_ms = None if at is None else max(_epoch_ms(at, self.step_id, key), now_ms + 1)
-            self._logic_state.updateValue((key,), (packed(chunks.dumps(snap), at_ms),))
+            value = packed(chunks.dumps(snap), at_ms)
+            if value != self._stored.get(key):
+                self._logic_state.updateValue((key,), (value,))
             if at_ms == stored_at:
                 continue
             self._wake_at[key] = at_ms
