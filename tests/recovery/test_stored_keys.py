@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
@@ -13,6 +13,27 @@ from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSink, TestingSource, run_main
 
 
+def _builder(name: str, items: List[Any], step: Callable[[Any], Any]) -> Callable[[List[Any]], Dataflow]:
+    """What builds the flow `name`: `items` from a `TestingSource`, through `step`, into a `TestingSink` on `out`."""
+
+    def build(out: List[Any]) -> Dataflow:
+        flow = Dataflow(name)
+        op.output("out", step(op.input("inp", flow, TestingSource(items))), TestingSink(out))
+        return flow
+
+    return build
+
+
+def _runs(tmp_path: Path, times: int, build: Callable[[List[Any]], Dataflow]) -> List[List[Any]]:
+    """Run the flow `build(out)` makes `times` times on one recovery directory; each run's output, sorted."""
+    outputs: List[List[Any]] = []
+    for _ in range(times):
+        out: List[Any] = []
+        run_main(build(out), recovery_config=RecoveryConfig(tmp_path))
+        outputs.append(sorted(out))
+    return outputs
+
+
 def _highest(top: Optional[int], value: int) -> Tuple[int, int]:
     new_top = value if top is None else max(top, value)
     return new_top, new_top
@@ -20,17 +41,10 @@ def _highest(top: Optional[int], value: int) -> Tuple[int, int]:
 
 def test_a_snapshot_that_did_not_change_is_still_there_on_resume(tmp_path: Path) -> None:
     items = [("a", 5), ("b", 1), TestingSource.EOF(), ("a", 3), ("b", 2), TestingSource.EOF(), ("a", 7), ("b", 0)]
-    config = RecoveryConfig(tmp_path)
-    runs: List[List[Any]] = []
-    for _ in range(3):
-        out: List[Any] = []
-        flow = Dataflow("highest")
-        up = op.input("inp", flow, TestingSource(items))
-        op.output("out", op.stateful_map("top", up, _highest), TestingSink(out))
-        run_main(flow, recovery_config=config)
-        runs.append(sorted(out))
-        if len(runs) == 2:
-            assert snapshot_of(str(tmp_path), "highest.top", "a") == 5
+    build = _builder("highest", items, lambda up: op.stateful_map("top", up, _highest))
+    runs = _runs(tmp_path, 2, build)
+    assert snapshot_of(str(tmp_path), "highest.top", "a") == 5  # "a" saw 3 and kept 5
+    runs += _runs(tmp_path, 1, build)
     assert runs == [[("a", 5), ("b", 1)], [("a", 5), ("b", 2)], [("a", 7), ("b", 2)]]
 
 
@@ -56,15 +70,8 @@ def test_every_stored_key_ends_input_from_its_own_snapshot(tmp_path: Path) -> No
     first = [(k, i) for i, k in enumerate(keys)]
     later = [(k, 1000) for k in keys[::7]]
     items: List[Any] = [*first, TestingSource.EOF(), *later]
-    config = RecoveryConfig(tmp_path)
-    totals: List[List[Any]] = []
-    for _ in range(2):
-        out: List[Any] = []
-        flow = Dataflow("totals")
-        up = op.input("inp", flow, TestingSource(items))
-        op.output("out", op.stateful("total", up, _Total), TestingSink(out))
-        run_main(flow, recovery_config=config)
-        totals.append(sorted(out))
+    build = _builder("totals", items, lambda up: op.stateful("total", up, _Total))
+    totals = _runs(tmp_path, 2, build)
     assert totals[0] == sorted((k, ("total", i)) for i, k in enumerate(keys))
     bumped = set(keys[::7])
     assert totals[1] == sorted((k, ("total", i + (1000 if k in bumped else 0))) for i, k in enumerate(keys))
