@@ -34,6 +34,7 @@ from flowspark.engine.source_hub import SourceHub
 from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.spark_source import FORMAT, encode_options
 from flowspark.engine.stateful import LayerProcessor
+from flowspark.engine.warm_up import warm_python_workers
 from flowspark.errors import FlowsparkRuntimeError
 
 @dataclass
@@ -160,6 +161,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     plan = build_plan(flow)
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
+    warm_python_workers(spark)
     checkpoint = config.recovery_dir or tempfile.mkdtemp(prefix="flowspark-")
     try:
         os.makedirs(checkpoint, exist_ok=True)
