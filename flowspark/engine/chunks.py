@@ -134,10 +134,10 @@ def dumps(value: Any) -> bytes:
 
     cloudpickle where needed, so that instances of classes from the
     user's modules travel by value like the modules themselves; the C
-    pickler otherwise (`_dump_one`).  A list or dict of many items is pickled in
-    pieces of about `PIECE_ITEMS`: the pickler remembers every object it
-    has written, and on millions of items that memo alone costs five times
-    the pickling.  Objects shared between pieces arrive as copies.
+    pickler otherwise (`_dump_one`).  A list or dict of many items is
+    pickled in pieces of about `PIECE_ITEMS`: the pickler remembers every
+    object it has written, and on millions of items that memo alone costs
+    five times the pickling.  Objects shared between pieces arrive as copies.
     """
     if type(value) in (list, dict) and len(value) > 1:
         parts = _pieces(value)
@@ -150,7 +150,7 @@ def loads(payload: bytes) -> Any:
     """Unpickle what `dumps` made, joining pieces back into one list or dict."""
     if not payload.startswith(_PIECES):
         return pickle.loads(payload)
-    parts = [pickle.loads(blob) for blob in pickle.loads(payload[len(_PIECES) :])]
+    parts = list(item_parts(payload))
     if type(parts[0]) is dict:
         joined: Dict[Any, Any] = {}
         for part in parts:
@@ -202,8 +202,12 @@ def to_arrow(rows: List[Row]) -> pa.RecordBatch:
     )
 
 
-def item_parts(payload: bytes) -> Iterator[List[Any]]:
-    """The items an output or tap chunk carries, in order, a part (of about `PIECE_ITEMS`) at a time."""
+def item_parts(payload: bytes) -> Iterator[Any]:
+    """What `dumps` pickled, a part (of about `PIECE_ITEMS` items) at a time, in order.
+
+    For an output or tap chunk each part is a list of its items, so the
+    driver never holds a whole chunk's items at once.
+    """
     if not payload.startswith(_PIECES):
         yield pickle.loads(payload)
         return

@@ -45,5 +45,6 @@ def _run_job(context: Any) -> None:
 
 
 def _import_task_code(_: int) -> None:
-    import flowspark.engine.spark_source  # noqa: F401  (imported for its side effect: loaded modules)
+    """Import the modules the query's tasks run, so the reused worker already holds them."""
+    import flowspark.engine.spark_source  # noqa: F401
     import flowspark.engine.stateful  # noqa: F401
