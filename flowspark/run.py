@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])")
     parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
                         help="at most N items per source partition in one micro-batch (default 1,000,000)")
+    parser.add_argument("--driver-link-port", type=int, default=int(os.environ.get("FLOWSPARK_DRIVER_LINK_PORT", "0")),
+                        metavar="PORT", help="on a cluster, the port executors reach the driver's flowspark server on "
+                        "(default: a free one; env FLOWSPARK_DRIVER_LINK_PORT)")
     parser.add_argument("--no-progress", action="store_true",
                         help="don't report progress on stderr (a redrawn line in a terminal, a line every 10 s otherwise)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
@@ -133,6 +136,7 @@ def _conf(pairs: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, st
 
 def cli_main(argv: Optional[List[str]] = None) -> int:
     """Parse the command line, run the flow, and return the process exit code."""
+    from flowspark.engine.failures import user_traceback
     from flowspark.engine.progress import Progress
     from flowspark.engine.runner import RunConfig, run_flow
 
@@ -144,7 +148,8 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
     conf = {"spark.ui.enabled": "true", **_conf(args.conf, parser)}
-    config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=conf)
+    config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=conf,
+                       driver_link_port=args.driver_link_port)
     if not args.no_progress:
         config.progress = Progress()
     if args.max_batch_items is not None:
@@ -160,11 +165,9 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
         print("KeyboardInterrupt", file=sys.stderr)
         return 130
     except Exception as ex:
-        print(f"flowspark: {type(ex).__name__}: {ex}", file=sys.stderr)
-        cause = ex.__cause__
-        while cause is not None:
-            print(f"  caused by {type(cause).__name__}: {cause}", file=sys.stderr)
-            cause = cause.__cause__
+        # The user's own frames only, as Bytewax shows them: flowspark's and
+        # Spark's are noise to them (FLOWSPARK_FULL_TRACEBACK=1 keeps them).
+        print(user_traceback(ex), end="", file=sys.stderr)
         return 1
     return 0
 

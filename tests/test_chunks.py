@@ -43,7 +43,7 @@ def test_big_values_are_cut_into_pieces() -> None:
 
 @pytest.mark.parametrize("pushes", [[], [[1]], [[i] * 10 for i in range(3)], [list(range(BIG))], [list(range(100))] * 200])
 def test_an_item_chunk_gives_back_every_item_in_order(pushes: Any) -> None:
-    chunk = chunks.ItemChunk()
+    chunk = chunks.ItemChunk("out")
     for items in pushes:
         chunk.extend(items)
     assert chunks.loads(chunk.dumps()) == [item for items in pushes for item in items]

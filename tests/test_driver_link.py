@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import pickle
+import socket
+import struct
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any, Iterator, List
 
 import pytest
 
 from flowspark.engine import chunks
+from flowspark.engine import driver_link
 from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.sink_writer import OutputStash
 
@@ -83,3 +88,65 @@ def test_a_payload_that_is_no_ticket_passes_through_and_clear_drops_leftovers(se
     stash.clear()
     with pytest.raises(KeyError):
         stash.take(left)
+
+
+def _raw(server: DriverServer) -> socket.socket:
+    return socket.create_connection((server.link.host, server.link.port), timeout=5)
+
+
+def test_junk_and_silent_peers_never_stop_or_stall_the_server(server: DriverServer) -> None:
+    server.register("ping", lambda: "pong")
+    silent = [_raw(server) for _ in range(5)]  # connect and never answer the challenge
+    oversized = _raw(server)
+    oversized.sendall(struct.pack("!i", 1 << 20) + b"x" * 4096)  # a frame over the handshake's limit
+    garbage = _raw(server)
+    garbage.sendall(b"\x00\xff" * 512)
+    half = _raw(server)
+    half.sendall(struct.pack("!i", 300))  # a header, then nothing
+    started = time.monotonic()
+    assert server.link.call("ping") == "pong"
+    assert time.monotonic() - started < 2
+    for peer in silent + [oversized, garbage, half]:
+        peer.close()
+    assert server.link.call("ping") == "pong"
+
+
+def test_a_peer_that_never_answers_is_dropped_after_the_handshake_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(driver_link, "HANDSHAKE_SECONDS", 0.3)
+    running = DriverServer()
+    try:
+        silent = _raw(running)
+        silent.recv(1024)  # the challenge
+        silent.settimeout(5)
+        assert silent.recv(1024) == b""  # closed by the server, not left waiting
+    finally:
+        running.close()
+
+
+def test_a_pickle_in_place_of_the_handshake_is_never_loaded(server: DriverServer, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+
+    class Exploit:
+        def __reduce__(self) -> Any:
+            return (open, (str(marker), "w"))
+
+    peer = _raw(server)
+    peer.recv(1024)
+    blob = pickle.dumps(Exploit())
+    peer.sendall(struct.pack("!i", len(blob)) + blob)
+    peer.sendall(struct.pack("!i", len(blob)) + blob)
+    time.sleep(0.3)
+    peer.close()
+    assert not marker.exists()
+
+
+def test_the_server_listens_on_loopback_by_default_and_on_a_fixed_port_when_asked() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    running = DriverServer(port=port)
+    try:
+        assert running.link.host == "127.0.0.1" and running.link.port == port
+        assert running._socket.getsockname()[0] == "127.0.0.1"
+    finally:
+        running.close()

@@ -9,7 +9,7 @@ from flowspark.engine.keyed_chunks import Arrivals, KeyedChunk
 
 
 def _chunk(batches: List[List[Tuple[str, Any]]]) -> bytes:
-    chunk = KeyedChunk()
+    chunk = KeyedChunk("step")
     slots: Dict[str, Any] = {}
     for batch in batches:
         for key, value in batch:
@@ -41,7 +41,7 @@ def test_batches_are_cut_where_pushed_batches_ended() -> None:
 
 
 def test_a_batch_that_brought_nothing_leaves_no_mark() -> None:
-    chunk = KeyedChunk()
+    chunk = KeyedChunk("step")
     chunk.end_batch()
     add_id, add_value, key_id = chunk.slot("a")
     add_id(key_id)

@@ -62,5 +62,9 @@ def test_cli_runs_a_factory_and_reports_failures(flows_file: Path) -> None:
     assert failed.returncode != 0
     assert "broken.explode" in failed.stderr and "bad item 1" in failed.stderr
     assert "at org.apache.spark" not in failed.stderr
+    # The user's own traceback: their file, line and code, and none of flowspark's frames.
+    assert f'File "{flows_file}", line 14, in explode' in failed.stderr
+    assert 'raise ValueError("bad item " + str(x))' in failed.stderr
+    assert "flowspark/engine" not in failed.stderr and "pyspark" not in failed.stderr
     usage = _cli("my_flows:make(1)", "-b", "5", cwd=flows_file.parent)
     assert usage.returncode == 2 and "-b/--backup-interval needs" in usage.stderr

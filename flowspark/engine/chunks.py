@@ -19,6 +19,8 @@ import cloudpickle
 
 import pyarrow as pa
 
+from flowspark.engine.failures import StepFailure
+
 SCHEMA_DDL = "grp string, seq long, kind int, payload binary"
 ARROW_SCHEMA = pa.schema([("grp", pa.string()), ("seq", pa.int64()), ("kind", pa.int32()), ("payload", pa.binary())])
 
@@ -162,15 +164,44 @@ def loads(payload: bytes) -> Any:
     return entries
 
 
+def _pickles(item: Any) -> bool:
+    try:
+        cloudpickle.dumps(item)
+    except Exception:
+        return False
+    return True
+
+
+def dumps_items(step_id: str, items: List[Any]) -> bytes:
+    """`dumps` of items bound for step `step_id`, failing with a `StepFailure` that names the step and the item's type.
+
+    Items cross process boundaries on their way to a stateful step, an
+    output or an inspect step, so one that won't pickle (a lock, a
+    generator, an open file) stops the run there.
+    """
+    try:
+        return dumps(items)
+    except Exception as ex:
+        culprit = next((item for item in items if not _pickles(item)), None)
+        kind = type(culprit)
+        msg = (
+            f"step {step_id!r} got an item that can't be pickled: a `{kind.__module__}.{kind.__qualname__}` "
+            f"({ex}); flowspark moves items between Spark's Python processes, so items that reach a stateful "
+            "step, an output or an inspect step must pickle with cloudpickle"
+        )
+        raise StepFailure(msg, TypeError(msg)) from ex
+
+
 class ItemChunk:
-    """The items one pass sends to one output or tap, pickled a few thousand at a time as they come.
+    """The items one pass sends to one output or tap (step `step_id`), pickled a few thousand at a time as they come.
 
     Pickling (and then freeing) items while they are still in the
     processor's cache is several times faster than doing it for a whole
     micro-batch at the end; the parts are joined as `dumps` joins pieces.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, step_id: str) -> None:
+        self.step_id = step_id
         self._pending: List[Any] = []
         self._parts: List[bytes] = []
 
@@ -181,12 +212,12 @@ class ItemChunk:
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
-        self._parts.extend(_dump_one(pending[i : i + PIECE_ITEMS]) for i in range(0, len(pending), PIECE_ITEMS))
+        self._parts.extend(dumps_items(self.step_id, pending[i : i + PIECE_ITEMS]) for i in range(0, len(pending), PIECE_ITEMS))
 
     def dumps(self) -> bytes:
         """All the items so far, in order, in the format `loads` reads."""
         if self._pending or not self._parts:
-            self._parts.append(_dump_one(self._pending))
+            self._parts.append(dumps_items(self.step_id, self._pending))
             self._pending = []
         if len(self._parts) == 1:
             return self._parts[0]

@@ -1,38 +1,150 @@
 """Carry a user's exception from a Spark worker back to the driver.
 
-Spark reports a failed Python task to the driver only as text.  So the
-worker raises a `StepFailure` whose message embeds the pickled original
-exception between markers; the driver finds it in the query's error text and
-re-raises it as Bytewax would: a `FlowsparkRuntimeError` naming the step and
-key, caused by the user's exception (or, for routing errors Bytewax raises
-bare, the bare exception).
+Spark reports a failed Python task to the driver only as text, and that
+text can hold input data (`int(line)` puts the line in its message).  So
+nothing is ever read back out of the text: a worker hands the exception
+itself to the driver's `FailureBox` over the authenticated driver link,
+under a random token, and its error text names only that token.  The driver
+looks the tokens it finds in Spark's text up in its box; text that imitates
+a token finds nothing (tokens are random) or a failure a worker really
+reported.  The driver then raises it as Bytewax would: a
+`FlowsparkRuntimeError` naming the step and key, caused by the user's
+exception (or, for routing errors Bytewax raises bare, the bare exception),
+with the user's own traceback attached as a note.
 """
 
 from __future__ import annotations
 
-import base64
+import os
 import re
-from typing import Any, Callable, Optional, TypeVar
+import secrets
+import sys
+import threading
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import cloudpickle
 
 from flowspark.errors import FlowsparkRuntimeError
 
-_MARK = re.compile(r"FLOWSPARK-FAILURE\[([A-Za-z0-9+/=]+)\]")
+if TYPE_CHECKING:
+    from flowspark.engine.driver_link import DriverLink, DriverServer
+
+_TOKEN = re.compile(r"flowspark-failure-([0-9a-f]{32})")
+
+FULL_TRACEBACK_ENV = "FLOWSPARK_FULL_TRACEBACK"
+"""Set to 1 to keep flowspark's and Spark's own frames in user tracebacks."""
+
+WORKER_TRACEBACK = "Traceback in a Spark worker (most recent call last):\n"
+"""How the note with the user's frames from a worker begins."""
 
 T = TypeVar("T")
 
 
+def _internal_dirs() -> List[str]:
+    import pyspark
+
+    import flowspark
+
+    dirs = [os.path.dirname(os.path.abspath(m.__file__ or "")) for m in (flowspark, pyspark, cloudpickle)]
+    return [d + os.sep for d in dirs]
+
+
+Frame = Tuple[str, int, str]
+"""Where a frame of a traceback stood: file name, line number, function name."""
+
+
+def user_frames(tb: Optional[TracebackType]) -> List[Frame]:
+    """The frames of `tb` in the user's code: flowspark's, PySpark's and cloudpickle's left out.
+
+    A function shipped by value runs from code whose file name is a
+    placeholder; the module's `__file__` it carries names the user's file.
+    With `FLOWSPARK_FULL_TRACEBACK=1`, every frame is kept.
+    """
+    frames: List[Frame] = []
+    for frame, line in traceback.walk_tb(tb):
+        name = frame.f_code.co_filename
+        if name.startswith("<"):
+            name = frame.f_globals.get("__file__") or name
+        frames.append((name, line, frame.f_code.co_name))
+    if os.environ.get(FULL_TRACEBACK_ENV) == "1":
+        return frames
+    internal = tuple(_internal_dirs())
+    return [f for f in frames if not os.path.abspath(f[0]).startswith(internal)]
+
+
+def format_frames(frames: List[Frame]) -> str:
+    """Frames as Python prints them, with their source lines read where this process sees the file."""
+    return "".join(traceback.StackSummary.from_list([(name, line, func, None) for name, line, func in frames]).format())
+
+
+def user_traceback(error: BaseException) -> str:
+    """`error`'s traceback as Python prints it, its causes first, with only the user's frames."""
+    parts: List[str] = []
+    seen = set()
+    chain: List[BaseException] = []
+    current: Optional[BaseException] = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    for position, ex in enumerate(reversed(chain)):
+        if position:
+            parts.append("\nThe above exception was the direct cause of the following exception:\n\n")
+        notes = list(getattr(ex, "__notes__", None) or ())
+        frames = user_frames(ex.__traceback__)
+        if frames:
+            parts.append("Traceback (most recent call last):\n")
+            parts.append(format_frames(frames))
+        for note in notes:  # the worker's frames, printed where Python prints a traceback
+            if note.startswith(WORKER_TRACEBACK):
+                parts.append("Traceback (most recent call last, in a Spark worker):\n" + note[len(WORKER_TRACEBACK) :] + "\n")
+        summary = traceback.TracebackException(type(ex), ex, None)
+        summary.__notes__ = [n for n in notes if not n.startswith(WORKER_TRACEBACK)] or None
+        parts.extend(summary.format_exception_only())
+    return "".join(parts)
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """What a worker reports of a failure: the message naming the step, the user's exception, its traceback."""
+
+    message: str
+    cause: BaseException
+    bare: bool
+    frames: List[Frame]
+
+
 class StepFailure(Exception):
-    """Raised in a worker when user code fails; its text carries the original exception."""
+    """Raised where user code fails; names the step, holds the user's exception.
+
+    Its text, which is what Spark carries to the driver, names the failure
+    by a random token and never holds anything the driver reads back.
+    """
 
     def __init__(self, message: str, cause: BaseException, bare: bool = False) -> None:
+        self.message = message
+        self.cause = cause
+        self.bare = bare
+        self.token = secrets.token_hex(16)
+        super().__init__(f"{message}: {cause!r} (flowspark-failure-{self.token})")
+
+    def record(self) -> FailureRecord:
+        """This failure as the driver should raise it, with the user's frames."""
+        return FailureRecord(self.message, self.cause, self.bare, user_frames(self.cause.__traceback__))
+
+    def record_bytes(self) -> bytes:
+        """`record()` pickled; an exception that won't pickle travels as its type name and text."""
+        record = self.record()
         try:
-            blob = cloudpickle.dumps((message, cause, bare))
-        except Exception:  # an unpicklable exception still gets its text across
-            blob = cloudpickle.dumps((message, RuntimeError(repr(cause)), bare))
-        encoded = base64.b64encode(blob).decode()
-        super().__init__(f"{message}: {cause!r} FLOWSPARK-FAILURE[{encoded}]")
+            blob: bytes = cloudpickle.dumps(record)
+        except Exception:
+            stand_in = RuntimeError(f"{type(self.cause).__name__}: {self.cause}")
+            blob = cloudpickle.dumps(FailureRecord(record.message, stand_in, record.bare, record.frames))
+        return blob
 
 
 def guarded(step_id: str, what: str, func: Callable[..., T], *args: Any, key: Optional[str] = None) -> T:
@@ -46,14 +158,87 @@ def guarded(step_id: str, what: str, func: Callable[..., T], *args: Any, key: Op
         raise StepFailure(f"error calling `{what}` in step {step_id!r}{where}", ex) from ex
 
 
-def recover(text: str) -> Optional[BaseException]:
-    """The exception to raise on the driver for a Spark error's text, if it came from a step."""
-    found = _MARK.search(text)
-    if found is None:
-        return None
-    message, cause, bare = cloudpickle.loads(base64.b64decode(found.group(1)))
-    if bare:
-        return cause  # type: ignore[no-any-return]
-    err = FlowsparkRuntimeError(message)
+@contextmanager
+def reported_to(link: DriverLink) -> Iterator[None]:
+    """In a Spark worker: hand any `StepFailure` to the driver before Spark turns it into text."""
+    try:
+        yield
+    except StepFailure as failure:
+        try:
+            link.call("failure", failure.token, failure.record_bytes())
+        except Exception:  # the driver is gone: Spark's text still names the step
+            pass
+        raise
+
+
+def _home_class(cls: type) -> type:
+    """The driver's own class for an exception class a worker rebuilt from a by-value pickle.
+
+    The user's modules travel by value, so an exception of their own class
+    comes back as an instance of a copy of it; `except TheirError` on the
+    driver must still catch it.
+    """
+    found: Any = sys.modules.get(cls.__module__)
+    for name in cls.__qualname__.split("."):
+        found = getattr(found, name, None)
+    if isinstance(found, type) and found is not cls and found.__name__ == cls.__name__ and issubclass(found, BaseException):
+        return found
+    return cls
+
+
+def _at_home(error: BaseException) -> BaseException:
+    """`error` as an instance of the driver's own class (see `_home_class`)."""
+    home = _home_class(type(error))
+    if home is type(error):
+        return error
+    moved: BaseException = home.__new__(home, *error.args)
+    moved.args = error.args
+    moved.__dict__.update(error.__dict__)
+    moved.__cause__ = error.__cause__
+    return moved
+
+
+def as_user_error(record: FailureRecord) -> BaseException:
+    """The exception the run raises for a reported failure, as Bytewax would raise it."""
+    cause = _at_home(record.cause)
+    if record.frames:
+        cause.add_note(WORKER_TRACEBACK + format_frames(record.frames).rstrip())
+    if record.bare:
+        return cause
+    err = FlowsparkRuntimeError(record.message)
     err.__cause__ = cause
     return err
+
+
+class FailureBox:
+    """The driver's store of failures workers reported, by token."""
+
+    def __init__(self, server: DriverServer) -> None:
+        self._records: Dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        server.register("failure", self.put)
+
+    def put(self, token: str, record: bytes) -> None:
+        if _TOKEN.fullmatch(f"flowspark-failure-{token}") is None:
+            return
+        with self._lock:
+            self._records.setdefault(token, record)
+
+    def find(self, text: str) -> Optional[BaseException]:
+        """The user error for the first reported failure that `text` names, if any."""
+        for token in _TOKEN.findall(text):
+            with self._lock:
+                blob = self._records.get(token)
+            if blob is not None:
+                record: FailureRecord = cloudpickle.loads(blob)
+                return as_user_error(record)
+        return None
+
+
+def resolve(error: BaseException, box: Optional[FailureBox]) -> Optional[BaseException]:
+    """The user error behind `error`: a `StepFailure` raised in this process, or one a worker reported."""
+    if isinstance(error, StepFailure):  # its cause still has its own traceback
+        return as_user_error(FailureRecord(error.message, error.cause, error.bare, []))
+    if box is None:
+        return None
+    return box.find(str(error))

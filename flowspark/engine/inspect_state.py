@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from flowspark.engine.groups import step_of
 from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
-from flowspark.engine.sink_writer import LEDGER
+from flowspark.engine.sink_writer import LEDGER, read_ledger
 from flowspark.engine.stateful import unpacked
 
 
@@ -75,8 +74,7 @@ def summary(directory: str) -> RecoveryInfo:
         info.keys_per_step[steps[index]] += 1
     ledger = os.path.join(directory, LEDGER)
     if os.path.exists(ledger):
-        with open(ledger, "rb") as f:
-            info.sinks_epoch = pickle.load(f)[0]
+        info.sinks_epoch = read_ledger(ledger)[0]
     return info
 
 

@@ -26,7 +26,7 @@ Slot = Tuple[Callable[[int], None], Callable[[Any], None], int]
 
 
 class KeyedChunk:
-    """The items one pass sends to one bucket of one stateful step.
+    """The items one pass sends to one bucket of stateful step `step_id`.
 
     Values are pickled a few thousand at a time, as the pass goes
     (`flush`), while they are still in the processor's cache: pickling and
@@ -34,9 +34,10 @@ class KeyedChunk:
     cache miss (another factor of three on the benchmark machine).
     """
 
-    __slots__ = ("keys", "ids", "ends", "_pending", "_pieces")
+    __slots__ = ("step_id", "keys", "ids", "ends", "_pending", "_pieces")
 
-    def __init__(self) -> None:
+    def __init__(self, step_id: str) -> None:
+        self.step_id = step_id
         self.keys: List[str] = []
         self.ids = array("I")
         self.ends: List[int] = []
@@ -56,7 +57,7 @@ class KeyedChunk:
     def flush(self) -> None:
         """Pickle the values added since the last flush, and let them go."""
         if self._pending:
-            self._pieces.append(chunks.dumps(self._pending))
+            self._pieces.append(chunks.dumps_items(self.step_id, self._pending))
             self._pending.clear()
 
     def dumps(self) -> bytes:

@@ -19,6 +19,7 @@ from typing import Any, Dict, List
 
 from flowspark.engine.groups import Groups
 from flowspark.engine.plan import Plan
+from flowspark.engine.private_files import private_dir, read_trusted, write_private
 from flowspark.errors import FlowsparkRuntimeError
 
 META = "flowspark-meta.json"
@@ -85,14 +86,16 @@ def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> Group
     path = os.path.join(directory, META)
     current = shape(plan, parts)
     if not os.path.exists(path):
-        os.makedirs(directory, exist_ok=True)
+        private_dir(directory)
         groups = Groups.balanced(len(plan.stateful), DEFAULT_BUCKETS)
         meta = {"flow": plan.flow_id, "buckets": groups.buckets, "groups": groups.names, "shape": current}
-        with open(path, "w") as f:
-            json.dump(meta, f, indent=1)
+        write_private(path, json.dumps(meta, indent=1).encode())
         return groups
-    with open(path) as f:
-        recorded = json.load(f)
+    try:
+        recorded = json.loads(read_trusted(path))
+    except ValueError as ex:
+        msg = f"{path!r} is damaged ({ex}); start with an empty recovery directory, or restore it from a backup"
+        raise FlowsparkRuntimeError(msg) from None
     changes = _differences(recorded["shape"], json.loads(json.dumps(current)))
     if changes:
         listing = "; ".join(changes)

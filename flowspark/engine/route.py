@@ -108,14 +108,20 @@ class Router:
             elif kind in ("merge", "redistribute"):
                 self.push(config["downs"][0], batch, out)
             elif kind == "inspect_debug":
-                out.taps.setdefault(consumer.index, chunks.ItemChunk()).extend(batch)
+                tap = out.taps.get(consumer.index)
+                if tap is None:
+                    tap = out.taps[consumer.index] = chunks.ItemChunk(step.step_id)
+                tap.extend(batch)
                 self.push(config["downs"][0], batch, out)
             elif kind == "stateful_batch":
                 self._to_stateful(step.step_id, consumer.index, batch, out)
             elif kind == "output":
                 if config.get("drop_keys"):
                     check_keyed(step.step_id, batch)
-                out.outputs.setdefault(consumer.index, chunks.ItemChunk()).extend(
+                sink = out.outputs.get(consumer.index)
+                if sink is None:
+                    sink = out.outputs[consumer.index] = chunks.ItemChunk(step.step_id)
+                sink.extend(
                     [value for _, value in batch] if config.get("drop_keys") else batch
                 )
 
@@ -159,5 +165,5 @@ class Router:
         grp = self._groups.name(index, bucket)
         chunk = out.stateful.get((index, grp))
         if chunk is None:
-            chunk = out.stateful[(index, grp)] = KeyedChunk()
+            chunk = out.stateful[(index, grp)] = KeyedChunk(self._plan.stateful[index].step_id)
         return chunk.slot(key)

@@ -20,9 +20,11 @@ from typing import Any, Callable, Dict, List, Optional
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
+from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
-from flowspark.engine.failures import StepFailure, recover
+from flowspark.engine.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.groups import Groups
+from flowspark.engine.private_files import private_dir
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.resume_check import check_or_record
@@ -49,6 +51,8 @@ class RunConfig:
     max_items_per_batch: int = 1_000_000
     max_seconds_per_poll: float = 5.0
     progress: Optional[Progress] = None
+    driver_link_port: int = 0
+    """The driver link's port on a cluster (for firewalls); 0 picks a free one."""
 
 
 class _SparkHiccup(Exception):
@@ -59,12 +63,12 @@ class _SparkHiccup(Exception):
         self.error = error
 
 
-def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
+def _failure(plan: Plan, checkpoint: str, box: FailureBox, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
     """The error to raise for a failed run, as Bytewax would raise it."""
     for err in (query_error, *others):
         if err is None:
             continue
-        found = recover(str(err))
+        found = resolve(err, box)
         if found is not None:
             return found
     for err in others:
@@ -74,6 +78,10 @@ def _failure(plan: Plan, query_error: Optional[BaseException], *others: Optional
         lines = [line.strip() for line in str(query_error).strip().splitlines()]
         causes = [line for line in lines if line.startswith("Caused by:")][:3]
         summary = "; ".join(lines[:1] + causes) or repr(query_error)
+        if looks_damaged(str(query_error)):
+            msg = (f"flow {plan.flow_id!r} can't resume: its checkpoint in {checkpoint!r} is damaged ({summary}); "
+                   "restore the recovery directory from a backup, or start with an empty one")
+            return FlowsparkRuntimeError(msg)
         return _SparkHiccup(FlowsparkRuntimeError(f"flow {plan.flow_id!r} failed in Spark: {summary}"))
     return None
 
@@ -128,7 +136,7 @@ def _await_commit(query: Any, checkpoint: str, batch_id: int, timeout: float = 3
         time.sleep(0.02)
 
 
-def _wait(plan: Plan, query: Any, checkpoint: str, server: DriverServer, writer: SinkWriter) -> None:
+def _wait(plan: Plan, query: Any, checkpoint: str, server: DriverServer, box: FailureBox, writer: SinkWriter) -> None:
     """Wait for the end of input or a failure; stop the query; raise the failure, if any."""
     try:
         while not writer.finished.wait(0.05):
@@ -141,7 +149,7 @@ def _wait(plan: Plan, query: Any, checkpoint: str, server: DriverServer, writer:
             query.stop()
     if writer.finished.is_set() and server.failure is None and writer.failure is None:
         return  # the end of input is written and committed; a batch cut by the stop replays on resume
-    error = _failure(plan, query.exception(), server.failure, writer.failure)
+    error = _failure(plan, checkpoint, box, query.exception(), server.failure, writer.failure)
     if error is not None:
         raise error
 
@@ -164,7 +172,9 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     warm_python_workers(spark)
     checkpoint = config.recovery_dir or tempfile.mkdtemp(prefix="flowspark-")
     try:
-        os.makedirs(checkpoint, exist_ok=True)
+        private_dir(checkpoint)
+        private_dir(os.path.join(checkpoint, "query"), "checkpoint directory")
+        check_checkpoint(os.path.join(checkpoint, "query"))
         # On a cluster, also waits for the executors, so that the default
         # parallelism below counts their cores (it is 2 until they register).
         check_recovery_dir_visible(spark, checkpoint, temporary=config.recovery_dir is None)
@@ -183,9 +193,19 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
             shutil.rmtree(checkpoint, ignore_errors=True)
 
 
+def _driver_server(spark: Any, port: int) -> DriverServer:
+    """The driver link's server: on loopback for a local master, where Spark's driver listens otherwise."""
+    conf = spark.sparkContext.getConf()
+    if is_local_master(spark.sparkContext.master):
+        return DriverServer("127.0.0.1", port=port)
+    host = conf.get("spark.driver.host")
+    return DriverServer(conf.get("spark.driver.bindAddress", host), advertised_host=host, port=port)
+
+
 def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, parallelism: int) -> None:
     """Run the flow's query once, from wherever its checkpoint stands."""
-    server = DriverServer(None if is_local_master(spark.sparkContext.master) else spark.conf.get("spark.driver.host"))
+    server = _driver_server(spark, config.driver_link_port)
+    box = FailureBox(server)
     hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
     writer: Optional[SinkWriter] = None
     try:
@@ -196,16 +216,24 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds)
         queries.append(query)
-        _wait(plan, query, checkpoint, server, writer)
+        _wait(plan, query, checkpoint, server, box, writer)
         if config.progress is not None:
             config.progress.finish()
-    except StepFailure as ex:
-        found = recover(str(ex))
+    except BaseException as ex:
+        # The run's own error is what the user needs: one that closing the
+        # sources and sinks raises after it (a sink whose write failed
+        # often fails to close too) is only noted on it.
+        found = resolve(ex, box) if isinstance(ex, StepFailure) else None
+        error = ex if found is None else found
+        for close in (server.close, hub.close) + ((writer.close,) if writer is not None else ()):
+            try:
+                close()
+            except Exception as also:
+                error.add_note(f"closing the flow's connectors afterwards also failed: {also} ({also.__cause__!r})")
         if found is None:
             raise
         raise found from found.__cause__
-    finally:
-        server.close()
-        hub.close()
-        if writer is not None:
-            writer.close()
+    server.close()
+    hub.close()
+    if writer is not None:
+        writer.close()

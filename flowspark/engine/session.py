@@ -16,16 +16,23 @@ starts as `python ...`).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import secrets
+import shutil
+import signal
 import sys
+import tempfile
 import threading
-from typing import BinaryIO, Callable, Dict, Optional
+from contextlib import contextmanager
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Set
 
 import pyspark
 from pyspark.sql import SparkSession
 
 from flowspark.engine import class_archive
+from flowspark.engine.cluster import is_local_master
 from flowspark.engine.spark_source import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -104,10 +111,29 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         # Spark's default on clusters (4) calls it three more times first.
         .config("spark.task.maxFailures", "1")
     )
+    local = is_local_master(url)
+    if local:
+        private = _private_dir()
+        # Spark listens on every interface by default (its UI included);
+        # a run on one machine needs none of them beyond loopback.  Its
+        # Python workers talk to the JVM over Unix sockets in a directory
+        # only the user can enter: on TCP, any local process could take a
+        # state server's one connection before the worker does.
+        builder = (
+            builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.python.unix.domain.socket.enabled", "true")
+            .config("spark.python.unix.domain.socket.dir", private)
+            # Loopback is still shared with every local user: Spark's RPC
+            # and block transfers then take only peers with this secret,
+            # and the UI (CLI runs) offers no "kill" buttons.
+            .config("spark.authenticate", "true")
+            .config("spark.ui.killEnabled", "false")
+        )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     try:
-        spark = _with_filtered_stderr(builder.getOrCreate)
+        with _local_jvm_environment(local), _no_orphan_jvm():
+            spark = _with_filtered_stderr(builder.getOrCreate)
     except Exception as ex:
         # Spark gives up on an unreachable master after about a minute of
         # retries (logged, but the log is off) and stops the context.
@@ -121,6 +147,90 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
     spark.sparkContext.setLogLevel(os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL", "OFF").upper())
     spark.dataSource.register(FlowsparkSource)
     return spark
+
+
+def _private_dir() -> str:
+    """A directory for this process's Unix sockets that only the user can enter, removed at exit."""
+    path = tempfile.mkdtemp(prefix="flowspark-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def _children(pid: str = "self") -> Set[int]:
+    """A process's child processes (none where `/proc` can't tell)."""
+    found: Set[int] = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found.update(int(child) for child in f.read().split())
+    except OSError:
+        pass
+    return found
+
+
+def _descendants(pids: Set[int]) -> List[int]:
+    """`pids` and every process below them, parents first."""
+    order: List[int] = []
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        order.append(pid)
+        todo.extend(_children(str(pid)))
+    return order
+
+
+@contextmanager
+def _no_orphan_jvm() -> Iterator[None]:
+    """Stop the JVM that is starting if the start is interrupted (Ctrl-C) or fails.
+
+    PySpark starts the JVM with Ctrl-C ignored, and a JVM whose start was
+    cut short keeps running, listening on its ports, after Python exits.
+    """
+    before = _children()
+    try:
+        yield
+    except BaseException:
+        started = _descendants(_children() - before)
+        for pid in reversed(started):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in started:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        raise
+
+
+@contextmanager
+def _local_jvm_environment(local: bool) -> Iterator[None]:
+    """While the JVM starts for a local master: its UI on loopback, a fresh secret for Spark's authentication.
+
+    The UI binds to `SPARK_LOCAL_IP`, or to every interface without it; a
+    user's own `SPARK_LOCAL_IP` wins.  The secret goes in the environment
+    (`_SPARK_AUTH_SECRET`, which only the user can read) because settings
+    reach the JVM on its command line, which every local user can read.
+    The JVM takes both from the environment it is started with, which is
+    restored afterwards.
+    """
+    if not local:
+        yield
+        return
+    added = {"_SPARK_AUTH_SECRET": secrets.token_hex(32)}
+    if "SPARK_LOCAL_IP" not in os.environ:
+        added["SPARK_LOCAL_IP"] = "127.0.0.1"
+    saved = {name: os.environ.get(name) for name in added}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 _NOISE = (

@@ -17,12 +17,13 @@ import os
 import pickle
 import threading
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.plan import Plan
+from flowspark.engine.private_files import read_trusted, write_private
 from flowspark.engine.route import check_keyed
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
@@ -32,35 +33,41 @@ RUN_ID = "flowspark-run-id"
 
 
 class _Ledger:
-    """Last written batch id and sink snapshots, replaced atomically."""
+    """Last written batch id and sink snapshots, replaced atomically, private to the user."""
 
     def __init__(self, directory: str) -> None:
         self._path = os.path.join(directory, LEDGER)
         self.batch = -1
         self.snapshots: Dict[str, Dict[str, Any]] = {}
         if os.path.exists(self._path):
-            with open(self._path, "rb") as f:
-                self.batch, self.snapshots = pickle.load(f)
+            self.batch, self.snapshots = read_ledger(self._path)
         self.run_id = self._run_id(os.path.join(directory, RUN_ID))
 
     @staticmethod
     def _run_id(path: str) -> str:
         """The id of the run this directory holds, made on first use and kept after."""
         if not os.path.exists(path):
-            with open(path + ".tmp", "w") as f:
-                f.write(uuid.uuid4().hex[:12])
-            os.replace(path + ".tmp", path)
+            write_private(path, uuid.uuid4().hex[:12].encode())
         with open(path) as f:
             return f.read().strip()
 
     def commit(self, batch: int, snapshots: Dict[str, Dict[str, Any]]) -> None:
-        tmp = self._path + ".tmp"
-        with open(tmp, "wb") as f:
-            pickle.dump((batch, snapshots), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
+        write_private(self._path, pickle.dumps((batch, snapshots)))
         self.batch, self.snapshots = batch, snapshots
+
+
+def read_ledger(path: str) -> Tuple[int, Dict[str, Dict[str, Any]]]:
+    """The sinks' ledger: last written batch id and sink snapshots; a damaged one is named, not retried."""
+    data = read_trusted(path)
+    try:
+        batch, snapshots = pickle.loads(data)
+    except Exception as ex:
+        msg = (
+            f"the sinks' ledger {path!r} is damaged ({type(ex).__name__}: {ex}); it can't be repaired: "
+            "restore it from a backup of the recovery directory, or start with an empty recovery directory"
+        )
+        raise FlowsparkRuntimeError(msg) from None
+    return int(batch), snapshots
 
 
 class _Output:

@@ -255,7 +255,7 @@ class SourceHub:
                 except Exception as ex:
                     raise StepFailure(f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
                 if batch:
-                    batches.append((len(batch), chunks.dumps(batch)))
+                    batches.append((len(batch), chunks.dumps_items(part.step_id, batch)))
                     total += len(batch)
                 elif part.partition.next_awake() is None:
                     break
@@ -322,7 +322,7 @@ class SourceHub:
                     break
                 batch = batch[: want - got]
                 if batch:
-                    batches.append((len(batch), chunks.dumps(batch)))
+                    batches.append((len(batch), chunks.dumps_items(part.step_id, batch)))
                     got += len(batch)
                 else:
                     time.sleep(0.01)

@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverLink
+from flowspark.engine.failures import reported_to
 from flowspark.engine.groups import Groups
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.plan import Plan
@@ -79,7 +80,7 @@ class _Reader(DataSourceStreamReader):
         if value[0] == "data":
             _, origin, seq_base, number, index = value
             payload = self._call("piece", number, index)
-            with collector_paused():
+            with reported_to(self._link), collector_paused():
                 batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload))
             yield batch
         elif value[0] == "eof":

@@ -28,7 +28,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
-from flowspark.engine.failures import StepFailure, guarded
+from flowspark.engine.failures import StepFailure, guarded, reported_to
 from flowspark.engine.groups import Groups, step_of
 from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.plan import Plan
@@ -246,7 +246,7 @@ class LayerProcessor(StatefulProcessor):
             return
         # The batch's values are all freed inside `_run`, before the
         # collector is back on: it would otherwise walk every one of them.
-        with collector_paused():
+        with reported_to(self._link), collector_paused():
             finished = self._run(step, grp, rows, timerValues.getCurrentProcessingTimeInMs())
         yield from finished
 
@@ -269,7 +269,7 @@ class LayerProcessor(StatefulProcessor):
         step = self._mine(grp)
         if step is None:
             return iter(())
-        with collector_paused():
+        with reported_to(self._link), collector_paused():
             bucket, out = self._open(step, grp)
             now_ms = timerValues.getCurrentProcessingTimeInMs()
             keyed = [kv for k in bucket.due_keys(now_ms) for kv in bucket.call(k, "on_notify")]
