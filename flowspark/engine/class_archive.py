@@ -24,12 +24,13 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import shutil
 import socket
 import time
 from typing import Any, Callable, Optional, Tuple
 
 import pyspark
+
+from flowspark.engine.java_check import java_binary
 
 STALE_SECONDS = 86400.0
 """A lock or temporary file this old is left over, whoever wrote it."""
@@ -38,13 +39,6 @@ DUMP_SECONDS = 300.0
 """How long the exit hook waits for the JVM to write the archive."""
 
 _QUIET = "-Xlog:cds*=off"  # the JVM reports skipped classes on stdout, the user's stream
-
-
-def _java_binary() -> Optional[str]:
-    """The `java` Spark's launcher will run: `$JAVA_HOME/bin/java`, or the first on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    found = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    return os.path.realpath(found) if found and os.path.exists(found) else None
 
 
 def _digest(java: str, spark_home: str) -> str:
@@ -115,7 +109,7 @@ def java_options(spark_home: Optional[str]) -> Tuple[str, Optional[Callable[[Any
     """
     if os.environ.get("FLOWSPARK_CLASS_ARCHIVE", "1") == "0" or spark_home is None:
         return "", None
-    java = _java_binary()
+    java = java_binary()
     if java is None:
         return "", None
     directory = os.path.join(os.path.expanduser("~"), ".cache", "flowspark", "class-archives")

@@ -26,6 +26,7 @@ import pyspark
 from pyspark.sql import SparkSession
 
 from flowspark.engine import class_archive
+from flowspark.engine.java_check import check_java
 from flowspark.engine.spark_source import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -67,10 +68,11 @@ def default_master(parallelism: int) -> str:
 
 
 def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = None) -> SparkSession:
-    """The process's session, created on first use with flowspark's settings."""
+    """The process's session, created on first use with flowspark's settings once a usable Java is found."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if "SPARK_HOME" not in os.environ:
         home = _spark_home_without_zip()
