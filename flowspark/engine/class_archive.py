@@ -16,7 +16,8 @@ writes (a lock file naming the run, taken over once that run has died), and
 the name carries a digest of everything the archive depends on (the `java`
 binary, Spark's jars, the PySpark version), so an upgrade makes a new one.
 `FLOWSPARK_CLASS_ARCHIVE=0` turns all of this off, and so does a user's own
-`spark.driver.extraJavaOptions` (it replaces flowspark's JVM options).
+`spark.driver.defaultJavaOptions` (it replaces flowspark's JVM options; a
+user's `spark.driver.extraJavaOptions` only adds to them).
 """
 
 from __future__ import annotations

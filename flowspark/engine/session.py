@@ -80,8 +80,11 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
             os.environ["SPARK_HOME"] = home
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     url = master or default_master(os.cpu_count() or 2)
-    own_options = "spark.driver.extraJavaOptions" in (conf or {})
-    archive_options, on_started = ("", None) if own_options else class_archive.java_options(os.environ.get("SPARK_HOME"))
+    # flowspark's JVM options are Spark's "default" ones, which Spark puts
+    # before the user's `extraJavaOptions`: those add to them (a later
+    # option wins).  A user's own default options replace them, archive included.
+    own_defaults = "spark.driver.defaultJavaOptions" in (conf or {})
+    archive_options, on_started = ("", None) if own_defaults else class_archive.java_options(os.environ.get("SPARK_HOME"))
     builder = (
         SparkSession.builder.appName("flowspark")
         .master(url)
@@ -91,11 +94,11 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", f"{_JAVA_OPTIONS} {archive_options}".strip())
+        .config("spark.driver.defaultJavaOptions", f"{_JAVA_OPTIONS} {archive_options}".strip())
         # Spark's 1g default is tight for the chunks big micro-batches carry;
         # more only lets the heap grow with the input (see the module doc).
         .config("spark.driver.memory", os.environ.get("FLOWSPARK_DRIVER_MEMORY", "2g"))
-        .config("spark.executor.extraJavaOptions", "-Xss16m")
+        .config("spark.executor.defaultJavaOptions", "-Xss16m")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
         # Checkpoints live on a local (or mounted) filesystem, where a
         # rename is atomic anyway; the default FileContext manager forks
