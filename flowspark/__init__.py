@@ -1,3 +1,12 @@
-"""flowspark: Bytewax's dataflow API, executed by Apache Spark."""
+"""flowspark: Bytewax's dataflow API, executed by Apache Spark.
+
+flowspark's messages go to the `flowspark` logger hierarchy and, as a
+library's do, nowhere else until the application sets up logging
+(`python -m flowspark.run` shows them on stderr).
+"""
+
+import logging
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"

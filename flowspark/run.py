@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -21,6 +22,9 @@ from typing import Any, Dict, List, Optional, Sequence
 from flowspark.dataflow import Dataflow
 
 __all__ = ["cli_main"]
+
+# By name: run as `python -m flowspark.run`, this module is `__main__`.
+_log = logging.getLogger("flowspark.run")
 
 
 class _EnvDefault(argparse.Action):
@@ -137,21 +141,20 @@ def _conf(pairs: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, st
 def cli_main(argv: Optional[List[str]] = None) -> int:
     """Parse the command line, run the flow, and return the process exit code."""
     from flowspark.engine.failures import user_traceback
-    from flowspark.engine.progress import Progress
+    from flowspark.engine.progress import Progress, show_on_stderr
     from flowspark.engine.runner import RunConfig, run_flow
 
     parser = _parser()
     args = parser.parse_args(argv)
+    show_on_stderr(show_progress=not args.no_progress)
     if args.process_id is not None or args.addresses is not None:
-        print("flowspark: -i/--process-id and -a/--addresses are ignored; Spark places the work "
-              "(run several machines with --master spark://HOST:PORT)", file=sys.stderr)
+        _log.warning("-i/--process-id and -a/--addresses are ignored; Spark places the work "
+                     "(run several machines with --master spark://HOST:PORT)")
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
     conf = {"spark.ui.enabled": "true", **_conf(args.conf, parser)}
-    config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=conf,
+    config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=conf, progress=Progress(),
                        driver_link_port=args.driver_link_port)
-    if not args.no_progress:
-        config.progress = Progress()
     if args.max_batch_items is not None:
         config.max_items_per_batch = args.max_batch_items
     if args.snapshot_interval is not None:
@@ -162,12 +165,12 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
     try:
         run_flow(flow, config)
     except KeyboardInterrupt:
-        print("KeyboardInterrupt", file=sys.stderr)
+        _log.error("KeyboardInterrupt")
         return 130
     except Exception as ex:
         # The user's own frames only, as Bytewax shows them: flowspark's and
         # Spark's are noise to them (FLOWSPARK_FULL_TRACEBACK=1 keeps them).
-        print(user_traceback(ex), end="", file=sys.stderr)
+        _log.error("%s", user_traceback(ex).rstrip("\n"))
         return 1
     return 0
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from itertools import islice
-from typing import Any, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
 
 from typing_extensions import override
 
 from flowspark.dataflow import Dataflow
+from flowspark.engine.progress import BatchReport
 from flowspark.inputs import (
     AbortExecution,
     FixedPartitionedSource,
@@ -25,6 +26,7 @@ from flowspark.recovery import RecoveryConfig
 from typing import TypeVar
 
 __all__ = [
+    "BatchReport",
     "TestingSink",
     "TestingSource",
     "TimeTestingGetter",
@@ -190,11 +192,16 @@ def run_main(
     *,
     epoch_interval: Optional[timedelta] = None,
     recovery_config: Optional[RecoveryConfig] = None,
+    on_progress: Optional[Callable[[BatchReport], None]] = None,
 ) -> None:
-    """Run `flow` on the embedded local Spark until its input ends."""
-    from flowspark.engine.runner import RunConfig, run_flow
+    """Run `flow` on the embedded local Spark until its input ends.
 
-    run_flow(flow, _config(epoch_interval, recovery_config, None))
+    `on_progress`, if given, gets a `BatchReport` for every written
+    micro-batch, on the thread that writes the outputs.
+    """
+    from flowspark.engine.runner import run_flow
+
+    run_flow(flow, _config(epoch_interval, recovery_config, None, on_progress))
 
 
 def cluster_main(
@@ -205,22 +212,26 @@ def cluster_main(
     epoch_interval: Optional[timedelta] = None,
     recovery_config: Optional[RecoveryConfig] = None,
     worker_count_per_proc: int = 1,
+    on_progress: Optional[Callable[[BatchReport], None]] = None,
 ) -> None:
     """Run `flow` on local Spark with `worker_count_per_proc * max(1, len(addresses))` parallelism.
 
     Spark schedules the work itself, so `addresses` and `proc_id` only size
     the parallelism; every process of a Bytewax cluster maps to this one run.
+    `on_progress` is as for `run_main`.
     """
     from flowspark.engine.runner import run_flow
 
     parallelism = worker_count_per_proc * max(1, len(addresses))
-    run_flow(flow, _config(epoch_interval, recovery_config, parallelism))
+    run_flow(flow, _config(epoch_interval, recovery_config, parallelism, on_progress))
 
 
-def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[RecoveryConfig], parallelism: Optional[int]) -> Any:
+def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[RecoveryConfig], parallelism: Optional[int],
+            on_progress: Optional[Callable[[BatchReport], None]]) -> Any:
+    from flowspark.engine.progress import Progress
     from flowspark.engine.runner import RunConfig
 
-    config = RunConfig(parallelism=parallelism)
+    config = RunConfig(parallelism=parallelism, progress=Progress(on_progress))
     if epoch_interval is not None:
         config.interval_seconds = max(0.05, epoch_interval.total_seconds())
     if recovery_config is not None:

@@ -27,8 +27,8 @@ def _run(engine: str, module: str, cwd: Path) -> List[str]:
 
 @pytest.mark.parametrize("name", ["wordcount", "user_sessions"])
 def test_example_output_matches_bytewax(name: str, tmp_path: Path) -> None:
-    source = (ROOT / "examples" / f"{name}.py").read_text()
-    (tmp_path / "sample_data").symlink_to(ROOT / "examples" / "sample_data")
+    source = (ROOT / "flowspark" / "examples" / f"{name}.py").read_text()
+    (tmp_path / "sample_data").symlink_to(ROOT / "flowspark" / "examples" / "sample_data")
     (tmp_path / f"bw_{name}.py").write_text(source.replace("flowspark", "bytewax"))
     expected = _run("bytewax", f"bw_{name}", tmp_path)
     got = _run("flowspark", f"examples.{name}", ROOT)
@@ -44,7 +44,7 @@ def test_file_to_parquet_writes_every_purchase_with_running_totals(tmp_path: Pat
         env=dict(os.environ, PURCHASES_PARQUET=str(out)),
     )
     assert done.returncode == 0, done.stderr
-    with open(ROOT / "examples" / "sample_data" / "purchases.csv") as f:
+    with open(ROOT / "flowspark" / "examples" / "sample_data" / "purchases.csv") as f:
         purchases = list(csv.DictReader(f))
     totals: Dict[str, float] = {}
     expected: Set[Tuple[str, str, float, datetime, float]] = set()

@@ -269,8 +269,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _bytewax_wordcount() -> Any:
-    """examples/wordcount.py with its imports pointed at Bytewax."""
-    path = ROOT / "examples" / "wordcount.py"
+    """flowspark/examples/wordcount.py with its imports pointed at Bytewax."""
+    path = ROOT / "flowspark" / "examples" / "wordcount.py"
     code = path.read_text().replace("flowspark", "bytewax")
     namespace: Dict[str, Any] = {"__file__": str(path), "__name__": "bytewax_wordcount"}
     exec(compile(code, str(path), "exec"), namespace)
@@ -288,7 +288,7 @@ def test_cli_on_wordcount() -> None:
     assert mermaid.stdout == bytewax_mermaid(bytewax_flow) + "\n"
     as_json = _cli("examples.wordcount:flow", "-o", "json")
     assert as_json.stdout == bytewax_json(bytewax_flow) + "\n"
-    plantuml = _cli("examples/wordcount.py", "-o", "plantuml", "-r")
+    plantuml = _cli("flowspark/examples/wordcount.py", "-o", "plantuml", "-r")
     assert plantuml.stdout == bytewax_plantuml(bytewax_flow, recursive=True) + "\n"
     physical = _cli("examples.wordcount:flow", "--physical")
     assert physical.returncode == 0, physical.stderr

@@ -16,7 +16,8 @@ writes (a lock file naming the run, taken over once that run has died), and
 the name carries a digest of everything the archive depends on (the `java`
 binary, Spark's jars, the PySpark version), so an upgrade makes a new one.
 `FLOWSPARK_CLASS_ARCHIVE=0` turns all of this off, and so does a user's own
-`spark.driver.extraJavaOptions` (it replaces flowspark's JVM options).
+`spark.driver.defaultJavaOptions` (it replaces flowspark's JVM options; a
+user's `spark.driver.extraJavaOptions` only adds to them).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import shutil
 import socket
 import time
 from typing import Any, Callable, Optional, Tuple
 
 import pyspark
+
+from flowspark.engine.java_check import java_binary
 
 STALE_SECONDS = 86400.0
 """A lock or temporary file this old is left over, whoever wrote it."""
@@ -38,13 +40,6 @@ DUMP_SECONDS = 300.0
 """How long the exit hook waits for the JVM to write the archive."""
 
 _QUIET = "-Xlog:cds*=off"  # the JVM reports skipped classes on stdout, the user's stream
-
-
-def _java_binary() -> Optional[str]:
-    """The `java` Spark's launcher will run: `$JAVA_HOME/bin/java`, or the first on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    found = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    return os.path.realpath(found) if found and os.path.exists(found) else None
 
 
 def _digest(java: str, spark_home: str) -> str:
@@ -115,7 +110,7 @@ def java_options(spark_home: Optional[str]) -> Tuple[str, Optional[Callable[[Any
     """
     if os.environ.get("FLOWSPARK_CLASS_ARCHIVE", "1") == "0" or spark_home is None:
         return "", None
-    java = _java_binary()
+    java = java_binary()
     if java is None:
         return "", None
     directory = os.path.join(os.path.expanduser("~"), ".cache", "flowspark", "class-archives")

@@ -9,9 +9,9 @@ written; the query is then stopped between batches' writes.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -38,6 +38,9 @@ from flowspark.engine.spark_source import FORMAT, encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine.warm_up import warm_python_workers
 from flowspark.errors import FlowsparkRuntimeError
+
+_log = logging.getLogger(__name__)
+
 
 @dataclass
 class RunConfig:
@@ -187,7 +190,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
             except _SparkHiccup as hiccup:
                 if attempt == RESTARTS:
                     raise hiccup.error from None
-                print(f"flowspark: {hiccup}; restarting from the last completed micro-batch", file=sys.stderr)
+                _log.warning("%s; restarting from the last completed micro-batch", hiccup)
     finally:
         if config.recovery_dir is None:
             shutil.rmtree(checkpoint, ignore_errors=True)

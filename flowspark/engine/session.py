@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 from flowspark.engine import class_archive
 from flowspark.engine.cluster import is_local_master
+from flowspark.engine.java_check import check_java
 from flowspark.engine.spark_source import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -74,10 +75,11 @@ def default_master(parallelism: int) -> str:
 
 
 def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = None) -> SparkSession:
-    """The process's session, created on first use with flowspark's settings."""
+    """The process's session, created on first use with flowspark's settings once a usable Java is found."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if "SPARK_HOME" not in os.environ:
         home = _spark_home_without_zip()
@@ -85,8 +87,11 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
             os.environ["SPARK_HOME"] = home
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     url = master or default_master(os.cpu_count() or 2)
-    own_options = "spark.driver.extraJavaOptions" in (conf or {})
-    archive_options, on_started = ("", None) if own_options else class_archive.java_options(os.environ.get("SPARK_HOME"))
+    # flowspark's JVM options are Spark's "default" ones, which Spark puts
+    # before the user's `extraJavaOptions`: those add to them (a later
+    # option wins).  A user's own default options replace them, archive included.
+    own_defaults = "spark.driver.defaultJavaOptions" in (conf or {})
+    archive_options, on_started = ("", None) if own_defaults else class_archive.java_options(os.environ.get("SPARK_HOME"))
     builder = (
         SparkSession.builder.appName("flowspark")
         .master(url)
@@ -96,11 +101,11 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", f"{_JAVA_OPTIONS} {archive_options}".strip())
+        .config("spark.driver.defaultJavaOptions", f"{_JAVA_OPTIONS} {archive_options}".strip())
         # Spark's 1g default is tight for the chunks big micro-batches carry;
         # more only lets the heap grow with the input (see the module doc).
         .config("spark.driver.memory", os.environ.get("FLOWSPARK_DRIVER_MEMORY", "2g"))
-        .config("spark.executor.extraJavaOptions", "-Xss16m")
+        .config("spark.executor.defaultJavaOptions", "-Xss16m")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
         # Checkpoints live on a local (or mounted) filesystem, where a
         # rename is atomic anyway; the default FileContext manager forks
@@ -242,16 +247,53 @@ _NOISE = (
 )
 
 
+_TRACEBACK = b"Traceback (most recent call last):"
+_MAX_HELD_LINES = 64
+
+
+def _worker_hangup(block: List[bytes]) -> bool:
+    """Whether a traceback is PySpark's daemon losing a worker's connection as a query stops.
+
+    Its frames are all in `pyspark/daemon.py` and it ends in a broken
+    pipe or a reset connection: nothing the user did, nothing lost.
+    """
+    frames = [line for line in block if line.lstrip().startswith(b'File "')]
+    last = block[-1]
+    return bool(frames) and all(b"pyspark/daemon.py" in f for f in frames) and last.startswith(
+        (b"BrokenPipeError", b"ConnectionResetError")
+    )
+
+
 def _forward(pipe: BinaryIO) -> None:
-    """Copy the JVM's stderr to ours, minus Spark's start-up and state-worker chatter."""
+    """Copy the JVM's stderr to ours, minus Spark's start-up and state-worker chatter and worker hang-ups."""
     skip_blank = False
+    held: List[bytes] = []
+
+    def write(lines: List[bytes]) -> None:
+        sys.stderr.buffer.write(b"".join(lines))
+        sys.stderr.flush()
+
     for line in pipe:
+        if held:
+            held.append(line)
+            if line[:1] not in (b" ", b"\t") and line.strip():  # the exception line ends the traceback
+                if not _worker_hangup(held):
+                    write(held)
+                held = []
+            elif len(held) > _MAX_HELD_LINES:
+                write(held)
+                held = []
+            continue
+        if line.startswith(_TRACEBACK):
+            held = [line]
+            continue
         if line.startswith(_NOISE) or (skip_blank and line.strip() == b""):
             skip_blank = True
             continue
         skip_blank = False
-        sys.stderr.buffer.write(line)
-        sys.stderr.flush()
+        write([line])
+    if held:
+        write(held)
 
 
 def _with_filtered_stderr(start: Callable[[], SparkSession]) -> SparkSession:

@@ -555,7 +555,7 @@ def test_windowed_example_matches_bytewax(broker: str, tmp_path: Path) -> None:
     _run_module(["-m", "examples.kafka_windowed"], env, ROOT)
     printed = _run_module(["-m", "flowspark.run", "examples.kafka_windowed:flow"], env, ROOT)
 
-    source = (ROOT / "examples" / "kafka_windowed.py").read_text()
+    source = (ROOT / "flowspark" / "examples" / "kafka_windowed.py").read_text()
     (tmp_path / "bw_kafka_windowed.py").write_text(source.replace("flowspark", "bytewax"))
     _run_module(["-m", "bytewax.run", "bw_kafka_windowed:flow"], dict(env, KAFKA_OUT_TOPIC=theirs), tmp_path)
 

@@ -3,7 +3,7 @@
 `CSVSource` reads the file as Bytewax's does; `stateful_map` keeps a running
 total per user; `SparkSink` hands every micro-batch to Spark's Parquet
 writer, with a fixed schema.  Run it with
-`python -m flowspark.run examples.file_to_parquet:flow`; the dataset goes to
+`python -m flowspark.run flowspark.examples.file_to_parquet:flow`; the dataset goes to
 `purchases.parquet` under the current directory (or to `$PURCHASES_PARQUET`).
 """
 

@@ -6,7 +6,7 @@ after it closes, even when no new reading arrives for that sensor (the
 runtime wakes the key at the window's close).  Each output line says when
 the window closed and when it was emitted.
 
-    python -m flowspark.run examples.live_windows:flow
+    python -m flowspark.run flowspark.examples.live_windows:flow
 """
 
 import os

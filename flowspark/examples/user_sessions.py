@@ -2,7 +2,7 @@
 
 Two inputs are keyed by user id: `stateful_map` keeps a running click count
 per user, and `join` pairs each user's name with the last count once the
-input ends.  Run it with `python -m flowspark.run examples.user_sessions:flow`.
+input ends.  Run it with `python -m flowspark.run flowspark.examples.user_sessions:flow`.
 """
 
 from typing import Dict, Optional, Tuple

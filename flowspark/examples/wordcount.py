@@ -1,6 +1,6 @@
 """Count the words of a text file; print `(word, count)` lines at the end.
 
-Run it with `python -m flowspark.run examples.wordcount:flow`.
+Run it with `python -m flowspark.run flowspark.examples.wordcount:flow`.
 """
 
 import re

@@ -10,8 +10,8 @@ default `127.0.0.1:9092`), `KAFKA_IN_TOPIC` (default `clicks`),
 `KAFKA_OUT_TOPIC` (default `clicks_per_minute`) and `KAFKA_TAIL` (default
 `true`; `false` stops at the end of the input).
 
-`python -m examples.kafka_windowed` creates the topics and produces sample
-clicks; `python -m flowspark.run examples.kafka_windowed:flow` runs the flow.
+`python -m flowspark.examples.kafka_windowed` creates the topics and produces sample
+clicks; `python -m flowspark.run flowspark.examples.kafka_windowed:flow` runs the flow.
 """
 
 import json

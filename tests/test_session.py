@@ -1,0 +1,84 @@
+"""The driver JVM's options: a user's `extraJavaOptions` add to flowspark's, a user's `defaultJavaOptions` replace them.
+
+Each case starts its own session in a child process (a process has one) and
+reads the options the driver JVM was started with back from the JVM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_CHILD = """
+import json, sys
+from flowspark.engine.session import get_session
+spark = get_session("local[1]", json.loads(sys.argv[1]))
+jvm = spark.sparkContext._jvm
+print(json.dumps({
+    "args": list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()),
+    "mine": jvm.System.getProperty("flowspark.test.mine"),
+    "log4j": jvm.System.getProperty("log4j2.configurationFile"),
+}))
+"""
+
+
+def _driver_jvm(conf: Dict[str, str]) -> Dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(conf)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found: Dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def _archive_expected() -> bool:
+    """True if a finished class archive is there for this run to use (and the archive is on)."""
+    archives = Path.home() / ".cache" / "flowspark" / "class-archives"
+    return os.environ.get("FLOWSPARK_CLASS_ARCHIVE", "1") != "0" and any(archives.glob("*.jsa"))
+
+
+def test_user_extra_java_options_add_to_flowspark_options() -> None:
+    jvm = _driver_jvm({"spark.driver.extraJavaOptions": "-Dflowspark.test.mine=hello"})
+    args = jvm["args"]
+    assert isinstance(args, list)
+    assert jvm["mine"] == "hello"
+    assert str(jvm["log4j"]).endswith("flowspark/engine/log4j2.properties")
+    assert "-Xss16m" in args and "-XX:+UseSerialGC" in args
+    # Spark puts the default options first, so the user's win where they clash.
+    assert args.index("-Xss16m") < args.index("-Dflowspark.test.mine=hello")
+    if _archive_expected():
+        assert any(a.startswith("-XX:SharedArchiveFile=") for a in args), args
+
+
+def test_user_default_java_options_replace_flowspark_options() -> None:
+    jvm = _driver_jvm({"spark.driver.defaultJavaOptions": "-Dflowspark.test.mine=own"})
+    args = jvm["args"]
+    assert isinstance(args, list)
+    assert jvm["mine"] == "own"
+    flowspark_options: List[str] = [a for a in args if a == "-Xss16m" or "Archive" in a or a.startswith("-Dlog4j2")]
+    assert flowspark_options == []
+
+
+def test_the_jvm_stderr_filter_drops_worker_hangups_and_keeps_real_tracebacks(monkeypatch: Any, capfdbinary: Any) -> None:
+    import io
+
+    from flowspark.engine import session
+
+    hangup = (
+        b'Traceback (most recent call last):\n'
+        b'  File "/x/site-packages/pyspark/daemon.py", line 264, in manager\n'
+        b'    code = worker(sock, authenticated)\n'
+        b'  File "/x/site-packages/pyspark/daemon.py", line 95, in worker\n'
+        b'    outfile.flush()\n'
+        b'BrokenPipeError: [Errno 32] Broken pipe\n'
+    )
+    real = b'Traceback (most recent call last):\n  File "/u/flow.py", line 3, in f\n    boom()\nValueError: x\n'
+    session._forward(io.BytesIO(hangup + b"a user print\n" + real + hangup))
+    assert capfdbinary.readouterr().err == b"a user print\n" + real
