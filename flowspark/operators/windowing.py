@@ -651,9 +651,10 @@ def sum_window(
     A flowspark addition, shaped like `count_window` but for a keyed stream
     of numbers, or of values whose number is `by(value)` (handy when an
     `EventClock` needs a timestamp from the same value).  Any values that
-    add to `0` work at run time.  With `ordered` (default) numbers are added
-    in timestamp order, so float sums are reproducible.  `emit`,
-    `allowed_lateness`, `trigger`: see `window`.
+    add to `0` work at run time.  A `None` is skipped, as Quix Streams'
+    `Sum` does (a window of `None`s sums to `0`).  With `ordered` (default)
+    numbers are added in timestamp order, so float sums are reproducible.
+    `emit`, `allowed_lateness`, `trigger`: see `window`.
     """
     kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
     return window("window", up, clock, windower, sum_builder(by), ordered, **kw)
@@ -706,8 +707,8 @@ def mean_window(
 
     A flowspark addition.  The window keeps a running `(sum, count)`; every
     emission (early ones with `emit="current"` included) is `sum / count`,
-    as Quix Streams' `Mean`.  `emit`, `allowed_lateness`, `trigger`: see
-    `window`.
+    as Quix Streams' `Mean`, which skips `None`s (a window of `None`s emits
+    `None`).  `emit`, `allowed_lateness`, `trigger`: see `window`.
     """
     kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
     out = window("window", up, clock, windower, mean_builder(by), ordered, **kw)
@@ -733,8 +734,9 @@ def aggregate_window(
     `aggregations` maps result names to `Sum`, `Count`, `Mean`, `Min`,
     `Max`, `First`, `Last`, `Collect` or your own `Aggregation(builder,
     folder, merger, finisher)`, e.g. `{"avg": Mean("temperature"), "n":
-    Count()}`.  Each emission is a fresh `dict` of finished results (early
-    ones too).  Session windows (`SessionWindower`,
+    Count()}`; the ready-made ones but `Collect` skip `None`s, as Quix's
+    do.  Each emission is a fresh `dict` of finished results (early ones
+    too).  Session windows (`SessionWindower`,
     `DynamicSessionWindower`) need every aggregation to have a `merger`
     (refused here otherwise).  `emit`, `allowed_lateness`, `trigger`: see
     `window`.
