@@ -130,6 +130,8 @@ def test_sessions_refire_within_their_span() -> None:
         [(8, "late-c")],
         [(-10, "lost")],
         [(16, "d")],
+        [(1, "still-kept")],
+        [(17, "e")],
         [(1, "gone")],
         "eof",
     ]
@@ -138,16 +140,20 @@ def test_sessions_refire_within_their_span() -> None:
         [],
         # 10 s: session 0 closes (its last value + gap < watermark) and is kept until 2 + 3 + 10.
         [("down", 0, [(0, "a"), (2, "b")], ("on_time", 0, False)), ("meta", 0, (sec(0), sec(2)))],
-        # 4 s is within the gap after session 0: a late firing.
-        [("down", 0, [(0, "a"), (2, "b"), (4, "late-a")], ("late", 1, False))],
+        # 4 s is within the gap after session 0: it stretches the kept session (a late firing,
+        # and its new metadata; it is now kept until 4 + 3 + 10).
+        [("down", 0, [(0, "a"), (2, "b"), (4, "late-a")], ("late", 1, False)), ("meta", 0, (sec(0), sec(4)))],
         # 8 s is behind the watermark but within the gap before the open session 1: it joins it.
         [],
         [("late", -1, (-10, "lost"))],
-        # 16 s: session 1 closes (kept until 23 s); session 0 is dropped (15 s).
+        # 16 s: session 1 closes (kept until 23 s); session 0 is still kept (until 17 s).
         # (A late value is applied when it arrives, after the values before it.)
         [("down", 1, [(10, "c"), (8, "late-c")], ("on_time", 0, False)), ("meta", 1, (sec(8), sec(10)))],
+        [("down", 0, [(0, "a"), (2, "b"), (4, "late-a"), (1, "still-kept")], ("late", 2, False))],
+        # 17 s drops session 0.
+        [],
         [("late", -1, (1, "gone"))],
-        [("down", 2, [(16, "d")], ("on_time", 0, True)), ("meta", 2, (sec(16), sec(16)))],
+        [("down", 2, [(16, "d"), (17, "e")], ("on_time", 0, True)), ("meta", 2, (sec(16), sec(17)))],
     ]
 
 

@@ -50,6 +50,9 @@ class WindowBook:
     purged: bool = False
     """Purged by a trigger, and no value taken in since."""
 
+    on_time: bool = False
+    """The window has closed once already, so each later emission of it is `"late"`."""
+
 
 class Trigger(ABC):
     """When to fire a window early; see the module docstring.
