@@ -296,7 +296,7 @@ def window(
 
     * `emit`: `"final"` (default) emits when the window closes.  `"current"`
       (Quix Streams' `.current()`) emits the window's running result after
-      every value it takes in (and after a session merge changes it) and
+      every value it takes in (once for a value that merges sessions) and
       nothing extra when it closes; `"current_and_final"` does both.  For
       fold-based operators the running result is a copy of the accumulator
       (finished, e.g. divided for `mean_window`); for a custom
@@ -309,8 +309,13 @@ def window(
       gap`, or a dynamic session's furthest reach).  A late value for a
       kept window updates it and immediately emits the corrected result (a
       `"late"` pane, on `down` too); a late value for a window still open
-      joins it at once; anything later goes to `late`.  Kept windows are in
-      the key's snapshot and wake the key up to be dropped.  Must be a
+      joins it at once; a late value for a built-in windower's window that
+      does not exist yet creates it if it is within the lateness (emitting
+      at once, with its metadata, if it has ended); kept sessions a late
+      value touches merge and stretch as open ones do (opening again if the
+      value reaches past the watermark), reporting new metadata; anything
+      later goes to `late`.  Kept windows are in the key's snapshot and
+      wake the key up to be dropped.  Must be a
       non-negative `timedelta`; zero (default) is Bytewax's behaviour.
       Count windowers refuse a positive one.
     * `trigger`: a `CountTrigger`, `ProcessingTimeTrigger` or
@@ -318,7 +323,9 @@ def window(
       early pane); with `purge=True` the window then starts again empty.
       The window still emits when it closes, unless it was purged and took
       in nothing since.  Firing once per value at most: with
-      `emit="current"` a fire does not add a second emission.
+      `emit="current"` a fire does not add a second emission.  A value that
+      bridges sessions merges them before the trigger sees it, so a
+      `CountTrigger` counts the merged session's values (as Flink does).
 
     Bad values fail here, naming the step.  See
     `flowspark.operators._windowing.firing` for the complete rules.

@@ -7,37 +7,55 @@ applies them:
 
 1. **Late values** (stamped before the watermark).  With `allowed_lateness`
    zero they go to `late`, as in Bytewax.  Otherwise lateness is judged per
-   window, as in Flink: each window `windower.late_for(timestamp)` names that
-   is still open takes the value at once (out of timestamp order, even with
-   `ordered`); each one closed but still *kept* takes it and immediately
-   emits its corrected result as a `"late"` pane; the rest go to `late`.  A
-   late value never opens a window, and meets the windows as they stand at
+   window, as in Flink, and a late value meets the windows as they stand at
    the watermark (the batch is flushed up to it first), so where it goes
-   does not depend on how values were batched.  Record sliding windows also offer it to
-   every kept window whose span holds it (their `late_for` names open ones
-   only), and remember it, if any window took it, for windows opened later.
-   Windowers that cannot name the window (`LATE_SESSION_ID`) place the value
-   by spans instead: the value reaches over `[t, t + gap]` for a
-   `SessionWindower`, `[t, t + gap_for(value)]` for a
-   `DynamicSessionWindower`, `[t, t]` otherwise.  An open session it touches
-   takes it as if on time (which may stretch or merge it); else the first
-   kept window whose `[open_time, reach]` it touches re-fires (a kept session
-   is not stretched or merged); else it goes to `late`.  Count windows
-   refuse `allowed_lateness` (`window` checks).
-2. **Values taken in** (on time, or late as above): after each one, the
-   window's running result is emitted as an `"early"` pane if `emit` is
-   `"current"`/`"current_and_final"` or the trigger fires (once if both);
-   a purging trigger then resets the window to `builder(None)`.  A record
-   sliding window opened over remembered values is fed them first: its
-   trigger counts them, but only the value that opened it can fire it or
-   emit its running result, so seeding adds no pane of its own (only items
-   a custom logic returns from `on_value`).
-3. **Merges** (sessions): with a current emit mode the merged window's new
-   running result is emitted; trigger counts add up, but, as in Flink, a
-   merge does not fire the trigger by itself (the next value may).
+   does not depend on how values were batched.
+
+   * Fixed windows (`late_for` names them): each one still open takes the
+     value at once (out of timestamp order, even with `ordered`); each one
+     closed but still *kept* takes it and immediately emits its corrected
+     result as a `"late"` pane.  One that does not exist yet is created, as
+     Flink and Kafka Streams do, if the watermark has not passed its end
+     plus the lateness: opened as usual if it has not ended, else created
+     closed and kept, emitting its result as a `"late"` pane and then its
+     metadata on `meta`.  The rest go to `late`.  Record sliding windows
+     also offer the value to every kept window whose span holds it (their
+     `late_for` names open ones only), and remember it, if any window took
+     it, for windows opened later; they create no window for it.
+   * Sessions (`SessionWindower`, `DynamicSessionWindower`): the value
+     reaches over `[t, t + gap]` (`gap_for(value)` for dynamic ones); every
+     open or kept session whose `[open_time, reach]` touches it, or touches
+     one that does, forms one session with it, as in Flink's merging window
+     set.  If that session ends at or after the watermark (it holds an open
+     session, or the value reaches that far) the kept ones are opened again
+     and the value is applied as if on time, merging them; the session
+     closes again later, its emission then a `"late"` pane.  Otherwise the
+     kept ones merge into the one opened first (the others' ids go to
+     `merged_ids`), which takes the value, stretches, re-fires as a
+     `"late"` pane, and reports its new metadata on `meta`.  A value that
+     touches no session opens one that way, closed and kept, if its reach
+     plus the lateness is ahead of the watermark; else it goes to `late`.
+   * Other windowers that return `LATE_SESSION_ID`: the first kept window
+     whose `[open_time, reach]` holds `t` re-fires; else `late`.
+
+   Count windows refuse `allowed_lateness` (`window` checks).
+2. **Values taken in** (on time, or late as above): a value that bridges
+   sessions first merges them (see 3), then the merged session takes it.
+   After each value the window's running result is emitted as an
+   `"early"` pane if `emit` is `"current"`/`"current_and_final"` or the
+   trigger fires (once if both); a purging trigger then resets the window
+   to `builder(None)`.  A record sliding window opened over remembered
+   values is fed them first: its trigger counts them, but only the value
+   that opened it can fire it or emit its running result, so seeding adds
+   no pane of its own (only items a custom logic returns from `on_value`).
+3. **Merges** (sessions) happen before the value that causes them is taken
+   in, as in Flink: trigger counts add up, and the trigger then sees the
+   value in the merged session (a merge does not fire by itself).  Items a
+   custom logic returns from `on_merge` are emitted as `"early"` panes.
 4. **Closes**: if `emit` includes final and the window was not purged
-   without new values since, its result is emitted as an `"on_time"` pane,
-   then its metadata goes to `meta`.  If `allowed_lateness` is positive and
+   without new values since, its result is emitted as an `"on_time"` pane
+   (`"late"` if it had closed before and was opened again by a late
+   value), then its metadata goes to `meta`.  If `allowed_lateness` is positive and
    the watermark has not yet passed the window's *reach* plus the lateness,
    the window is *kept* for late values instead of being dropped; it is
    dropped, silently, once the watermark passes that time.  The reach is
