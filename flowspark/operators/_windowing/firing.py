@@ -352,6 +352,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 timing: PaneTiming = "late" if book.on_time else "on_time"
                 events.extend(self._emit(window_id, items, timing, book, last=not keep))
             book.on_time = True
+            book.next_fire = None
             events.append(Closed(window_id, meta))
             if keep:
                 self._kept[window_id] = _Kept(logic, copy.deepcopy(meta), reach, purge_at, book)
