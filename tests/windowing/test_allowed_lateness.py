@@ -132,7 +132,7 @@ def test_sessions_refire_within_their_span() -> None:
         [(-10, "lost")],
         [(16, "d")],
         [(1, "still-kept")],
-        [(17, "e")],
+        [(17.5, "e")],
         [(1, "gone")],
         "eof",
     ]
@@ -147,14 +147,14 @@ def test_sessions_refire_within_their_span() -> None:
         # 8 s is behind the watermark but within the gap before the open session 1: it joins it.
         [],
         [("late", -1, (-10, "lost"))],
-        # 16 s: session 1 closes (kept until 23 s); session 0 is still kept (until 17 s).
+        # 16 s: session 1 closes (kept until 23 s); session 0 is still kept (up to 17 s).
         # (A late value is applied when it arrives, after the values before it.)
         [("down", 1, [(10, "c"), (8, "late-c")], ("on_time", 0, False)), ("meta", 1, (sec(8), sec(10)))],
         [("down", 0, [(0, "a"), (2, "b"), (4, "late-a"), (1, "still-kept")], ("late", 2, False))],
-        # 17 s drops session 0.
+        # 17.5 s drops session 0 (kept while the watermark is at most 17 s).
         [],
         [("late", -1, (1, "gone"))],
-        [("down", 2, [(16, "d"), (17, "e")], ("on_time", 0, True)), ("meta", 2, (sec(16), sec(17)))],
+        [("down", 2, [(16, "d"), (17.5, "e")], ("on_time", 0, True)), ("meta", 2, (sec(16), sec(17.5)))],
     ]
 
 

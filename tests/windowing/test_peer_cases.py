@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, List, Optional, Tuple
 
+import pytest
 from firing_helpers import ALIGN, SYSTEM_START, drive_op, events, panes
 
 import flowspark.operators.windowing as win
@@ -171,13 +172,16 @@ class _FlinkWatermarksLogic(ClockLogic[Any, None]):
         return None
 
 
-def flink_script(steps: List[Any]) -> List[Any]:
-    """`("wm", w)` is Flink's `processWatermark(w)`; an int `t` is `processElement` of `(t, 1)`."""
+def flink_script(steps: List[Any], flink: bool = True) -> List[Any]:
+    """`("wm", w)` is Flink's `processWatermark(w)`; an int `t` is `processElement` of `(t, 1)`.
+
+    With `flink=False`, `w` is the watermark itself (Kafka Streams' stream time).
+    """
     script: List[Any] = []
     watermark = 0
     for step in steps:
         if isinstance(step, tuple):
-            target = step[1] + 1
+            target = step[1] + 1 if flink else step[1]
             script += [(target - watermark) * MS, "notify"]
             watermark = target
         else:
@@ -192,15 +196,23 @@ FLINK_SESSION_LATENESS_STEPS: List[Any] = [
 ]
 
 
-def flink_sessions(lateness: timedelta) -> Any:
+def three_seconds(_value: Any) -> timedelta:
+    return timedelta(seconds=3)
+
+
+SESSION_WINDOWERS = [win.SessionWindower(timedelta(seconds=3)), win.DynamicSessionWindower(three_seconds)]
+"""Flink's `EventTimeSessionWindows.withGap(3 s)`, and the same as a dynamic gap."""
+
+
+def flink_sessions(lateness: timedelta, windower: Any) -> Any:
     def build(up: Any, _clock: Any, getter: TimeTestingGetter) -> Any:
-        gap = win.SessionWindower(timedelta(seconds=3))
-        return win.sum_window("win", up, FlinkWatermarks(getter), gap, payload, False, allowed_lateness=lateness)
+        return win.sum_window("win", up, FlinkWatermarks(getter), windower, payload, False, allowed_lateness=lateness)
 
     return build
 
 
-def test_flink_session_late_element_merges_kept_sessions_and_fires_at_once() -> None:
+@pytest.mark.parametrize("windower", SESSION_WINDOWERS)
+def test_flink_session_late_element_merges_kept_sessions_and_fires_at_once(windower: Any) -> None:
     """`WindowOperatorTest.testNotSideOutputDueToLatenessSessionWithHugeLateness`: gap 3 s, lateness 10 s.
 
     Flink's output: `key2-5 (1000, 11500)`, `key2-1 (11600, 14600)`, then the element at
@@ -209,7 +221,7 @@ def test_flink_session_late_element_merges_kept_sessions_and_fires_at_once() -> 
     14500 extends it past the watermark, and it fires `key2-8 (1000, 17500)` at watermark
     20000.  Nothing is late.
     """
-    records = drive_op(flink_sessions(timedelta(seconds=10)), flink_script(FLINK_SESSION_LATENESS_STEPS))
+    records = drive_op(flink_sessions(timedelta(seconds=10), windower), flink_script(FLINK_SESSION_LATENESS_STEPS))
     assert panes(records) == [
         (0, 5, "on_time", 0, False),
         (2, 1, "on_time", 0, False),
@@ -224,7 +236,8 @@ def test_flink_session_late_element_merges_kept_sessions_and_fires_at_once() -> 
     assert lates(records) == []
 
 
-def test_flink_session_late_element_extends_a_kept_session() -> None:
+@pytest.mark.parametrize("windower", SESSION_WINDOWERS)
+def test_flink_session_late_element_extends_a_kept_session(windower: Any) -> None:
     """`WindowOperatorTest.testNotSideOutputDueToLatenessSessionWithLateness`: gap 3 s, lateness 10 ms.
 
     Flink's output: `key2-5 (1000, 11500)`, `key2-1 (11600, 14600)`; the first session is
@@ -232,7 +245,7 @@ def test_flink_session_late_element_extends_a_kept_session() -> None:
     past the watermark, fires `key2-2 (10000, 14600)` at once; 14500 extends it past the
     watermark and it fires `key2-3 (10000, 17500)` at watermark 20000.  Nothing is late.
     """
-    records = drive_op(flink_sessions(timedelta(milliseconds=10)), flink_script(FLINK_SESSION_LATENESS_STEPS))
+    records = drive_op(flink_sessions(timedelta(milliseconds=10), windower), flink_script(FLINK_SESSION_LATENESS_STEPS))
     assert panes(records) == [
         (0, 5, "on_time", 0, False),
         (2, 1, "on_time", 0, False),
@@ -260,6 +273,33 @@ def test_flink_elements_without_lateness_are_routed_as_in_bytewax() -> None:
     records = drive_op(build, flink_script(steps))
     assert lates(records) == [(-1, (4500, 1)), (-1, (7000, 1)), (-1, (10000, 1))]
     assert [e[1:3] for e in events(records) if e[0] == "down"] == [(0, 2), (1, 1), (2, 1)]
+
+
+def test_kafka_session_record_within_grace_opens_its_session() -> None:
+    """`KStreamSessionWindowAggregateProcessorTest.shouldLogAndMeterWhenSkippingLateRecordWithNonzeroGrace`.
+
+    `SessionWindows.ofInactivityGapAndGrace(10 ms, 1 ms)`; each key's record at 0 ms:
+    `OnTime1` at stream time 0 and `OnTime2` at stream time 11 ("delayed record arrives
+    on time, should not be skipped"), `Late1` at stream time 12 is skipped (session
+    `[0,0]`, expiration 1).  Kafka's stream time is the partition's, moved by other keys;
+    here each key's watermark is set to it.
+    """
+
+    def build(up: Any, _clock: Any, getter: TimeTestingGetter) -> Any:
+        gap = win.SessionWindower(10 * MS)
+        return win.sum_window("win", up, FlinkWatermarks(getter), gap, payload, False, allowed_lateness=MS)
+
+    def record_at_stream_time(stream_time: int) -> Any:
+        return drive_op(build, [*flink_script([("wm", stream_time)], flink=False), [(0, 1)]])
+
+    on_time_1 = record_at_stream_time(0)
+    assert (events(on_time_1), lates(on_time_1)) == ([], [])
+    on_time_2 = record_at_stream_time(11)
+    assert panes(on_time_2) == [(0, 1, "late", 0, False)]
+    assert metas(on_time_2) == [(0, 0, 0)]
+    late_1 = record_at_stream_time(12)
+    assert lates(late_1) == [(-1, (0, 1))]
+    assert panes(late_1) == []
 
 
 # flowspark's own cases for what the peers do with fixed windows.

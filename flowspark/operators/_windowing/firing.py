@@ -164,6 +164,10 @@ class _Kept(Generic[V, W, S]):
     book: WindowBook
 
 
+_INSTANT = timedelta(microseconds=1)
+"""The smallest step of a `datetime`: what "at or after" adds to "after"."""
+
+
 def _earlier(a: Optional[datetime], b: Optional[datetime]) -> Optional[datetime]:
     if a is None:
         return b
@@ -345,7 +349,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 raise self._never_opened(window_id, "closed")
             book = self._books.pop(window_id, None) or WindowBook()
             reach = meta.close_time if spans is None else spans[window_id][1]
-            purge_at = add_clamped(reach, lateness) if lateness > ZERO_TD else watermark
+            purge_at = self._purge_at(reach) if lateness > ZERO_TD else watermark
             keep = purge_at > watermark
             if self._emits_final and not book.purged:
                 items = self._running(logic) if keep else logic.on_close()
@@ -357,6 +361,20 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             if keep:
                 self._kept[window_id] = _Kept(logic, copy.deepcopy(meta), reach, purge_at, book)
         return events
+
+    def _purge_at(self, reach: datetime) -> datetime:
+        """When a window that closed at `reach` is dropped: once the watermark passes its lateness.
+
+        A session, whose gap counts inclusively (it stays open while the
+        watermark is at its reach), is kept while the watermark is at its
+        reach plus the lateness, as Kafka Streams keeps sessions for their
+        grace; a fixed window, which ends before its `close_time`, is
+        dropped when the watermark reaches `close_time` plus the lateness.
+        """
+        purge_at = add_clamped(reach, self._firing.allowed_lateness)
+        if isinstance(self._windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
+            purge_at = add_clamped(purge_at, _INSTANT)
+        return purge_at
 
     @override
     def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
@@ -484,7 +502,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             return self._apply([(value, timestamp)])
         if touched_kept:
             return self._merge_kept(touched_kept, value, timestamp, high)
-        purge_at = add_clamped(high, self._firing.allowed_lateness)
+        purge_at = self._purge_at(high)
         if purge_at <= self._watermark:
             return [Late(LATE_SESSION_ID, value)]
         window_id = windower.new_id()
@@ -517,7 +535,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         changed = meta != target.meta
         target.meta = meta
         target.reach = reach
-        target.purge_at = add_clamped(reach, self._firing.allowed_lateness)
+        target.purge_at = self._purge_at(reach)
         events.extend(self._refire(target_id, value))
         if changed:
             events.append(Closed(target_id, copy.deepcopy(meta)))
