@@ -33,8 +33,9 @@ applies them:
      kept ones merge into the one opened first (the others' ids go to
      `merged_ids`), which takes the value, stretches, re-fires as a
      `"late"` pane, and reports its new metadata on `meta`.  A value that
-     touches no session opens one that way, closed and kept, if its reach
-     plus the lateness is ahead of the watermark; else it goes to `late`.
+     touches no session opens one that way, closed and kept, if the
+     watermark has not passed its reach plus the lateness; else it goes to
+     `late`.
    * Other windowers that return `LATE_SESSION_ID`: the first kept window
      whose `[open_time, reach]` holds `t` re-fires; else `late`.
 
@@ -55,13 +56,14 @@ applies them:
 4. **Closes**: if `emit` includes final and the window was not purged
    without new values since, its result is emitted as an `"on_time"` pane
    (`"late"` if it had closed before and was opened again by a late
-   value), then its metadata goes to `meta`.  If `allowed_lateness` is positive and
-   the watermark has not yet passed the window's *reach* plus the lateness,
-   the window is *kept* for late values instead of being dropped; it is
-   dropped, silently, once the watermark passes that time.  The reach is
-   where the window closed: `close_time`, `close_time + gap` for a
-   `SessionWindower`, the furthest `t + gap_for(value)` of its values for a
-   `DynamicSessionWindower`.
+   value), then its metadata goes to `meta`.  If `allowed_lateness` is
+   positive and the watermark has not yet reached the window's *reach*
+   plus the lateness (for sessions: not yet passed it, since their gap
+   counts inclusively), the window is *kept* for late values instead of
+   being dropped; it is dropped, silently, once the watermark gets there.
+   The reach is where the window closed: `close_time`, `close_time + gap`
+   for a `SessionWindower`, the furthest `t + gap_for(value)` of its
+   values for a `DynamicSessionWindower`.
 5. **Processing-time triggers** fire open windows whose wake-up has come.
 
 The *running result* of a window is, for the fold-based operators, a deep
@@ -148,7 +150,7 @@ class KeptWindow(Generic[S]):
     reach: datetime
     """Where it closed: `close_time`, plus the gap for sessions (a dynamic session's furthest reach)."""
     purge_at: datetime
-    """Dropped once the watermark reaches this: `reach` plus `allowed_lateness`."""
+    """Dropped once the watermark reaches this: `reach` plus `allowed_lateness` (plus 1 µs for sessions)."""
     book: WindowBook
     """Its pane bookkeeping (the next pane's index)."""
 
