@@ -95,8 +95,10 @@ class Trigger(ABC):
 class CountTrigger(Trigger):
     """Fire every `count` values a window takes in (Flink's `CountTrigger`).
 
-    Values are counted per window, from its start or its last fire; a late
-    value taken in by a kept window counts too, but re-fires anyway.
+    Values are counted per window, from its start or its last fire.  When a
+    value bridges two sessions their counts add up before it counts (as
+    Flink's `onMerge` does), so it may fire the merged session.  A late
+    value taken in by a kept window re-fires it whatever the count.
     """
 
     count: int
