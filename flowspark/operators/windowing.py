@@ -5,7 +5,8 @@ windower (which windows a timestamp falls in and when they close) and an
 operator.  Every operator returns a `WindowOut` of three keyed streams:
 `down` with `(window_id, result)`, `late` with `(window_id, value)` for
 values that came after the watermark had passed them, and `meta` with
-`(window_id, WindowMetadata)` once per closed window.
+`(window_id, WindowMetadata)` once per closed window (with
+`allowed_lateness`, again for a window a late value creates or stretches).
 
 Each operator is one `stateful_batch` step: clock, watermark, windower and
 open windows are kept per key, and a key's watermark only moves with that
@@ -19,7 +20,8 @@ flowspark additions (a flow that uses none of them is unchanged, step graph
 included): every operator (but `join_window`, which has its own modes) takes
 keyword-only `emit=` (`"final"`, `"current"` or `"current_and_final"`: when
 results go out), `allowed_lateness=` (keep closed windows for late values
-and re-emit corrected results) and `trigger=` (`CountTrigger`,
+and re-emit corrected results; late values within it also create windows
+and merge sessions) and `trigger=` (`CountTrigger`,
 `ProcessingTimeTrigger`, `PredicateTrigger`: fire early, optionally
 purging).  With any of them, `WindowOut.panes` also carries every emission
 as a `Pane` saying whether it was early, on time or late.  `sum_window`,
