@@ -212,7 +212,9 @@ class WindowOut(Generic[V, W_co]):
     """`(window_id, metadata)` once per closed window.
 
     Windows merged into another are not reported; the surviving window's
-    `merged_ids` lists them.
+    `merged_ids` lists them.  With `allowed_lateness`, a window a late value
+    creates already closed is reported then, and a kept session a late
+    value merges or stretches is reported again with its new metadata.
     """
 
     _panes: Optional[KeyedStream[Tuple[int, Pane[W_co]]]] = None
