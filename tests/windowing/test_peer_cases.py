@@ -20,9 +20,11 @@ from typing import Any, List, Optional, Tuple
 import pytest
 from firing_helpers import ALIGN, SYSTEM_START, drive_op, events, panes
 
+import flowspark.operators as op
 import flowspark.operators.windowing as win
+from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.base import UTC_MAX, Clock, ClockLogic
-from flowspark.testing import TimeTestingGetter
+from flowspark.testing import TestingSink, TestingSource, TimeTestingGetter, run_main
 
 MS = timedelta(milliseconds=1)
 
@@ -85,6 +87,22 @@ def test_kafka_late_record_within_grace_creates_its_window() -> None:
     assert [v for w, v in lates(records) if w == -1] == [(t, str(t)) for t in range(5)]
     timings = {w: [p[2] for p in panes(records) if p[0] == w] for w in (1, 20)}
     assert timings == {1: ["late", "late"], 20: ["early", "early", "early"]}
+
+
+def test_kafka_late_record_within_grace_on_spark() -> None:
+    """The same Kafka case as a whole flow, values arriving two per micro-batch."""
+    flow = Dataflow("kafka_grace")
+    records = [("k", value) for batch in KAFKA_EXPIRED_WINDOW_SCRIPT[:-1] for value in batch]
+    up = op.input("inp", flow, TestingSource(records, batch_size=2))
+    clock = win.EventClock(at_ms, wait_for_system_duration=timedelta(0))
+    out = concat(up, clock, "current")
+    got: List[Any] = []
+    op.output("out", out.down, TestingSink(got))
+    run_main(flow)
+    assert [value for _key, value in got] == [
+        (19, "+100"), (20, "+100"), (1, "+5"), (1, "+5+6"),
+        (20, "+100+105"), (21, "+105"), (20, "+100+105+106"), (21, "+105+106"),
+    ]
 
 
 def test_kafka_grace_with_final_results_fires_at_the_window_end_and_late() -> None:
