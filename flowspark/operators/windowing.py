@@ -5,7 +5,8 @@ windower (which windows a timestamp falls in and when they close) and an
 operator.  Every operator returns a `WindowOut` of three keyed streams:
 `down` with `(window_id, result)`, `late` with `(window_id, value)` for
 values that came after the watermark had passed them, and `meta` with
-`(window_id, WindowMetadata)` once per closed window.
+`(window_id, WindowMetadata)` once per closed window (with
+`allowed_lateness`, again for a window a late value creates or stretches).
 
 Each operator is one `stateful_batch` step: clock, watermark, windower and
 open windows are kept per key, and a key's watermark only moves with that
@@ -19,7 +20,8 @@ flowspark additions (a flow that uses none of them is unchanged, step graph
 included): every operator (but `join_window`, which has its own modes) takes
 keyword-only `emit=` (`"final"`, `"current"` or `"current_and_final"`: when
 results go out), `allowed_lateness=` (keep closed windows for late values
-and re-emit corrected results) and `trigger=` (`CountTrigger`,
+and re-emit corrected results; late values within it also create windows
+and merge sessions) and `trigger=` (`CountTrigger`,
 `ProcessingTimeTrigger`, `PredicateTrigger`: fire early, optionally
 purging).  With any of them, `WindowOut.panes` also carries every emission
 as a `Pane` saying whether it was early, on time or late.  `sum_window`,
@@ -210,7 +212,9 @@ class WindowOut(Generic[V, W_co]):
     """`(window_id, metadata)` once per closed window.
 
     Windows merged into another are not reported; the surviving window's
-    `merged_ids` lists them.
+    `merged_ids` lists them.  With `allowed_lateness`, a window a late value
+    creates already closed is reported then, and a kept session a late
+    value merges or stretches is reported again with its new metadata.
     """
 
     _panes: Optional[KeyedStream[Tuple[int, Pane[W_co]]]] = None
@@ -296,7 +300,7 @@ def window(
 
     * `emit`: `"final"` (default) emits when the window closes.  `"current"`
       (Quix Streams' `.current()`) emits the window's running result after
-      every value it takes in (and after a session merge changes it) and
+      every value it takes in (once for a value that merges sessions) and
       nothing extra when it closes; `"current_and_final"` does both.  For
       fold-based operators the running result is a copy of the accumulator
       (finished, e.g. divided for `mean_window`); for a custom
@@ -309,8 +313,13 @@ def window(
       gap`, or a dynamic session's furthest reach).  A late value for a
       kept window updates it and immediately emits the corrected result (a
       `"late"` pane, on `down` too); a late value for a window still open
-      joins it at once; anything later goes to `late`.  Kept windows are in
-      the key's snapshot and wake the key up to be dropped.  Must be a
+      joins it at once; a late value for a built-in windower's window that
+      does not exist yet creates it if it is within the lateness (emitting
+      at once, with its metadata, if it has ended); kept sessions a late
+      value touches merge and stretch as open ones do (opening again if the
+      value reaches past the watermark), reporting new metadata; anything
+      later goes to `late`.  Kept windows are in the key's snapshot and
+      wake the key up to be dropped.  Must be a
       non-negative `timedelta`; zero (default) is Bytewax's behaviour.
       Count windowers refuse a positive one.
     * `trigger`: a `CountTrigger`, `ProcessingTimeTrigger` or
@@ -318,7 +327,9 @@ def window(
       early pane); with `purge=True` the window then starts again empty.
       The window still emits when it closes, unless it was purged and took
       in nothing since.  Firing once per value at most: with
-      `emit="current"` a fire does not add a second emission.
+      `emit="current"` a fire does not add a second emission.  A value that
+      bridges sessions merges them before the trigger sees it, so a
+      `CountTrigger` counts the merged session's values (as Flink does).
 
     Bad values fail here, naming the step.  See
     `flowspark.operators._windowing.firing` for the complete rules.
@@ -651,9 +662,10 @@ def sum_window(
     A flowspark addition, shaped like `count_window` but for a keyed stream
     of numbers, or of values whose number is `by(value)` (handy when an
     `EventClock` needs a timestamp from the same value).  Any values that
-    add to `0` work at run time.  With `ordered` (default) numbers are added
-    in timestamp order, so float sums are reproducible.  `emit`,
-    `allowed_lateness`, `trigger`: see `window`.
+    add to `0` work at run time.  A `None` is skipped, as Quix Streams'
+    `Sum` does (a window of `None`s sums to `0`).  With `ordered` (default)
+    numbers are added in timestamp order, so float sums are reproducible.
+    `emit`, `allowed_lateness`, `trigger`: see `window`.
     """
     kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
     return window("window", up, clock, windower, sum_builder(by), ordered, **kw)
@@ -706,8 +718,8 @@ def mean_window(
 
     A flowspark addition.  The window keeps a running `(sum, count)`; every
     emission (early ones with `emit="current"` included) is `sum / count`,
-    as Quix Streams' `Mean`.  `emit`, `allowed_lateness`, `trigger`: see
-    `window`.
+    as Quix Streams' `Mean`, which skips `None`s (a window of `None`s emits
+    `None`).  `emit`, `allowed_lateness`, `trigger`: see `window`.
     """
     kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
     out = window("window", up, clock, windower, mean_builder(by), ordered, **kw)
@@ -733,8 +745,9 @@ def aggregate_window(
     `aggregations` maps result names to `Sum`, `Count`, `Mean`, `Min`,
     `Max`, `First`, `Last`, `Collect` or your own `Aggregation(builder,
     folder, merger, finisher)`, e.g. `{"avg": Mean("temperature"), "n":
-    Count()}`.  Each emission is a fresh `dict` of finished results (early
-    ones too).  Session windows (`SessionWindower`,
+    Count()}`; the ready-made ones but `Collect` skip `None`s, as Quix's
+    do.  Each emission is a fresh `dict` of finished results (early ones
+    too).  Session windows (`SessionWindower`,
     `DynamicSessionWindower`) need every aggregation to have a `merger`
     (refused here otherwise).  `emit`, `allowed_lateness`, `trigger`: see
     `window`.

@@ -126,6 +126,108 @@ def test_sum_and_mean_of_plain_numbers_and_by() -> None:
     assert results(drive_op(build_mean, [[1, 2, 4], "eof"], ts_getter=at_align)) == [7 / 3]
 
 
+def fold_all(agg: Any, values: List[Any]) -> Any:
+    """Run one aggregation over `values` as a window would: `builder`, `folder` per value, `finish`."""
+    acc = agg.builder()
+    for value in values:
+        acc = agg.folder(acc, value)
+    return agg.finish(acc)
+
+
+# Quix Streams' own cases and expected values: tests/test_quixstreams/test_dataframe/
+# test_windows/test_aggregations.py, `TestAggregators.test_number_aggregation` (Quix's
+# `column="foo"` is flowspark's `by="foo"`; a missing key reads as `None`).
+QUIX_NUMBER_CASES: List[Tuple[Any, List[Any], Any]] = [
+    (win.Sum(), [1, 2], 3),
+    (win.Sum(), [0], 0),
+    (win.Sum(), [], 0),
+    (win.Sum(), [1, None, 2], 3),
+    (win.Sum(), [None], 0),
+    (win.Sum("foo"), [{"foo": 1}, {"foo": 2}], 3),
+    (win.Sum("foo"), [{"foo": 1}, {"foo": None}], 1),
+    (win.Sum("foo"), [{"foo": 1}, {"bar": 2}], 1),
+    (win.Sum("foo"), [{"foo": 1}, {}], 1),
+    (win.Count(), [1, "2", None], 2),
+    (win.Count(), [1, "2", "x"], 3),
+    (win.Count("foo"), [{"foo": 1}, {"foo": 2}, {"foo": 3}], 3),
+    (win.Count("foo"), [{"foo": 1}, {"foo": None}, {"foo": 3}], 2),
+    (win.Count("foo"), [{"bar": 1}, {"foo": 2}, {}], 1),
+    (win.Mean(), [1, 2], 1.5),
+    (win.Mean(), [0], 0),
+    (win.Mean(), [1, None, 2], 1.5),
+    (win.Mean(), [None], None),
+    (win.Mean("foo"), [{"foo": 1}, {"foo": 2}], 1.5),
+    (win.Mean("foo"), [{"foo": 1}, {"foo": None}], 1),
+    (win.Mean("foo"), [{"foo": 1}, {"bar": 2}], 1),
+    (win.Mean("foo"), [{"foo": 1}, {}], 1),
+    (win.Max(), [3, 1, 2], 3),
+    (win.Max(), [3, None, 2], 3),
+    (win.Max(), [None, 3, 2], 3),
+    (win.Max(), [None], None),
+    (win.Max("foo"), [{"foo": 3}, {"foo": 1}], 3),
+    (win.Max("foo"), [{"foo": 3}, {"foo": None}], 3),
+    (win.Max("foo"), [{"foo": 3}, {"bar": 2}], 3),
+    (win.Max("foo"), [{"foo": 3}, {}], 3),
+    (win.Min(), [3, 1, 2], 1),
+    (win.Min(), [3, None, 2], 2),
+    (win.Min(), [None, 3, 2], 2),
+    (win.Min(), [None], None),
+    (win.Min("foo"), [{"foo": 3}, {"foo": 1}], 1),
+    (win.Min("foo"), [{"foo": 3}, {"foo": None}], 3),
+    (win.Min("foo"), [{"foo": 3}, {"bar": 2}], 3),
+    (win.Min("foo"), [{"foo": 3}, {}], 3),
+]
+
+
+@pytest.mark.parametrize(("agg", "values", "expected"), QUIX_NUMBER_CASES)
+def test_quix_number_aggregations(agg: Any, values: List[Any], expected: Any) -> None:
+    assert fold_all(agg, values) == expected
+
+
+# Quix's `TestAggregators.test_other_aggregation`, the processing-order `First`/`Last` cases
+# (their timestamps play no part there): `None`s, missing keys included, are skipped.
+QUIX_FIRST_LAST_CASES: List[Tuple[Any, List[Any], Any]] = [
+    (win.First(), [1, 2, 3], 1),
+    (win.First("foo"), [{"foo": 1}, {"foo": 2}, {"foo": 3}], 1),
+    (win.First("foo"), [{"bar": 1}, {"bar": 2}, {"foo": 3}], 3),
+    (win.First("foo"), [{"bar": 1}, {}, {"foo": 3}], 3),
+    (win.Last(), [1, 2, 3], 3),
+    (win.Last("foo"), [{"foo": 1}, {"foo": 2}, {"foo": 3}], 3),
+    (win.Last("foo"), [{"foo": 1}, {"bar": 2}, {"bar": 3}], 1),
+    (win.Last("foo"), [{"foo": 1}, {}, {"bar": 3}], 1),
+]
+
+
+@pytest.mark.parametrize(("agg", "values", "expected"), QUIX_FIRST_LAST_CASES)
+def test_quix_first_and_last_skip_none(agg: Any, values: List[Any], expected: Any) -> None:
+    assert fold_all(agg, values) == expected
+
+
+def test_none_values_in_a_window() -> None:
+    """`None`s through real windows: `sum_window`, `mean_window` and `aggregate_window`, merges included."""
+    script: List[Any] = [[(1, 2), (2, None), (3, 4)], [(20, None)], "eof"]
+
+    def amount(value: Tuple[float, Any]) -> Any:
+        return value[1]
+
+    tumbling = win.TumblingWindower(timedelta(seconds=10), ALIGN)
+    sums = drive_op(lambda up, clock, _g: win.sum_window("win", up, clock, tumbling, amount), script)
+    assert results(sums) == [6, 0]
+    means = drive_op(lambda up, clock, _g: win.mean_window("win", up, clock, tumbling, amount, emit="current"), script)
+    assert results(means) == [2.0, 2.0, 3.0, None]
+    aggs = {"n": win.Count(amount), "all": win.Count(), "min": win.Min(amount), "max": win.Max(amount), "c": win.Collect(amount)}
+    sessions = win.SessionWindower(timedelta(seconds=5))
+    merged: List[Any] = [[(1, None), (9, 5)], [(5, 3)], [(30, None)], "eof"]
+    # Unordered: 1 s and 9 s open two sessions, which 5 s then merges.
+    got = drive_op(
+        lambda up, clock, _g: win.aggregate_window("win", up, clock, sessions, aggs, ordered=False), merged, wait=timedelta(seconds=10)
+    )
+    assert results(got) == [
+        {"n": 2, "all": 3, "min": 3, "max": 5, "c": [None, 3, 5]},
+        {"n": 0, "all": 1, "min": None, "max": None, "c": [None]},
+    ]
+
+
 def test_default_aggregations_keep_the_fast_path() -> None:
     """Without emit, lateness or trigger these are plain folds: one call per micro-batch per key."""
     for build in (

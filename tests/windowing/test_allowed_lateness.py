@@ -29,6 +29,7 @@ from firing_helpers import (
     sec,
     sink_all,
 )
+from test_window_ops import random_script
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
@@ -130,6 +131,8 @@ def test_sessions_refire_within_their_span() -> None:
         [(8, "late-c")],
         [(-10, "lost")],
         [(16, "d")],
+        [(1, "still-kept")],
+        [(17.5, "e")],
         [(1, "gone")],
         "eof",
     ]
@@ -138,17 +141,72 @@ def test_sessions_refire_within_their_span() -> None:
         [],
         # 10 s: session 0 closes (its last value + gap < watermark) and is kept until 2 + 3 + 10.
         [("down", 0, [(0, "a"), (2, "b")], ("on_time", 0, False)), ("meta", 0, (sec(0), sec(2)))],
-        # 4 s is within the gap after session 0: a late firing.
-        [("down", 0, [(0, "a"), (2, "b"), (4, "late-a")], ("late", 1, False))],
+        # 4 s is within the gap after session 0: it stretches the kept session (a late firing,
+        # and its new metadata; it is now kept until 4 + 3 + 10).
+        [("down", 0, [(0, "a"), (2, "b"), (4, "late-a")], ("late", 1, False)), ("meta", 0, (sec(0), sec(4)))],
         # 8 s is behind the watermark but within the gap before the open session 1: it joins it.
         [],
         [("late", -1, (-10, "lost"))],
-        # 16 s: session 1 closes (kept until 23 s); session 0 is dropped (15 s).
+        # 16 s: session 1 closes (kept until 23 s); session 0 is still kept (up to 17 s).
         # (A late value is applied when it arrives, after the values before it.)
         [("down", 1, [(10, "c"), (8, "late-c")], ("on_time", 0, False)), ("meta", 1, (sec(8), sec(10)))],
+        [("down", 0, [(0, "a"), (2, "b"), (4, "late-a"), (1, "still-kept")], ("late", 2, False))],
+        # 17.5 s drops session 0 (kept while the watermark is at most 17 s).
+        [],
         [("late", -1, (1, "gone"))],
-        [("down", 2, [(16, "d")], ("on_time", 0, True)), ("meta", 2, (sec(16), sec(16)))],
+        [("down", 2, [(16, "d"), (17.5, "e")], ("on_time", 0, True)), ("meta", 2, (sec(16), sec(17.5)))],
     ]
+
+
+def final_snapshot(build: Any, script: List[Any]) -> Any:
+    """Drive one key through `script` (rebuilding it from a pickle after every call); its last snapshot."""
+    builder, getter, _out = logic_builder(build)
+    logic = builder(None)
+    for step in script:
+        if isinstance(step, timedelta):
+            getter.advance(step)
+            continue
+        if isinstance(step, list):
+            logic.on_batch(step)
+        else:
+            logic.on_notify()
+        logic = builder(pickle.loads(pickle.dumps(logic.snapshot())))
+    return logic.snapshot()
+
+
+def offline_session_sums(values: List[Tuple[float, int]], gap: timedelta) -> List[int]:
+    """The sums of the sessions all the values would form if they came in timestamp order."""
+    sessions: List[List[Tuple[float, int]]] = []
+    for value in sorted(values):
+        if sessions and sec(value[0]) - sec(sessions[-1][-1][0]) <= gap:
+            sessions[-1].append(value)
+        else:
+            sessions.append([value])
+    return sorted(sum(n for _t, n in session) for session in sessions)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_late_values_end_in_the_sessions_they_would_have_joined_on_time(seed: int, ordered: bool, dynamic: bool) -> None:
+    """With a lateness longer than the input, late values create, stretch and merge sessions, open or kept.
+
+    Whatever the arrival order, the open and kept sessions then hold exactly the
+    sessions all values form in timestamp order, and nothing is late.
+    """
+    gap = timedelta(seconds=3)
+    windower = win.DynamicSessionWindower(lambda _v: gap) if dynamic else win.SessionWindower(gap)
+
+    def build(up: Any, clock: Any, _getter: Any) -> Any:
+        return win.sum_window("win", up, clock, windower, payload, ordered, allowed_lateness=timedelta(days=1))
+
+    script = [step for step in random_script(seed) if step != "eof"]
+    values = [value for step in script if isinstance(step, list) for value in step]
+    snap = final_snapshot(build, script)
+    assert snap.queue == [], "the clock has no wait: every value is applied"
+    held = sorted([*snap.logic_states.values(), *(k.state for k in snap.kept.values())])
+    assert held == offline_session_sums(values, gap)
+    assert not [e for e in events(drive_op(build, script)) if e[0] == "late"]
 
 
 def test_kept_windows_are_snapshotted_woken_for_and_then_dropped() -> None:

@@ -322,7 +322,8 @@ def test_dynamic_sessions_current_results_through_a_merge() -> None:
     assert calls(records) == [
         [("down", 0, 1, ("early", 0, False))],
         [("down", 1, 2, ("early", 0, False))],
-        [("down", 0, 5, ("early", 1, False)), ("down", 0, 7, ("early", 2, False))],
+        # 1.5 s bridges the sessions: they merge first (as in Flink), then it is taken in: one result.
+        [("down", 0, 7, ("early", 1, False))],
         [meta(0, 0, 5)],
     ]
 
@@ -332,11 +333,11 @@ def test_dynamic_sessions_count_trigger_adds_up_across_a_merge() -> None:
         return win.sum_window("win", up, clock, DYNAMIC, number, ordered=False, trigger=win.CountTrigger(2))
 
     records = drive_op(build, BRIDGED, wait=10 * SECOND)
-    # Session 0 fires on its second value; the merge brings session 1's count, 1, which does not fire.
+    # As in Flink, the sessions merge before 1.5 s is counted: 1 + 1, then 1.5 s makes 3, which fires.
     assert calls(records) == [
         [],
         [],
-        [("down", 0, 5, ("early", 0, False))],
+        [("down", 0, 7, ("early", 0, False))],
         [("down", 0, 7, ("on_time", 1, True)), meta(0, 0, 5)],
     ]
 
@@ -352,10 +353,11 @@ def test_dynamic_sessions_aggregation_places_late_values_by_their_own_gap() -> N
         [("down", 0, agg(1, 1), ("on_time", 0, False)), meta(0, 0, 0)],
         # 3 s with a 2 s gap reaches 5 s: it touches the open session 1 and joins it.
         [],
-        # 0.5 s with no gap lies in the kept session 0: a late firing.
-        [("down", 0, agg(9, 2), ("late", 1, False))],
-        # 2.5 s with no gap touches neither session.
-        [("late", -1, (2.5, 16, 0))],
+        # 0.5 s with no gap lies in the kept session 0: a late firing; its last value is now 0.5 s.
+        [("down", 0, agg(9, 2), ("late", 1, False)), meta(0, 0, 0.5)],
+        # 2.5 s with no gap touches neither session, but its own session is within the lateness:
+        # it opens one, already closed (as Flink would), which fires at once.
+        [("down", 2, agg(16, 1), ("late", 0, False)), meta(2, 2.5, 2.5)],
         [("down", 1, agg(6, 2), ("on_time", 0, True)), meta(1, 3, 5)],
     ]
 
@@ -370,7 +372,7 @@ def test_dynamic_sessions_are_kept_from_their_reach_not_their_last_value() -> No
         [],
         # Session 0's last value is at 0 s but it reaches 1 s: kept until 1 s + 2 s.
         [("down", 0, 1, ("on_time", 0, False)), meta(0, 0, 0)],
-        [("down", 0, 5, ("late", 1, False))],
+        [("down", 0, 5, ("late", 1, False)), meta(0, 0, 0.5)],
         [("down", 1, 2, ("on_time", 0, False)), meta(1, 2.9, 2.9)],
         [("late", -1, (0.6, 16, 0))],
         [("down", 2, 8, ("on_time", 0, True)), meta(2, 3.1, 3.1)],
@@ -454,13 +456,13 @@ def test_dynamic_sessions_with_lateness_on_spark() -> None:
     sums = win.sum_window("sum", up, flow_clock(), DYNAMIC, number, allowed_lateness=10 * SECOND)
     sink_all(outputs, "sum", sums)
     run_main(flow)
-    assert by_key(outputs["sum.down"]) == {"a": [(0, 1), (0, 9), (1, 6)], "b": [(0, 1), (0, 5), (1, 2), (2, 8)]}
+    assert by_key(outputs["sum.down"]) == {"a": [(0, 1), (0, 9), (2, 16), (1, 6)], "b": [(0, 1), (0, 5), (1, 2), (2, 8)]}
     assert {k: [(w, p.timing, p.index) for w, p in ps] for k, ps in by_key(outputs["sum.panes"]).items()} == {
-        "a": [(0, "on_time", 0), (0, "late", 1), (1, "on_time", 0)],
+        "a": [(0, "on_time", 0), (0, "late", 1), (2, "late", 0), (1, "on_time", 0)],
         "b": [(0, "on_time", 0), (0, "late", 1), (1, "on_time", 0), (2, "on_time", 0)],
     }
-    assert by_key(outputs["sum.late"]) == {"a": [(-1, (2.5, 16, 0))], "b": [(-1, (0.6, 16, 0))]}
+    assert by_key(outputs["sum.late"]) == {"b": [(-1, (0.6, 16, 0))]}
     assert {k: [(w, m.open_time, m.close_time) for w, m in ms] for k, ms in by_key(outputs["sum.meta"]).items()} == {
-        "a": [(0, sec(0), sec(0)), (1, sec(3), sec(5))],
-        "b": [(0, sec(0), sec(0)), (1, sec(10.9), sec(10.9)), (2, sec(11.1), sec(11.1))],
+        "a": [(0, sec(0), sec(0)), (0, sec(0), sec(0.5)), (2, sec(2.5), sec(2.5)), (1, sec(3), sec(5))],
+        "b": [(0, sec(0), sec(0)), (0, sec(0), sec(0.5)), (1, sec(10.9), sec(10.9)), (2, sec(11.1), sec(11.1))],
     }

@@ -146,11 +146,11 @@ def test_session_merges_add_up_trigger_counts() -> None:
         gap = win.SessionWindower(timedelta(seconds=3))
         return win.sum_window("win", up, clock, gap, payload, False, trigger=win.CountTrigger(3))
 
-    # 0 s and 6 s open two sessions (one value each); 3 s joins the first and bridges them.
-    # As in Flink, a merge adds up the counts (3 now) but does not fire by itself: the next
-    # value does.
+    # 0 s and 6 s open two sessions (one value each); 3 s bridges them.  As in Flink, the
+    # sessions merge first (counts 1 + 1), then the merged session takes 3 s (count 3) and
+    # fires with all three values; 4 s starts the count again.
     records = drive_op(build, [[(0, 1), (6, 2)], [(3, 4)], [(4, 8)], "eof"], wait=timedelta(seconds=60))
-    assert panes(records) == [(0, 15, "early", 0, False), (0, 15, "on_time", 1, True)]
+    assert panes(records) == [(0, 7, "early", 0, False), (0, 15, "on_time", 1, True)]
 
 
 @pytest.mark.parametrize(

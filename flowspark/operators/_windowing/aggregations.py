@@ -3,8 +3,12 @@
 The ready-made ones carry Quix Streams' names (`Sum`, `Count`, `Mean`,
 `Min`, `Max`, `First`, `Last`, `Collect`).  Where Quix takes a column name,
 these take `by`: a function of the value, or a key to look up
-(`Mean("temperature")` means `Mean(by=lambda v: v["temperature"])`);
-without it the value itself is used.
+(`Mean("temperature")` means `Mean(by=lambda v: v["temperature"])`; a key
+missing from a mapping reads as `None`, like Quix's `value.get(column)`);
+without it the value itself is used.  As in Quix Streams, `Sum`, `Count`,
+`Mean`, `Min`, `Max`, `First` and `Last` skip values whose `by(value)` is
+`None`: `Count` counts the others, and a window with nothing else gives
+`Sum` 0, `Count` 0 and `None` for the rest.  `Collect` keeps `None`s.
 
 An `Aggregation` is four functions, named as in `fold_window`: `builder()`
 makes an empty accumulator, `folder(acc, value)` adds a value, `merger(acc,
@@ -57,13 +61,25 @@ def _getter(by: By) -> Callable[[Any], Any]:
     if callable(by):
         return by
     if isinstance(by, (str, int)):
-        return operator.itemgetter(by)
+        return _Lookup(by)
     msg = f"`by` must be a function of the value, a key to look up, or `None`; got {by!r}"
     raise TypeError(msg)
 
 
 def _identity(value: Any) -> Any:
     return value
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    """`value[key]`; for a mapping `value.get(key)`, so a missing key reads as `None` (Quix's columns)."""
+
+    key: Union[str, int]
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return value.get(self.key)
+        return value[self.key]
 
 
 class Aggregation(Generic[V, A, R]):
@@ -119,11 +135,16 @@ class _Plus:
     get: Callable[[Any], Any]
 
     def __call__(self, acc: Any, value: Any) -> Any:
-        return acc + self.get(value)
+        got = self.get(value)
+        return acc if got is None else acc + got
 
 
-def _plus_one(acc: int, _value: Any) -> int:
-    return acc + 1
+@dataclass(frozen=True)
+class _CountPresent:
+    get: Callable[[Any], Any]
+
+    def __call__(self, acc: int, value: Any) -> int:
+        return acc if self.get(value) is None else acc + 1
 
 
 @dataclass(frozen=True)
@@ -131,7 +152,8 @@ class _MeanFold:
     get: Callable[[Any], Any]
 
     def __call__(self, acc: Tuple[Any, int], value: Any) -> Tuple[Any, int]:
-        return (acc[0] + self.get(value), acc[1] + 1)
+        got = self.get(value)
+        return acc if got is None else (acc[0] + got, acc[1] + 1)
 
 
 def _pair_add(acc: Tuple[Any, int], other: Tuple[Any, int]) -> Tuple[Any, int]:
@@ -144,13 +166,15 @@ def _ratio(acc: Tuple[Any, int]) -> Any:
 
 @dataclass(frozen=True)
 class _Pick:
-    """Keeps the smaller (or larger) of the accumulator and each value; ties keep the earlier."""
+    """Keeps the smaller (or larger) of the accumulator and each value; ties keep the earlier; `None` is skipped."""
 
     get: Callable[[Any], Any]
     choose: Callable[[Any, Any], Any]
 
     def __call__(self, acc: Any, value: Any) -> Any:
         got = self.get(value)
+        if got is None:
+            return acc
         return got if acc is None else self.choose(acc, got)
 
 
@@ -169,7 +193,10 @@ class _KeepFirst:
     get: Callable[[Any], Any]
 
     def __call__(self, acc: Tuple[Any, ...], value: Any) -> Tuple[Any, ...]:
-        return acc if acc else (self.get(value),)
+        if acc:
+            return acc
+        got = self.get(value)
+        return acc if got is None else (got,)
 
 
 @dataclass(frozen=True)
@@ -177,7 +204,8 @@ class _KeepLast:
     get: Callable[[Any], Any]
 
     def __call__(self, acc: Tuple[Any, ...], value: Any) -> Tuple[Any, ...]:
-        return (self.get(value),)
+        got = self.get(value)
+        return acc if got is None else (got,)
 
 
 def _first_of(acc: Tuple[Any, ...], other: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -206,7 +234,7 @@ class _Append:
 
 
 class Sum(Aggregation[Any, Any, Any]):
-    """The sum of `by(value)` (the values themselves by default), starting from 0."""
+    """The sum of `by(value)` (the values themselves by default), starting from 0; `None`s are skipped."""
 
     def __init__(self, by: By = None) -> None:
         super().__init__(_zero, _Plus(_getter(by)), operator.add)
@@ -214,14 +242,18 @@ class Sum(Aggregation[Any, Any, Any]):
 
 
 class Count(Aggregation[Any, int, int]):
-    """The number of values."""
+    """The number of values whose `by(value)` is not `None` (the values themselves by default), as Quix counts."""
 
-    def __init__(self) -> None:
-        super().__init__(_zero, _plus_one, operator.add)
+    def __init__(self, by: By = None) -> None:
+        super().__init__(_zero, _CountPresent(_getter(by)), operator.add)
+        self.by = by
 
 
 class Mean(Aggregation[Any, Tuple[Any, int], Any]):
-    """The arithmetic mean of `by(value)`: a running `(sum, count)`, divided when emitted."""
+    """The arithmetic mean of `by(value)`, `None`s skipped: a running `(sum, count)`, divided when emitted.
+
+    `None` when the window holds no other value.
+    """
 
     def __init__(self, by: By = None) -> None:
         super().__init__(_zero_pair, _MeanFold(_getter(by)), _pair_add, _ratio)
@@ -229,7 +261,7 @@ class Mean(Aggregation[Any, Tuple[Any, int], Any]):
 
 
 class Min(Aggregation[Any, Any, Any]):
-    """The smallest `by(value)` (unlike `min_window`, which emits the whole smallest value)."""
+    """The smallest `by(value)`, `None`s skipped (unlike `min_window`, which emits the whole smallest value)."""
 
     def __init__(self, by: By = None) -> None:
         super().__init__(_nothing, _Pick(_getter(by), min), _PickMerge(min))
@@ -237,7 +269,7 @@ class Min(Aggregation[Any, Any, Any]):
 
 
 class Max(Aggregation[Any, Any, Any]):
-    """The largest `by(value)` (unlike `max_window`, which emits the whole largest value)."""
+    """The largest `by(value)`, `None`s skipped (unlike `max_window`, which emits the whole largest value)."""
 
     def __init__(self, by: By = None) -> None:
         super().__init__(_nothing, _Pick(_getter(by), max), _PickMerge(max))
@@ -245,7 +277,7 @@ class Max(Aggregation[Any, Any, Any]):
 
 
 class First(Aggregation[Any, Tuple[Any, ...], Any]):
-    """`by(value)` of the first value the window took in (timestamp order when `ordered`).
+    """The first `by(value)` that is not `None` the window took in (timestamp order when `ordered`).
 
     When sessions merge, the earlier-opened session's first value wins.
     """
@@ -256,7 +288,7 @@ class First(Aggregation[Any, Tuple[Any, ...], Any]):
 
 
 class Last(Aggregation[Any, Tuple[Any, ...], Any]):
-    """`by(value)` of the last value the window took in (timestamp order when `ordered`).
+    """The last `by(value)` that is not `None` the window took in (timestamp order when `ordered`).
 
     When sessions merge, the absorbed session's last value wins (if it has one).
     """

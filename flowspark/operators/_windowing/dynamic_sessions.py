@@ -122,6 +122,15 @@ class DynamicSessionWindowerLogic(ValueWindowerLogic[DynamicSessionWindowerState
         merges, self.state.merge_queue = self.state.merge_queue, []
         return merges
 
+    def new_id(self) -> int:
+        """Hand out the next session id (for a session that a late value opens already closed)."""
+        self.state.max_key += 1
+        return self.state.max_key
+
+    def revive(self, window_id: int, meta: WindowMetadata, reach: datetime) -> None:
+        """Open again a closed session, kept for allowed lateness, that a late value reaches."""
+        self.state.sessions[window_id] = DynamicSession(meta, reach)
+
     def spans(self) -> Dict[int, Tuple[datetime, datetime]]:
         """Each open session's first timestamp and reach, by id.
 

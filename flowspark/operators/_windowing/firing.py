@@ -7,43 +7,63 @@ applies them:
 
 1. **Late values** (stamped before the watermark).  With `allowed_lateness`
    zero they go to `late`, as in Bytewax.  Otherwise lateness is judged per
-   window, as in Flink: each window `windower.late_for(timestamp)` names that
-   is still open takes the value at once (out of timestamp order, even with
-   `ordered`); each one closed but still *kept* takes it and immediately
-   emits its corrected result as a `"late"` pane; the rest go to `late`.  A
-   late value never opens a window, and meets the windows as they stand at
+   window, as in Flink, and a late value meets the windows as they stand at
    the watermark (the batch is flushed up to it first), so where it goes
-   does not depend on how values were batched.  Record sliding windows also offer it to
-   every kept window whose span holds it (their `late_for` names open ones
-   only), and remember it, if any window took it, for windows opened later.
-   Windowers that cannot name the window (`LATE_SESSION_ID`) place the value
-   by spans instead: the value reaches over `[t, t + gap]` for a
-   `SessionWindower`, `[t, t + gap_for(value)]` for a
-   `DynamicSessionWindower`, `[t, t]` otherwise.  An open session it touches
-   takes it as if on time (which may stretch or merge it); else the first
-   kept window whose `[open_time, reach]` it touches re-fires (a kept session
-   is not stretched or merged); else it goes to `late`.  Count windows
-   refuse `allowed_lateness` (`window` checks).
-2. **Values taken in** (on time, or late as above): after each one, the
-   window's running result is emitted as an `"early"` pane if `emit` is
-   `"current"`/`"current_and_final"` or the trigger fires (once if both);
-   a purging trigger then resets the window to `builder(None)`.  A record
-   sliding window opened over remembered values is fed them first: its
-   trigger counts them, but only the value that opened it can fire it or
-   emit its running result, so seeding adds no pane of its own (only items
-   a custom logic returns from `on_value`).
-3. **Merges** (sessions): with a current emit mode the merged window's new
-   running result is emitted; trigger counts add up, but, as in Flink, a
-   merge does not fire the trigger by itself (the next value may).
+   does not depend on how values were batched.
+
+   * Fixed windows (`late_for` names them): each one still open takes the
+     value at once (out of timestamp order, even with `ordered`); each one
+     closed but still *kept* takes it and immediately emits its corrected
+     result as a `"late"` pane.  One that does not exist yet is created, as
+     Flink and Kafka Streams do, if the watermark has not passed its end
+     plus the lateness: opened as usual if it has not ended, else created
+     closed and kept, emitting its result as a `"late"` pane and then its
+     metadata on `meta`.  The rest go to `late`.  Record sliding windows
+     also offer the value to every kept window whose span holds it (their
+     `late_for` names open ones only), and remember it, if any window took
+     it, for windows opened later; they create no window for it.
+   * Sessions (`SessionWindower`, `DynamicSessionWindower`): the value
+     reaches over `[t, t + gap]` (`gap_for(value)` for dynamic ones); every
+     open or kept session whose `[open_time, reach]` touches it, or touches
+     one that does, forms one session with it, as in Flink's merging window
+     set.  If that session ends at or after the watermark (it holds an open
+     session, or the value reaches that far) the kept ones are opened again
+     and the value is applied as if on time, merging them; the session
+     closes again later, its emission then a `"late"` pane.  Otherwise the
+     kept ones merge into the one opened first (the others' ids go to
+     `merged_ids`), which takes the value, stretches, re-fires as a
+     `"late"` pane, and reports its new metadata on `meta`.  A value that
+     touches no session opens one that way, closed and kept, if the
+     watermark has not passed its reach plus the lateness; else it goes to
+     `late`.
+   * Other windowers that return `LATE_SESSION_ID`: the first kept window
+     whose `[open_time, reach]` holds `t` re-fires; else `late`.
+
+   Count windows refuse `allowed_lateness` (`window` checks).
+2. **Values taken in** (on time, or late as above): a value that bridges
+   sessions first merges them (see 3), then the merged session takes it.
+   After each value the window's running result is emitted as an
+   `"early"` pane if `emit` is `"current"`/`"current_and_final"` or the
+   trigger fires (once if both); a purging trigger then resets the window
+   to `builder(None)`.  A record sliding window opened over remembered
+   values is fed them first: its trigger counts them, but only the value
+   that opened it can fire it or emit its running result, so seeding adds
+   no pane of its own (only items a custom logic returns from `on_value`).
+3. **Merges** (sessions) happen before the value that causes them is taken
+   in, as in Flink: trigger counts add up, and the trigger then sees the
+   value in the merged session (a merge does not fire by itself).  Items a
+   custom logic returns from `on_merge` are emitted as `"early"` panes.
 4. **Closes**: if `emit` includes final and the window was not purged
-   without new values since, its result is emitted as an `"on_time"` pane,
-   then its metadata goes to `meta`.  If `allowed_lateness` is positive and
-   the watermark has not yet passed the window's *reach* plus the lateness,
-   the window is *kept* for late values instead of being dropped; it is
-   dropped, silently, once the watermark passes that time.  The reach is
-   where the window closed: `close_time`, `close_time + gap` for a
-   `SessionWindower`, the furthest `t + gap_for(value)` of its values for a
-   `DynamicSessionWindower`.
+   without new values since, its result is emitted as an `"on_time"` pane
+   (`"late"` if it had closed before and was opened again by a late
+   value), then its metadata goes to `meta`.  If `allowed_lateness` is
+   positive and the watermark has not yet reached the window's *reach*
+   plus the lateness (for sessions: not yet passed it, since their gap
+   counts inclusively), the window is *kept* for late values instead of
+   being dropped; it is dropped, silently, once the watermark gets there.
+   The reach is where the window closed: `close_time`, `close_time + gap`
+   for a `SessionWindower`, the furthest `t + gap_for(value)` of its
+   values for a `DynamicSessionWindower`.
 5. **Processing-time triggers** fire open windows whose wake-up has come.
 
 The *running result* of a window is, for the fold-based operators, a deep
@@ -63,7 +83,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Dict, Generic, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Generic, Iterable, List, Optional, Set, Tuple, Union
 
 from typing_extensions import override
 
@@ -72,6 +92,7 @@ from flowspark.operators._windowing.base import (
     LATE_SESSION_ID,
     ZERO_TD,
     SeededWindowerLogic,
+    ValueWindowerLogic,
     WindowLogic,
     WindowMetadata,
 )
@@ -129,7 +150,7 @@ class KeptWindow(Generic[S]):
     reach: datetime
     """Where it closed: `close_time`, plus the gap for sessions (a dynamic session's furthest reach)."""
     purge_at: datetime
-    """Dropped once the watermark reaches this: `reach` plus `allowed_lateness`."""
+    """Dropped once the watermark reaches this: `reach` plus `allowed_lateness` (plus 1 µs for sessions)."""
     book: WindowBook
     """Its pane bookkeeping (the next pane's index)."""
 
@@ -143,6 +164,10 @@ class _Kept(Generic[V, W, S]):
     reach: datetime
     purge_at: datetime
     book: WindowBook
+
+
+_INSTANT = timedelta(microseconds=1)
+"""The smallest step of a `datetime`: what "at or after" adds to "after"."""
 
 
 def _earlier(a: Optional[datetime], b: Optional[datetime]) -> Optional[datetime]:
@@ -226,7 +251,37 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
 
     @override
     def _apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
-        return self._apply_special(due)
+        events: List[WindowEvent[V, W]] = []
+        for value, timestamp in due:
+            events.extend(self._take(value, timestamp))
+        return events
+
+    def _take(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        """Apply one value: open its windows, merge the sessions it bridges, then feed it.
+
+        The merge comes before the value is taken in, as in Flink's merging
+        window set, so a trigger sees the merged session (counts added up)
+        and an emit mode emits its result once.
+        """
+        windower = self._windower
+        if isinstance(windower, ValueWindowerLogic):
+            window_ids = list(windower.open_for_value(value, timestamp))
+        else:
+            window_ids = list(windower.open_for(timestamp))
+        events, absorbed_into = self._merge_pending()
+        for window_id in window_ids:
+            while window_id in absorbed_into:
+                window_id = absorbed_into[window_id]
+            logic = self._logics.get(window_id)
+            if logic is None:
+                logic = self._logics[window_id] = self._config.builder(None)
+                if isinstance(windower, SeededWindowerLogic):
+                    events.extend(self._seed(windower, window_id, logic))
+            events.extend(self._wrap(window_id, logic.on_value(value)))
+            events.extend(self._took_in(window_id, logic, value))
+        if isinstance(windower, SeededWindowerLogic):
+            self._remember(windower, value, timestamp)
+        return events
 
     @override
     def _seed(
@@ -248,7 +303,16 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
 
     @override
     def _merge(self) -> List[WindowEvent[V, W]]:
+        return self._merge_pending()[0]
+
+    def _merge_pending(self) -> Tuple[List[WindowEvent[V, W]], Dict[int, int]]:
+        """Merge the windows the windower just merged; also return which id each absorbed one went into.
+
+        Trigger counts add up, but, as in Flink, a merge does not fire the
+        trigger by itself: the value that caused it is taken in next.
+        """
         events: List[WindowEvent[V, W]] = []
+        absorbed_into: Dict[int, int] = {}
         for original_id, target_id in self._windower.merged():
             if original_id == target_id:
                 continue
@@ -257,6 +321,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             if original is None or target is None:
                 missing = original_id if original is None else target_id
                 raise self._never_opened(missing, "merged")
+            absorbed_into[original_id] = target_id
             events.extend(self._wrap(target_id, target.on_merge(original)))
             book = self._book(target_id)
             absorbed = self._books.pop(original_id, None)
@@ -264,9 +329,8 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 book.count += absorbed.count
                 book.next_fire = _earlier(book.next_fire, absorbed.next_fire)
                 book.purged = book.purged and absorbed.purged
-            if self._emits_current and not book.purged:
-                events.extend(self._emit(target_id, self._running(target), "early", book))
-        return events
+                book.on_time = book.on_time or absorbed.on_time
+        return events, absorbed_into
 
     def _session_spans(self) -> Optional[Dict[int, Tuple[datetime, datetime]]]:
         """`(open_time, reach)` of each open session, for the built-in session windowers; else `None`."""
@@ -287,15 +351,32 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 raise self._never_opened(window_id, "closed")
             book = self._books.pop(window_id, None) or WindowBook()
             reach = meta.close_time if spans is None else spans[window_id][1]
-            purge_at = add_clamped(reach, lateness) if lateness > ZERO_TD else watermark
+            purge_at = self._purge_at(reach) if lateness > ZERO_TD else watermark
             keep = purge_at > watermark
             if self._emits_final and not book.purged:
                 items = self._running(logic) if keep else logic.on_close()
-                events.extend(self._emit(window_id, items, "on_time", book, last=not keep))
+                timing: PaneTiming = "late" if book.on_time else "on_time"
+                events.extend(self._emit(window_id, items, timing, book, last=not keep))
+            book.on_time = True
+            book.next_fire = None
             events.append(Closed(window_id, meta))
             if keep:
-                self._kept[window_id] = _Kept(logic, meta, reach, purge_at, book)
+                self._kept[window_id] = _Kept(logic, copy.deepcopy(meta), reach, purge_at, book)
         return events
+
+    def _purge_at(self, reach: datetime) -> datetime:
+        """When a window that closed at `reach` is dropped: once the watermark passes its lateness.
+
+        A session, whose gap counts inclusively (it stays open while the
+        watermark is at its reach), is kept while the watermark is at its
+        reach plus the lateness, as Kafka Streams keeps sessions for their
+        grace; a fixed window, which ends before its `close_time`, is
+        dropped when the watermark reaches `close_time` plus the lateness.
+        """
+        purge_at = add_clamped(reach, self._firing.allowed_lateness)
+        if isinstance(self._windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
+            purge_at = add_clamped(purge_at, _INSTANT)
+        return purge_at
 
     @override
     def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
@@ -332,8 +413,10 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         return self._flush(self._watermark) + self._place_late(value, timestamp)
 
     def _place_late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
-        """Give a late value to the open and kept windows that still take it; the rest to `late`."""
+        """Give a late value to the windows that still take it, opening them if need be; the rest to `late`."""
         windower = self._windower
+        if isinstance(windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
+            return self._late_in_session(windower, value, timestamp)
         window_ids = list(windower.late_for(timestamp))
         if window_ids == [LATE_SESSION_ID] and self._cannot_tell(LATE_SESSION_ID):
             return self._late_by_span(value, timestamp)
@@ -350,11 +433,114 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             elif window_id in self._kept:
                 events.extend(self._refire(window_id, value))
                 taken = True
+            elif isinstance(windower, SlidingWindowerLogic) and self._still_takes(windower, window_id):
+                events.extend(self._open_late(windower, window_id, value))
             else:
                 events.append(Late(window_id, value))
         if taken and isinstance(windower, SeededWindowerLogic):
             # Windows opened later over its timestamp take it from memory, like any applied value.
             self._remember(windower, value, timestamp)
+        return events
+
+    def _still_takes(self, windower: SlidingWindowerLogic, window_id: int) -> bool:
+        """Whether a fixed window that does not exist yet is within the allowed lateness."""
+        close_time = windower.metadata_for(window_id).close_time
+        return add_clamped(close_time, self._firing.allowed_lateness) > self._watermark
+
+    def _open_late(self, windower: SlidingWindowerLogic, window_id: int, value: V) -> List[WindowEvent[V, W]]:
+        """Create the fixed window a late value is the first to fall in (Flink and Kafka Streams do).
+
+        If the window has not ended yet it opens as usual.  If it has, it is
+        created closed and kept: it emits its result at once as a `"late"`
+        pane, then reports its metadata on `meta`.
+        """
+        meta = windower.metadata_for(window_id)
+        if meta.close_time > self._watermark:
+            windower.open_window(window_id)
+            logic = self._logics[window_id] = self._config.builder(None)
+            return self._wrap(window_id, logic.on_value(value)) + self._took_in(window_id, logic, value)
+        purge_at = add_clamped(meta.close_time, self._firing.allowed_lateness)
+        book = WindowBook(on_time=True)
+        self._kept[window_id] = _Kept(self._config.builder(None), meta, meta.close_time, purge_at, book)
+        return self._refire(window_id, value) + [Closed(window_id, copy.deepcopy(meta))]
+
+    def _late_in_session(
+        self,
+        windower: Union[SessionWindowerLogic, DynamicSessionWindowerLogic],
+        value: V,
+        timestamp: datetime,
+    ) -> List[WindowEvent[V, W]]:
+        """Place a late value among the open and kept sessions, as Flink's merging window set does.
+
+        The value reaches over `[t, reach]` (see `_reach_of`); every session,
+        open or kept, whose `[open_time, reach]` touches it, or touches a
+        session that does, joins one session with it.  If that session ends
+        at or after the watermark (it holds an open session, or the value
+        reaches that far), the kept ones are opened again and the value is
+        applied as if on time.  Otherwise the kept ones merge into the one
+        that opened first, which takes the value, stretches and re-fires
+        (a `"late"` pane, and its new metadata on `meta`); a value touching
+        no session opens a new one that way, if its reach is within the
+        allowed lateness; else it goes to `late`.
+        """
+        low, high = timestamp, self._reach_of(value, timestamp)
+        open_spans = windower.spans()
+        touched_open: Set[int] = set()
+        touched_kept: List[int] = []
+        grew = True
+        while grew:
+            grew = False
+            for window_id, (first, last) in open_spans.items():
+                if window_id not in touched_open and first <= high and low <= last:
+                    touched_open.add(window_id)
+                    low, high, grew = min(low, first), max(high, last), True
+            for window_id, kept in self._kept.items():
+                if window_id not in touched_kept and kept.meta.open_time <= high and low <= kept.reach:
+                    touched_kept.append(window_id)
+                    low, high, grew = min(low, kept.meta.open_time), max(high, kept.reach), True
+        if touched_open or high >= self._watermark:
+            for window_id in touched_kept:
+                self._revive(windower, window_id)
+            return self._apply([(value, timestamp)])
+        if touched_kept:
+            return self._merge_kept(touched_kept, value, timestamp, high)
+        purge_at = self._purge_at(high)
+        if purge_at <= self._watermark:
+            return [Late(LATE_SESSION_ID, value)]
+        window_id = windower.new_id()
+        meta = WindowMetadata(timestamp, timestamp)
+        self._kept[window_id] = _Kept(self._config.builder(None), meta, high, purge_at, WindowBook(on_time=True))
+        return self._refire(window_id, value) + [Closed(window_id, copy.deepcopy(meta))]
+
+    def _revive(self, windower: Union[SessionWindowerLogic, DynamicSessionWindowerLogic], window_id: int) -> None:
+        """Open a kept session again: a late value extends it past the watermark or joins it to an open one."""
+        kept = self._kept.pop(window_id)
+        windower.revive(window_id, copy.deepcopy(kept.meta), kept.reach)
+        self._logics[window_id] = kept.logic
+        self._books[window_id] = kept.book
+
+    def _merge_kept(self, window_ids: List[int], value: V, timestamp: datetime, reach: datetime) -> List[WindowEvent[V, W]]:
+        """Merge kept sessions a late value bridges into the one that opened first; it takes the value and re-fires."""
+        ordered = sorted(window_ids, key=lambda i: (self._kept[i].meta.open_time, i))
+        target_id = ordered[0]
+        target = self._kept[target_id]
+        meta = copy.deepcopy(target.meta)
+        events: List[WindowEvent[V, W]] = []
+        for other_id in ordered[1:]:
+            other = self._kept.pop(other_id)
+            events.extend(self._emit(target_id, target.logic.on_merge(other.logic), "late", target.book))
+            meta.open_time = min(meta.open_time, other.meta.open_time)
+            meta.close_time = max(meta.close_time, other.meta.close_time)
+            meta.merged_ids.add(other_id)
+        meta.open_time = min(meta.open_time, timestamp)
+        meta.close_time = max(meta.close_time, timestamp)
+        changed = meta != target.meta
+        target.meta = meta
+        target.reach = reach
+        target.purge_at = self._purge_at(reach)
+        events.extend(self._refire(target_id, value))
+        if changed:
+            events.append(Closed(target_id, copy.deepcopy(meta)))
         return events
 
     def _kept_spanning(self, windower: SeededWindowerLogic[Any], timestamp: datetime) -> List[int]:
@@ -389,19 +575,9 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         return timestamp
 
     def _late_by_span(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
-        """A late value whose windower cannot name its window: place it by spans.
-
-        The value's `[t, reach]` (see `_reach_of`) must touch a window's
-        `[open_time, reach]`.  An open session it touches takes it as if on
-        time (the windower picks, and may stretch or merge, the session);
-        else the first kept window it touches re-fires.
-        """
-        reach = self._reach_of(value, timestamp)
-        spans = self._session_spans()
-        if spans is not None and any(first <= reach and timestamp <= last for first, last in spans.values()):
-            return self._apply([(value, timestamp)])
+        """A late value whose (user-defined) windower cannot name its window: the first kept window spanning it re-fires."""
         for window_id, kept in self._kept.items():
-            if kept.meta.open_time <= reach and timestamp <= kept.reach:
+            if kept.meta.open_time <= timestamp <= kept.reach:
                 return self._refire(window_id, value)
         return [Late(LATE_SESSION_ID, value)]
 

@@ -31,8 +31,8 @@ EmitMode: TypeAlias = Literal["final", "current", "current_and_final"]
 
 * `"final"` (the default, Bytewax's behaviour): once, when the window closes.
 * `"current"` (Quix Streams' `.current()`): the window's running result after
-  every value it takes in (and after a session merge changes it); nothing
-  extra when it closes.
+  every value it takes in (a value that merges sessions emits the merged
+  session's result once); nothing extra when it closes.
 * `"current_and_final"`: both: the running result after every value, and the
   result again when the window closes (marked `on_time` on `panes`).
 """
@@ -46,8 +46,8 @@ PaneTiming: TypeAlias = Literal["early", "on_time", "late"]
 * `"early"`: before the window closed (`emit="current"`, a trigger firing, or
   an item a custom `WindowLogic` returned from `on_value`/`on_merge`).
 * `"on_time"`: when the watermark passed the window's close time.
-* `"late"`: after that, because a late value updated a window kept for
-  `allowed_lateness`.
+* `"late"`: after that, because a late value updated (or created) a window
+  kept for `allowed_lateness`, or a session it opened again closed again.
 """
 
 

@@ -50,6 +50,9 @@ class WindowBook:
     purged: bool = False
     """Purged by a trigger, and no value taken in since."""
 
+    on_time: bool = False
+    """The window has closed once already, so each later emission of it is `"late"`."""
+
 
 class Trigger(ABC):
     """When to fire a window early; see the module docstring.
@@ -92,8 +95,10 @@ class Trigger(ABC):
 class CountTrigger(Trigger):
     """Fire every `count` values a window takes in (Flink's `CountTrigger`).
 
-    Values are counted per window, from its start or its last fire; a late
-    value taken in by a kept window counts too, but re-fires anyway.
+    Values are counted per window, from its start or its last fire.  When a
+    value bridges two sessions their counts add up before it counts (as
+    Flink's `onMerge` does), so it may fire the merged session.  A late
+    value taken in by a kept window re-fires it whatever the count.
     """
 
     count: int

@@ -72,9 +72,15 @@ class SlidingWindowerLogic(WindowerLogic[SlidingWindowerState]):
         last = since_origin // self.offset
         return list(range(first, last + 1))
 
-    def _metadata_for(self, window_id: int) -> WindowMetadata:
+    def metadata_for(self, window_id: int) -> WindowMetadata:
+        """Where window `window_id` starts and ends, whether or not it is open."""
         open_time = self.align_to + self.offset * window_id
         return WindowMetadata(open_time, open_time + self.length)
+
+    def open_window(self, window_id: int) -> None:
+        """Open window `window_id` (for a late value whose window is still ahead of the watermark)."""
+        if window_id not in self.state.opened:
+            self.state.opened[window_id] = self.metadata_for(window_id)
 
     @override
     def open_for(self, timestamp: datetime) -> List[int]:
@@ -86,7 +92,7 @@ class SlidingWindowerLogic(WindowerLogic[SlidingWindowerState]):
         ids = self.intersects(timestamp)
         for window_id in ids:
             if window_id not in self.state.opened:
-                self.state.opened[window_id] = self._metadata_for(window_id)
+                self.state.opened[window_id] = self.metadata_for(window_id)
         if self.offset == self.length:
             meta = self.state.opened[ids[0]]
             self._last_tumbling = (meta.open_time, meta.close_time, ids[0])
@@ -237,6 +243,18 @@ class SessionWindowerLogic(WindowerLogic[SessionWindowerState]):
     def merged(self) -> List[Tuple[int, int]]:
         merges, self.state.merge_queue = self.state.merge_queue, []
         return merges
+
+    def new_id(self) -> int:
+        """Hand out the next session id (for a session that a late value opens already closed)."""
+        self.state.max_key += 1
+        return self.state.max_key
+
+    def revive(self, window_id: int, meta: WindowMetadata, reach: datetime) -> None:
+        """Open again a closed session, kept for allowed lateness, that a late value reaches.
+
+        Its reach is `meta.close_time + gap`, as for any session.
+        """
+        self.state.sessions[window_id] = meta
 
     def spans(self) -> Dict[int, Tuple[datetime, datetime]]:
         """Each open session's first timestamp and reach (last timestamp plus `gap`), by id.
