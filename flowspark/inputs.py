@@ -192,11 +192,19 @@ def batch(ib: Iterable[X], batch_size: int) -> Iterator[List[X]]:
 
 
 def batch_getter(getter: Callable[[], X], batch_size: int, yield_on: Optional[X] = None) -> Iterator[List[X]]:
-    """Call `getter` into lists of at most `batch_size`, cutting a list when it returns `yield_on`."""
+    """Call `getter` into lists of at most `batch_size`, cutting a list when it returns `yield_on`.
+
+    A `StopIteration` from `getter` ends the iterator after a last list of
+    what was gathered so far, as in Bytewax.
+    """
     while True:
         chunk: List[X] = []
         while len(chunk) < batch_size:
-            item = getter()
+            try:
+                item = getter()
+            except StopIteration:
+                yield chunk
+                return
             if item == yield_on:
                 break
             chunk.append(item)
@@ -204,7 +212,10 @@ def batch_getter(getter: Callable[[], X], batch_size: int, yield_on: Optional[X]
 
 
 def batch_getter_ex(getter: Callable[[], X], batch_size: int, yield_ex: Type[Exception] = queue.Empty) -> Iterator[List[X]]:
-    """Call `getter` into lists of at most `batch_size`, cutting a list when it raises `yield_ex`."""
+    """Call `getter` into lists of at most `batch_size`, cutting a list when it raises `yield_ex`.
+
+    A `StopIteration` from `getter` ends the iterator after a last list, as in Bytewax.
+    """
     while True:
         chunk: List[X] = []
         while len(chunk) < batch_size:
@@ -212,6 +223,9 @@ def batch_getter_ex(getter: Callable[[], X], batch_size: int, yield_ex: Type[Exc
                 chunk.append(getter())
             except yield_ex:
                 break
+            except StopIteration:
+                yield chunk
+                return
         yield chunk
 
 
