@@ -30,9 +30,10 @@ import os
 import sys
 import time
 import weakref
+from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, Iterator, Optional
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -68,36 +69,14 @@ class TracingConfig:
     """Base class of the tracing backends; use a subclass."""
 
 
-class JaegerConfig(TracingConfig):
-    """Send spans to Jaeger (over OTLP; see the module docstring)."""
+class _ExportingConfig(TracingConfig, ABC):
+    """A backend spans are exported to: a service name and a sampling ratio."""
 
-    def __init__(self, service_name: str, endpoint: Optional[str] = None, sampling_ratio: float = 1.0) -> None:
+    def __init__(self, service_name: str, sampling_ratio: float) -> None:
+        if not 0.0 <= sampling_ratio <= 1.0:
+            msg = f"sampling_ratio must be between 0.0 and 1.0; got {sampling_ratio!r}"
+            raise ValueError(msg)
         self._service_name = service_name
-        self._endpoint = endpoint
-        self._sampling_ratio = sampling_ratio
-
-    @property
-    def service_name(self) -> str:
-        """Names this dataflow in Jaeger."""
-        return self._service_name
-
-    @property
-    def endpoint(self) -> Optional[str]:
-        """`host:port` of Bytewax's Jaeger agent, or an OTLP URL; `None` for the default."""
-        return self._endpoint
-
-    @property
-    def sampling_ratio(self) -> float:
-        """Fraction of traces to send, between 0.0 and 1.0."""
-        return self._sampling_ratio
-
-
-class OtlpTracingConfig(TracingConfig):
-    """Send spans to an OpenTelemetry collector (or any OTLP receiver)."""
-
-    def __init__(self, service_name: str, url: Optional[str] = None, sampling_ratio: float = 1.0) -> None:
-        self._service_name = service_name
-        self._url = url
         self._sampling_ratio = sampling_ratio
 
     @property
@@ -106,30 +85,51 @@ class OtlpTracingConfig(TracingConfig):
         return self._service_name
 
     @property
-    def url(self) -> Optional[str]:
-        """The receiver's URL; `None` for `grpc://127.0.0.1:4317`."""
-        return self._url
-
-    @property
     def sampling_ratio(self) -> float:
         """Fraction of traces to send, between 0.0 and 1.0."""
         return self._sampling_ratio
 
+    @abstractmethod
+    def otlp_url(self) -> str:
+        """The OTLP URL spans go to."""
 
-def _otlp_url(config: TracingConfig) -> str:
-    """The OTLP URL spans go to for `config`."""
-    if isinstance(config, OtlpTracingConfig):
-        return config.url or "grpc://127.0.0.1:4317"
-    if isinstance(config, JaegerConfig):
-        endpoint = config.endpoint
-        if endpoint is not None and "://" in endpoint:
-            return endpoint
+
+class JaegerConfig(_ExportingConfig):
+    """Send spans to Jaeger (over OTLP; see the module docstring)."""
+
+    def __init__(self, service_name: str, endpoint: Optional[str] = None, sampling_ratio: float = 1.0) -> None:
+        super().__init__(service_name, sampling_ratio)
+        self._endpoint = endpoint
+
+    @property
+    def endpoint(self) -> Optional[str]:
+        """`host:port` of Bytewax's Jaeger agent, or an OTLP URL; `None` for the default."""
+        return self._endpoint
+
+    def otlp_url(self) -> str:
+        """OTLP/gRPC on the Jaeger host's port 4317, or the endpoint itself if it is a URL."""
+        if self._endpoint is not None and "://" in self._endpoint:
+            return self._endpoint
         host = os.environ.get("OTEL_EXPORTER_JAEGER_AGENT_HOST", "127.0.0.1")
-        if endpoint is not None:
-            host = endpoint.rsplit(":", 1)[0] if ":" in endpoint else endpoint
+        if self._endpoint is not None:
+            host = self._endpoint.rsplit(":", 1)[0] if ":" in self._endpoint else self._endpoint
         return f"grpc://{host}:{JAEGER_OTLP_PORT}"
-    msg = f"unknown tracing config {type(config)!r}; use `OtlpTracingConfig` or `JaegerConfig`"
-    raise TypeError(msg)
+
+
+class OtlpTracingConfig(_ExportingConfig):
+    """Send spans to an OpenTelemetry collector (or any OTLP receiver)."""
+
+    def __init__(self, service_name: str, url: Optional[str] = None, sampling_ratio: float = 1.0) -> None:
+        super().__init__(service_name, sampling_ratio)
+        self._url = url
+
+    @property
+    def url(self) -> Optional[str]:
+        """The receiver's URL; `None` for `grpc://127.0.0.1:4317`."""
+        return self._url
+
+    def otlp_url(self) -> str:
+        return self._url or "grpc://127.0.0.1:4317"
 
 
 def _exporter(url: str) -> "SpanExporter":
@@ -148,6 +148,9 @@ def _exporter(url: str) -> "SpanExporter":
 
 
 def _provider(config: TracingConfig) -> "TracerProvider":
+    if not isinstance(config, _ExportingConfig):
+        msg = f"unknown tracing config {type(config)!r}; use `OtlpTracingConfig` or `JaegerConfig`"
+        raise TypeError(msg)
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -156,13 +159,11 @@ def _provider(config: TracingConfig) -> "TracerProvider":
     except ImportError as ex:
         msg = 'tracing needs the OpenTelemetry SDK: pip install "flowspark[tracing]"'
         raise ImportError(msg) from ex
-    ratio = config.sampling_ratio if isinstance(config, (OtlpTracingConfig, JaegerConfig)) else 1.0
-    if not 0.0 <= ratio <= 1.0:
-        msg = f"sampling_ratio must be between 0.0 and 1.0; got {ratio!r}"
-        raise ValueError(msg)
-    service = config.service_name if isinstance(config, (OtlpTracingConfig, JaegerConfig)) else "flowspark"
-    provider = TracerProvider(resource=Resource.create({"service.name": service}), sampler=ParentBased(TraceIdRatioBased(ratio)))
-    provider.add_span_processor(BatchSpanProcessor(_exporter(_otlp_url(config))))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": config.service_name}),
+        sampler=ParentBased(TraceIdRatioBased(config.sampling_ratio)),
+    )
+    provider.add_span_processor(BatchSpanProcessor(_exporter(config.otlp_url())))
     return provider
 
 
@@ -231,7 +232,7 @@ class RunTrace:
     span: Optional["Span"]
     flow_id: str
 
-    def batch_span(self, batch_id: int) -> Any:
+    def batch_span(self, batch_id: int) -> ContextManager[None]:
         """A context manager timing the driver's work on micro-batch `batch_id`."""
         return _batch(self, batch_id)
 

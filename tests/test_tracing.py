@@ -83,8 +83,8 @@ def test_grpc_url_exports_over_otlp_grpc() -> None:
 
 
 def test_jaeger_config_sends_otlp_to_jaeger() -> None:
-    assert tracing._otlp_url(tracing.JaegerConfig("svc")) == "grpc://127.0.0.1:4317"
-    assert tracing._otlp_url(tracing.JaegerConfig("svc", endpoint="jaeger:6831")) == "grpc://jaeger:4317"
+    assert tracing.JaegerConfig("svc").otlp_url() == "grpc://127.0.0.1:4317"
+    assert tracing.JaegerConfig("svc", endpoint="jaeger:6831").otlp_url() == "grpc://jaeger:4317"
     with http_receiver() as (url, received):
         handle = tracing.setup_tracing(tracing.JaegerConfig("via-jaeger", endpoint=url))
         try:
@@ -114,6 +114,10 @@ def test_bad_log_level_and_url_name_the_problem() -> None:
         tracing.setup_tracing(log_level="bogus")
     with pytest.raises(ValueError, match="must start with grpc://, http:// or https://"):
         tracing.setup_tracing(tracing.OtlpTracingConfig("svc", url="udp://127.0.0.1:6831"))
+    with pytest.raises(ValueError, match="sampling_ratio must be between 0.0 and 1.0"):
+        tracing.OtlpTracingConfig("svc", sampling_ratio=2.0)
+    with pytest.raises(TypeError, match="use `OtlpTracingConfig` or `JaegerConfig`"):
+        tracing.setup_tracing(tracing.TracingConfig())
 
 
 def _run_example(engine: str, target: str, cwd: Path, url: str) -> List[str]:
