@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import typing
 from dataclasses import dataclass, field
 from typing import (
     Any,
@@ -175,7 +176,11 @@ def _arg_values(bound: inspect.BoundArguments, name: str) -> List[Any]:
 
 
 def _find_scope(op_name: str, bound: inspect.BoundArguments) -> _Scope:
-    """The scope of the new step: the enclosing builder's, or its upstreams' flow."""
+    """The scope of the new step: the one its `Stream` and `Dataflow` arguments share.
+
+    A `Dataflow` stands for the enclosing builder's scope (or the flow's
+    top level).  As in Bytewax, streams nested in other values are ignored.
+    """
     scopes: List[_Scope] = []
     for name in bound.arguments:
         for item in _arg_values(bound, name):
@@ -183,10 +188,13 @@ def _find_scope(op_name: str, bound: inspect.BoundArguments) -> _Scope:
                 scopes.append(item._scope)
             elif isinstance(item, Dataflow):
                 scopes.append(_building[-1][0] if _building else item._scope())
-    if _building:
-        scopes.insert(0, _building[-1][0])
     if not scopes:
-        msg = f"operator {op_name!r} needs a `Dataflow` or an upstream `Stream`"
+        msg = (
+            f"inconsistent stream scoping: step {bound.arguments['step_id']!r} "
+            f"(operator {op_name!r}) got no `Dataflow` or `Stream` argument; "
+            "streams inside a list, tuple or `Optional` argument don't count, "
+            "so pass the flow or each stream as its own argument"
+        )
         raise AssertionError(msg)
     first = scopes[0]
     for other in scopes[1:]:
@@ -201,11 +209,24 @@ def _find_scope(op_name: str, bound: inspect.BoundArguments) -> _Scope:
     return first
 
 
+def _is_stream_annotation(annotation: Any) -> bool:
+    """Whether a parameter is declared a stream: `Stream[X]` or `KeyedStream[V]` itself.
+
+    As in Bytewax, only the outermost type counts: an `Optional[Stream[X]]`
+    or `List[Stream[X]]` parameter takes any value.  Annotations may be
+    strings (modules with `from __future__ import annotations`).
+    """
+    if isinstance(annotation, str):
+        outer = annotation.strip("'\"").split("[", 1)[0].rsplit(".", 1)[-1].strip()
+        return outer in ("Stream", "KeyedStream")
+    origin = typing.get_origin(annotation) or annotation
+    return inspect.isclass(origin) and issubclass(origin, Stream)
+
+
 def _check_stream_args(sig: inspect.Signature, bound: inspect.BoundArguments) -> None:
-    """Arguments annotated as streams must be streams."""
+    """Arguments of parameters declared as streams must be streams."""
     for name in bound.arguments:
-        annotation = str(sig.parameters[name].annotation)
-        if "Stream" not in annotation:
+        if not _is_stream_annotation(sig.parameters[name].annotation):
             continue
         for item in _arg_values(bound, name):
             if not isinstance(item, Stream):

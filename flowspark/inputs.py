@@ -21,10 +21,10 @@ from typing import (
     List,
     Optional,
     Type,
-    TypeVar,
+    cast,
 )
 
-from typing_extensions import override
+from typing_extensions import TypeVar, override
 
 __all__ = [
     "AbortExecution",
@@ -45,6 +45,9 @@ X = TypeVar("X")
 
 S = TypeVar("S")
 """Type of a partition's resume state."""
+
+Sn = TypeVar("Sn", default=None)
+"""Type of a `SimplePollingSource`'s resume state; `None` (not resumable) unless given."""
 
 
 class AbortExecution(RuntimeError):
@@ -109,8 +112,8 @@ class DynamicSource(Source[X]):
         """Build the partition of worker `worker_index` of `worker_count`."""
 
 
-class _SimplePollingPartition(StatefulSourcePartition[X, Optional[S]]):
-    def __init__(self, now: datetime, interval: timedelta, align_to: Optional[datetime], source: "SimplePollingSource[X, S]", resume_state: Optional[S]) -> None:
+class _SimplePollingPartition(StatefulSourcePartition[X, Sn]):
+    def __init__(self, now: datetime, interval: timedelta, align_to: Optional[datetime], source: "SimplePollingSource[X, Sn]", resume_state: Optional[Sn]) -> None:
         self._interval = interval
         self._source = source
         if align_to is None:
@@ -134,11 +137,11 @@ class _SimplePollingPartition(StatefulSourcePartition[X, Optional[S]]):
     def next_awake(self) -> Optional[datetime]:
         return self._next_awake
 
-    def snapshot(self) -> Optional[S]:
+    def snapshot(self) -> Sn:
         return self._source.snapshot()
 
 
-class SimplePollingSource(FixedPartitionedSource[X, Optional[S]]):
+class SimplePollingSource(FixedPartitionedSource[X, Sn]):
     """Call `next_item` every `interval` from a single partition.
 
     Override `next_item`; to be resumable, also `snapshot` and `resume`.
@@ -161,7 +164,7 @@ class SimplePollingSource(FixedPartitionedSource[X, Optional[S]]):
         return ["singleton"]
 
     @override
-    def build_part(self, step_id: str, for_part: str, resume_state: Optional[S]) -> _SimplePollingPartition[X, S]:
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[Sn]) -> _SimplePollingPartition[X, Sn]:
         now = datetime.now(timezone.utc)
         return _SimplePollingPartition(now, self._interval, self._align_to, self, resume_state)
 
@@ -169,11 +172,11 @@ class SimplePollingSource(FixedPartitionedSource[X, Optional[S]]):
     def next_item(self) -> X:
         """Return the next item, `None` for nothing this time; raise `StopIteration` at the end."""
 
-    def snapshot(self) -> Optional[S]:
+    def snapshot(self) -> Sn:
         """State to resume from; `None` by default (not resumable)."""
-        return None
+        return cast(Sn, None)
 
-    def resume(self, resume_state: S) -> None:
+    def resume(self, resume_state: Sn) -> None:
         """Restore the state `snapshot` returned."""
 
 
@@ -192,11 +195,19 @@ def batch(ib: Iterable[X], batch_size: int) -> Iterator[List[X]]:
 
 
 def batch_getter(getter: Callable[[], X], batch_size: int, yield_on: Optional[X] = None) -> Iterator[List[X]]:
-    """Call `getter` into lists of at most `batch_size`, cutting a list when it returns `yield_on`."""
+    """Call `getter` into lists of at most `batch_size`, cutting a list when it returns `yield_on`.
+
+    A `StopIteration` from `getter` ends the iterator after a last list of
+    what was gathered so far, as in Bytewax.
+    """
     while True:
         chunk: List[X] = []
         while len(chunk) < batch_size:
-            item = getter()
+            try:
+                item = getter()
+            except StopIteration:
+                yield chunk
+                return
             if item == yield_on:
                 break
             chunk.append(item)
@@ -204,7 +215,10 @@ def batch_getter(getter: Callable[[], X], batch_size: int, yield_on: Optional[X]
 
 
 def batch_getter_ex(getter: Callable[[], X], batch_size: int, yield_ex: Type[Exception] = queue.Empty) -> Iterator[List[X]]:
-    """Call `getter` into lists of at most `batch_size`, cutting a list when it raises `yield_ex`."""
+    """Call `getter` into lists of at most `batch_size`, cutting a list when it raises `yield_ex`.
+
+    A `StopIteration` from `getter` ends the iterator after a last list, as in Bytewax.
+    """
     while True:
         chunk: List[X] = []
         while len(chunk) < batch_size:
@@ -212,6 +226,9 @@ def batch_getter_ex(getter: Callable[[], X], batch_size: int, yield_ex: Type[Exc
                 chunk.append(getter())
             except yield_ex:
                 break
+            except StopIteration:
+                yield chunk
+                return
         yield chunk
 
 

@@ -38,6 +38,7 @@ from flowspark.engine.spark_source import FORMAT, encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine.warm_up import warm_python_workers
 from flowspark.errors import FlowsparkRuntimeError
+from flowspark.tracing import traced_batches, traced_run
 
 _log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, c
             LayerProcessor(workers, layer, groups, link), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
         )
     return (
-        frame.writeStream.foreachBatch(writer)
+        frame.writeStream.foreachBatch(traced_batches(plan.flow_id, writer))
         .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
         .option("checkpointLocation", os.path.join(checkpoint, "query"))
         .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
@@ -184,7 +185,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
         parallelism = config.parallelism or spark.sparkContext.defaultParallelism
         for attempt in range(RESTARTS + 1):
             try:
-                with running(RunContext(spark, checkpoint)):
+                with running(RunContext(spark, checkpoint)), traced_run(plan.flow_id):
                     _attempt(spark, plan, config, checkpoint, parallelism)
                 return
             except _SparkHiccup as hiccup:

@@ -37,7 +37,7 @@ class SlowSensors(SimplePollingSource[Tuple[str, int], int]):
         self._sent += 1
         return (f"sensor-{self._sent % 2}", self._sent)
 
-    def snapshot(self) -> Optional[int]:
+    def snapshot(self) -> int:
         return self._sent
 
     def resume(self, resume_state: int) -> None:

@@ -24,6 +24,7 @@ from typing import (
 
 from typing_extensions import TypeGuard
 
+from flowspark._bytewax_io import adapt_sink, adapt_source
 from flowspark.dataflow import Dataflow, KeyedStream, Stream, core_step, operator
 from flowspark.inputs import Source
 from flowspark.outputs import Sink
@@ -103,15 +104,15 @@ def input(  # noqa: A001
     flow: Dataflow,
     source: Source[X],
 ) -> Stream[X]:
-    """Introduce items from `source` into the flow."""
-    (down,) = core_step("input", ["down"], source=source, ups=[])
+    """Introduce items from `source` into the flow (a Bytewax source is adapted)."""
+    (down,) = core_step("input", ["down"], source=adapt_source(source), ups=[])
     return down
 
 
 @operator
 def output(step_id: str, up: Stream[X], sink: Sink[X]) -> None:
-    """Write every item of `up` to `sink`."""
-    core_step("output", [], sink=sink, ups=[up.stream_id])
+    """Write every item of `up` to `sink` (a Bytewax sink is adapted)."""
+    core_step("output", [], sink=adapt_sink(sink), ups=[up.stream_id])
 
 
 @operator

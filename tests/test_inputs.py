@@ -1,0 +1,71 @@
+"""The batching helpers of `inputs` end and cut batches as Bytewax's do."""
+
+from __future__ import annotations
+
+import importlib
+import queue
+from typing import Any, Callable, Iterator, List
+
+import pytest
+from oracle import ENGINES, Engine, run_both
+
+CLOSED = object()
+"""What a producer puts on the queue after its last item."""
+
+
+def _getter(items: List[Any]) -> Callable[[], Any]:
+    """A getter over a queue holding `items`, then closed: `None` when empty, `StopIteration` once closed."""
+    q: "queue.Queue[Any]" = queue.Queue()
+    for item in items:
+        q.put(item)
+
+    def get() -> Any:
+        try:
+            item = q.get_nowait()
+        except queue.Empty:
+            return None
+        if item is CLOSED:
+            raise StopIteration
+        return item
+
+    return get
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_batch_getter_ends_cleanly_on_stop_iteration(engine: str) -> None:
+    inputs = importlib.import_module(f"{engine}.inputs")
+    batches: Iterator[List[int]] = inputs.batch_getter(_getter([1, 2, 3, None, 4, CLOSED]), 2)
+    assert list(batches) == [[1, 2], [3], [4]]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_batch_getter_ex_ends_cleanly_on_stop_iteration(engine: str) -> None:
+    inputs = importlib.import_module(f"{engine}.inputs")
+    items = iter([1, 2, 3])
+
+    def get() -> int:
+        return next(items)
+
+    assert list(inputs.batch_getter_ex(get, 2)) == [[1, 2], [3]]
+
+
+def test_queue_source_built_on_batch_getter_ends_the_flow() -> None:
+    def build(e: Engine) -> Any:
+        class QueuePartition(e.inputs.StatelessSourcePartition):  # type: ignore[misc]
+            def __init__(self) -> None:
+                self._batches = e.inputs.batch_getter(_getter(["a", "b", None, "c", CLOSED]), 10)
+
+            def next_batch(self) -> List[str]:
+                return next(self._batches)  # type: ignore[no-any-return]
+
+        class QueueSource(e.inputs.DynamicSource):  # type: ignore[misc]
+            def build(self, step_id: str, worker_index: int, worker_count: int) -> QueuePartition:
+                return QueuePartition()
+
+        flow = e.Dataflow("queue_flow")
+        out: List[str] = []
+        e.op.output("out", e.op.input("inp", flow, QueueSource()), e.TestingSink(out))
+        return flow, {"out": out}
+
+    bytewax_out, flowspark_out = run_both(build)
+    assert flowspark_out == bytewax_out == {"out": ["a", "b", "c"]}
