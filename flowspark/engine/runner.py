@@ -24,7 +24,7 @@ from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.groups import Groups
-from flowspark.engine.private_files import private_dir
+from flowspark.engine.private_files import local_directory, private_dir
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.resume_check import check_or_record
@@ -173,7 +173,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
     warm_python_workers(spark)
-    checkpoint = config.recovery_dir or tempfile.mkdtemp(prefix="flowspark-")
+    checkpoint = local_directory(config.recovery_dir) if config.recovery_dir else tempfile.mkdtemp(prefix="flowspark-")
     try:
         private_dir(checkpoint)
         private_dir(os.path.join(checkpoint, "query"), "checkpoint directory")
