@@ -214,7 +214,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
     try:
         groups = check_or_record(checkpoint, plan, hub.partition_names())
         queries: List[Any] = []
-        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries))
+        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries), workers=parallelism)
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds)
