@@ -24,7 +24,7 @@ class RecoveryConfig:
     """Where a run keeps its checkpoint; `backup_interval` is accepted for compatibility."""
 
     def __init__(self, db_dir: Union[str, Path], backup_interval: Optional[timedelta] = None) -> None:
-        self._db_dir = Path(db_dir)
+        self._db_dir = Path(_local(str(db_dir)))
         self._backup_interval = backup_interval
 
     @property
@@ -38,9 +38,16 @@ class RecoveryConfig:
         return self._backup_interval
 
 
+def _local(location: str) -> str:
+    """A recovery directory's local path (from a path or a `file://` URI)."""
+    from flowspark.engine.private_files import local_directory
+
+    return local_directory(location)
+
+
 def init_db_dir(db_dir: Union[str, Path], count: int) -> None:
     """Create the recovery directory; Spark's checkpoint needs no partitions to be made first."""
-    Path(db_dir).mkdir(parents=True, exist_ok=True)
+    Path(_local(str(db_dir))).mkdir(parents=True, exist_ok=True)
 
 
 def _main(argv: Optional[List[str]] = None) -> int:
@@ -48,7 +55,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
         prog="python -m flowspark.recovery",
         description="Create or inspect a flowspark recovery directory (a Spark checkpoint).",
     )
-    parser.add_argument("db_dir", type=Path, help="the recovery directory")
+    parser.add_argument("db_dir", type=_local, help="the recovery directory (a path or a file:// URI)")
     parser.add_argument("part_count", nargs="?", type=int,
                         help="accepted for Bytewax compatibility: the directory is created, no partitions are needed")
     parser.add_argument("--inspect", action="store_true", help="print the last epoch and the keys per stateful step")

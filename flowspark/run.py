@@ -49,10 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-w", "--workers-per-process", type=int, action=_EnvDefault, envvar="BYTEWAX_WORKERS_PER_PROCESS",
                         help="parallelism: local Spark threads and shuffle partitions (default: number of cores)")
     parser.add_argument("-i", "--process-id", type=int, action=_EnvDefault, envvar="BYTEWAX_PROCESS_ID",
-                        help="accepted for Bytewax compatibility; Spark schedules processes itself (use --master)")
+                        help="Bytewax's process id: process 0 runs the whole flow, the others exit at once (use --master for a cluster)")
     parser.add_argument("-a", "--addresses", action=_EnvDefault, envvar="BYTEWAX_ADDRESSES",
-                        help="accepted for Bytewax compatibility; Spark schedules processes itself (use --master)")
-    parser.add_argument("-r", "--recovery-directory", type=Path, action=_EnvDefault, envvar="BYTEWAX_RECOVERY_DIRECTORY",
+                        help="Bytewax's ';'-separated process addresses: their count multiplies -w in process 0")
+    parser.add_argument("-r", "--recovery-directory", action=_EnvDefault, envvar="BYTEWAX_RECOVERY_DIRECTORY",
                         help="directory for Spark's checkpoint; a run started again with it continues where it stopped")
     parser.add_argument("-s", "--snapshot-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_SNAPSHOT_INTERVAL",
                         help="seconds between micro-batches (each one is a snapshot); default 0.2")
@@ -143,17 +143,21 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
     from flowspark.engine.failures import user_traceback
     from flowspark.engine.progress import Progress, show_on_stderr
     from flowspark.engine.runner import RunConfig, run_flow
+    from flowspark.testing import drives_the_run
 
     parser = _parser()
     args = parser.parse_args(argv)
     show_on_stderr(show_progress=not args.no_progress)
-    if args.process_id is not None or args.addresses is not None:
-        _log.warning("-i/--process-id and -a/--addresses are ignored; Spark places the work "
-                     "(run several machines with --master spark://HOST:PORT)")
+    addresses = [a for a in (args.addresses or "").split(";") if a.strip()]
+    if not drives_the_run(args.process_id, len(addresses)):
+        return 0
+    workers = args.workers_per_process
+    if workers is not None and len(addresses) > 1:
+        workers *= len(addresses)
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
     conf = {"spark.ui.enabled": "true", **_conf(args.conf, parser)}
-    config = RunConfig(parallelism=args.workers_per_process, master=args.master, conf=conf, progress=Progress(),
+    config = RunConfig(parallelism=workers, master=args.master, conf=conf, progress=Progress(),
                        driver_link_port=args.driver_link_port)
     if args.max_batch_items is not None:
         config.max_items_per_batch = args.max_batch_items

@@ -6,6 +6,8 @@ session per process, reused across calls) and return when the input ends.
 
 from __future__ import annotations
 
+import logging
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from itertools import islice
@@ -24,6 +26,8 @@ from flowspark.inputs import (
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.recovery import RecoveryConfig
 from typing import TypeVar
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "BatchReport",
@@ -214,16 +218,36 @@ def cluster_main(
     worker_count_per_proc: int = 1,
     on_progress: Optional[Callable[[BatchReport], None]] = None,
 ) -> None:
-    """Run `flow` on local Spark with `worker_count_per_proc * max(1, len(addresses))` parallelism.
+    """Run `flow` once for a whole Bytewax cluster of processes, in process 0.
 
-    Spark schedules the work itself, so `addresses` and `proc_id` only size
-    the parallelism; every process of a Bytewax cluster maps to this one run.
-    `on_progress` is as for `run_main`.
+    Spark schedules the work itself: process 0 runs the flow on local
+    Spark with `worker_count_per_proc * max(1, len(addresses))`
+    parallelism, and every other process returns at once (each running the
+    whole flow would write its output again).  `on_progress` is as for
+    `run_main`.
     """
     from flowspark.engine.runner import run_flow
 
+    if not drives_the_run(proc_id, len(addresses)):
+        return
     parallelism = worker_count_per_proc * max(1, len(addresses))
     run_flow(flow, _config(epoch_interval, recovery_config, parallelism, on_progress))
+
+
+def drives_the_run(proc_id: Optional[int], process_count: int) -> bool:
+    """Whether this process of a Bytewax-style multi-process launch runs the flow: only process 0 does.
+
+    Bytewax starts one process per machine (`-i/-a`, `BYTEWAX_PROCESS_ID`
+    and `BYTEWAX_ADDRESSES`, its Kubernetes chart); on Spark one run covers
+    them all, so the others log why they have nothing to do.
+    """
+    if not proc_id:
+        return True
+    _log.warning(
+        "process %d of %d: process 0 runs the whole flow on Spark, so this process has nothing to do; "
+        "to spread a flow over machines, run it once with --master spark://HOST:PORT", proc_id, max(process_count, proc_id + 1)
+    )
+    return False
 
 
 def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[RecoveryConfig], parallelism: Optional[int],

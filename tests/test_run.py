@@ -68,3 +68,27 @@ def test_cli_runs_a_factory_and_reports_failures(flows_file: Path) -> None:
     assert "flowspark/engine" not in failed.stderr and "pyspark" not in failed.stderr
     usage = _cli("my_flows:make(1)", "-b", "5", cwd=flows_file.parent)
     assert usage.returncode == 2 and "-b/--backup-interval needs" in usage.stderr
+
+
+def test_a_bytewax_multi_process_launch_runs_the_flow_once_in_process_0(flows_file: Path) -> None:
+    addresses = "host0:2101;host1:2101"
+    other = _cli("my_flows:make(2, word='hi')", "-i", "1", "-a", addresses, cwd=flows_file.parent)
+    assert other.returncode == 0 and other.stdout == ""
+    assert "process 1 of 2" in other.stderr and "process 0 runs the whole flow" in other.stderr
+    first = _cli("my_flows:make(2, word='hi')", "-i", "0", "-a", addresses, "-w", "1", cwd=flows_file.parent)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == ["hi", "hi"]
+
+
+def test_cluster_main_outside_process_0_returns_without_running() -> None:
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, cluster_main
+    import flowspark.operators as op
+
+    out: list = []
+    flow = Dataflow("multi")
+    op.output("out", op.input("inp", flow, TestingSource([1, 2])), TestingSink(out))
+    cluster_main(flow, ["a:1", "b:1"], 1)
+    assert out == []
+    cluster_main(flow, ["a:1", "b:1"], 0)
+    assert out == [1, 2]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -54,12 +55,17 @@ def _entries(directory: str) -> List[Any]:
         return []
     spark = get_session()
     rows: List[Any] = []
-    for operator in sorted(n for n in os.listdir(state) if n.isdigit()):
-        frame = (
-            spark.read.format("statestore").option("path", query).option("operatorId", int(operator))
-            .option("stateVarName", "logic").load()
-        )
-        rows.extend((r.key.grp, r.user_map_key.key, r.user_map_value.snap) for r in frame.collect())
+    with tempfile.TemporaryDirectory(prefix="flowspark-inspect-") as scratch:
+        # Spark's state reader escapes a path's spaces twice: it reads
+        # through a link whose path has none.
+        readable = os.path.join(scratch, "query")
+        os.symlink(os.path.abspath(query), readable)
+        for operator in sorted(n for n in os.listdir(state) if n.isdigit()):
+            frame = (
+                spark.read.format("statestore").option("path", readable).option("operatorId", int(operator))
+                .option("stateVarName", "logic").load()
+            )
+            rows.extend((r.key.grp, r.user_map_key.key, r.user_map_value.snap) for r in frame.collect())
     return rows
 
 

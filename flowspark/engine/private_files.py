@@ -13,11 +13,35 @@ import grp
 import os
 import pwd
 import stat
+from urllib.parse import unquote, urlsplit
 
 from flowspark.errors import FlowsparkRuntimeError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+
+def local_directory(location: str) -> str:
+    """The local path of a recovery directory given as a path or a `file://` URI.
+
+    `file:///data/my%20flow` and `file:/data/my flow` name `/data/my flow`.
+    Other schemes (`s3a://`, `hdfs://`) are refused with what to do: the
+    recovery directory must be a file system path that every node mounts.
+    """
+    parts = urlsplit(location)
+    if len(parts.scheme) <= 1:  # a plain path (or a Windows drive letter)
+        return location
+    if parts.scheme != "file":
+        msg = (
+            f"recovery directory {location!r}: only local paths and file:// URIs are supported; flowspark "
+            "keeps its own records beside Spark's checkpoint through the operating system's file calls. "
+            "On a cluster, mount the shared storage at the same path on every node and pass that path"
+        )
+        raise FlowsparkRuntimeError(msg)
+    if parts.netloc not in ("", "localhost"):
+        msg = f"recovery directory {location!r}: a file:// URI must name a local path (file:///path), not host {parts.netloc!r}"
+        raise FlowsparkRuntimeError(msg)
+    return unquote(parts.path)
 
 
 def _only_mine(group_id: int) -> bool:

@@ -24,7 +24,7 @@ from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.groups import Groups
-from flowspark.engine.private_files import private_dir
+from flowspark.engine.private_files import local_directory, private_dir
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.resume_check import check_or_record
@@ -174,7 +174,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
     warm_python_workers(spark)
-    checkpoint = config.recovery_dir or tempfile.mkdtemp(prefix="flowspark-")
+    checkpoint = local_directory(config.recovery_dir) if config.recovery_dir else tempfile.mkdtemp(prefix="flowspark-")
     try:
         private_dir(checkpoint)
         private_dir(os.path.join(checkpoint, "query"), "checkpoint directory")
@@ -215,7 +215,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
     try:
         groups = check_or_record(checkpoint, plan, hub.partition_names())
         queries: List[Any] = []
-        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries))
+        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries), workers=parallelism)
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds)

@@ -17,6 +17,7 @@ import os
 import pickle
 import threading
 import uuid
+import zlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from flowspark.engine import chunks
@@ -73,7 +74,7 @@ def read_ledger(path: str) -> Tuple[int, Dict[str, Dict[str, Any]]]:
 class _Output:
     """The partitions of one output step."""
 
-    def __init__(self, step_id: str, sink: Any, resume: Dict[str, Any]) -> None:
+    def __init__(self, step_id: str, sink: Any, resume: Dict[str, Any], workers: int = 1) -> None:
         self.step_id = step_id
         self.sink = sink
         self.fixed = isinstance(sink, FixedPartitionedSink)
@@ -88,7 +89,9 @@ class _Output:
                 self.parts[name] = self._call("build_part", sink.build_part, step_id, name, resume.get(name))
             self.keyless = len(self.names) == 1
         elif isinstance(sink, DynamicSink):
-            self.parts["0"] = self._call("build", sink.build, step_id, 0, 1)
+            # One partition per worker, as Bytewax builds them.
+            for index in range(workers):
+                self.parts[str(index)] = self._call("build", sink.build, step_id, index, workers)
 
     def _call(self, what: str, func: Any, *args: Any) -> Any:
         try:
@@ -97,12 +100,14 @@ class _Output:
             msg = f"error calling `{what}` in step {self.step_id!r}"
             raise FlowsparkRuntimeError(msg) from ex
 
-    def write(self, items: List[Any]) -> None:
+    def write(self, items: List[Any], origin: str) -> None:
+        """Write items that the pass named `origin` made; a dynamic sink's worker is chosen by the origin."""
         if self.micro:
             self.pending.extend(items)
             return
         if not self.fixed:
-            self._call("write_batch", self.parts["0"].write_batch, items)
+            worker = zlib.crc32(origin.encode()) % len(self.parts)
+            self._call("write_batch", self.parts[str(worker)].write_batch, items)
             return
         if self.keyless:
             self._call("write_batch", self.parts[self.names[0]].write_batch, items)
@@ -173,13 +178,13 @@ class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id."""
 
     def __init__(self, plan: Plan, checkpoint: str, stash: Optional[OutputStash] = None,
-                 on_batch: Optional[Callable[[int, int], None]] = None) -> None:
+                 on_batch: Optional[Callable[[int, int], None]] = None, workers: int = 1) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
         self._ledger = _Ledger(checkpoint)
         self._outputs = [
-            _Output(step.step_id, step.config["sink"], self._ledger.snapshots.get(step.step_id, {}))
+            _Output(step.step_id, step.config["sink"], self._ledger.snapshots.get(step.step_id, {}), workers)
             for step in plan.outputs
         ]
         self.finished = threading.Event()
@@ -227,7 +232,7 @@ class SinkWriter:
             # A part at a time: the driver never holds a whole chunk's items.
             for items in chunks.item_parts(self._stash.take(payload) if self._stash is not None else payload):
                 if grp.startswith("O"):
-                    self._outputs[index].write(items)
+                    self._outputs[index].write(items, grp.split("@", 1)[1])
                     written += len(items)
                 else:
                     self._inspect(index, items, batch_id)

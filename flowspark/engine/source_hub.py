@@ -76,8 +76,10 @@ def _decode(text: str) -> Any:
 class _Part:
     """One live source partition and where it stands."""
 
-    def __init__(self, input_index: int, name: str, step_id: str, source: Any, resume: Any, fixed: bool) -> None:
+    def __init__(self, input_index: int, name: str, step_id: str, source: Any, resume: Any, fixed: bool, workers: int = 1) -> None:
         self.input_index = input_index
+        self.workers = workers
+        """For a dynamic source's partition (named `*<worker index>`): how many workers build one."""
         self.name = name
         self.step_id = step_id
         self.source = source
@@ -90,7 +92,7 @@ class _Part:
         try:
             if self.fixed:
                 return self.source.build_part(self.step_id, self.name, resume)
-            return self.source.build(self.step_id, 0, 1)
+            return self.source.build(self.step_id, int(self.name[1:]), self.workers)
         except Exception as ex:
             raise StepFailure(f"error building partition {self.name!r} of step {self.step_id!r}", ex) from ex
 
@@ -152,14 +154,16 @@ class SourceHub:
                     raise StepFailure(f"error listing partitions of step {step.step_id!r}", ex) from ex
                 specs.extend((f"{i}:{n}", i, n, source, True) for n in names)
             elif isinstance(source, DynamicSource):
-                specs.append((f"{i}:*", i, "*", source, False))
+                # One partition per worker, as Bytewax builds them.
+                specs.extend((f"{i}:*{w}", i, f"*{w}", source, False) for w in range(self._pieces_per_part))
         return specs
 
     def partition_names(self) -> List[List[str]]:
         """Each input's partition names, in input order."""
         names: List[List[str]] = [[] for _ in self._plan.inputs]
-        for _, i, name, _, _ in self._part_specs():
-            names[i].append(name)
+        for _, i, name, _, fixed in self._part_specs():
+            if fixed or name == "*0":  # a dynamic source's partitions are its workers': one entry
+                names[i].append(name if fixed else "*")
         return names
 
     def initial_offset(self) -> Offset:
@@ -180,7 +184,7 @@ class SourceHub:
         for key, i, name, source, fixed in specs:
             state = start["parts"].get(key)
             resume = _decode(state["s"]) if state else None
-            self._parts[key] = _Part(i, name, self._plan.inputs[i].step_id, source, resume, fixed)
+            self._parts[key] = _Part(i, name, self._plan.inputs[i].step_id, source, resume, fixed, self._pieces_per_part)
         self._position = start
 
     def latest_offset(self, start: Offset) -> Offset:

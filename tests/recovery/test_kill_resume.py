@@ -21,14 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOWS = ROOT / "tests" / "recovery" / "kill_flows.py"
 
 
-def _start(flow: str, env: Dict[str, str], recovery: Path) -> "subprocess.Popen[bytes]":
+def _start(flow: str, env: Dict[str, str], recovery: str) -> "subprocess.Popen[bytes]":
     cmd = [sys.executable, "-m", "flowspark.run", f"{FLOWS}:{flow}", "-r", str(recovery),
            "--max-batch-items", "4000", "-w", "2"]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _run_with_kills(flow: str, env: Dict[str, str], recovery: Path, kills: int, seed: int) -> int:
+def _run_with_kills(flow: str, env: Dict[str, str], recovery: str, kills: int, seed: int) -> int:
     """Run to completion, killing the process group `kills` times first; return the kills done."""
     rng = random.Random(seed)
     done = 0
@@ -63,14 +63,20 @@ def _write_input(path: Path, n: int) -> None:
     path.write_text("".join(f"k{rng.randrange(50)},{i // 10},{rng.randrange(1000)}\n" for i in range(n)))
 
 
-def _reference_and_killed(flow: str, tmp_path: Path, kills: int) -> Tuple[List[str], List[str], int]:
+def _reference_and_killed(flow: str, tmp_path: Path, kills: int, as_uri: bool = False) -> Tuple[List[str], List[str], int]:
+    """The reference output and the output of a run killed `kills` times.
+
+    With `as_uri`, the killed run's recovery directory is a `file://` URI
+    of a path with a space in it.
+    """
     src = tmp_path / "in.txt"
     _write_input(src, 60_000)
     env = dict(os.environ, KILL_IN=str(src))
     reference = tmp_path / "reference.txt"
-    _run_with_kills(flow, dict(env, KILL_OUT=str(reference)), tmp_path / "ref-recovery", 0, 0)
+    _run_with_kills(flow, dict(env, KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0)
     killed = tmp_path / "killed.txt"
-    done = _run_with_kills(flow, dict(env, KILL_OUT=str(killed)), tmp_path / "recovery", kills, seed=int(time.time()))
+    recovery = (tmp_path / "killed recovery").as_uri() if as_uri else str(tmp_path / "recovery")
+    done = _run_with_kills(flow, dict(env, KILL_OUT=str(killed)), recovery, kills, seed=int(time.time()))
     return _lines(reference), _lines(killed), done
 
 
@@ -80,8 +86,8 @@ def test_user_logic_with_timers_survives_kills(tmp_path: Path) -> None:
     assert got == expected, f"after {kills} kills"
 
 
-def test_windowed_file_to_file_survives_kills(tmp_path: Path) -> None:
-    expected, got, kills = _reference_and_killed("windowed", tmp_path, 3)
+def test_windowed_file_to_file_survives_kills_with_a_file_uri_recovery_directory(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("windowed", tmp_path, 3, as_uri=True)
     assert len(expected) == 50 * 100
     assert got == expected, f"after {kills} kills"
 

@@ -116,3 +116,25 @@ def test_a_directory_from_before_balanced_groups_resumes_with_plain_group_names(
     out: List[Any] = []
     run_main(_counting(COUNTED, out), recovery_config=config)
     assert out == [("a", 3)]
+
+
+def test_a_file_uri_recovery_directory_runs_resumes_and_inspects(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    uri = (tmp_path / "my recovery").as_uri()
+    out: List[Any] = []
+    run_main(_counting(COUNTED, out), recovery_config=RecoveryConfig(uri))
+    assert sorted(out) == [("a", 1), ("a", 2), ("b", 1)]
+    assert (tmp_path / "my recovery" / "query").is_dir()
+    out.clear()
+    run_main(_counting(COUNTED, out), recovery_config=RecoveryConfig(uri))
+    assert out == [("a", 3)]  # continues after the EOF, from the stored counts
+    shown = subprocess.run([sys.executable, "-m", "flowspark.recovery", uri, "--inspect"],
+                           capture_output=True, text=True, check=True, timeout=300)
+    assert "flow: counts" in shown.stdout and "counts.count" in shown.stdout and ": 2 keys" in shown.stdout
+
+
+def test_a_recovery_uri_of_another_file_system_is_refused_with_what_to_do() -> None:
+    with pytest.raises(FlowsparkRuntimeError, match="mount the shared storage"):
+        RecoveryConfig("s3a://bucket/recovery")
