@@ -261,7 +261,7 @@ def traced_run(flow_id: str) -> Iterator[RunTrace]:
     handle = _current()
     tracer = handle.tracer if handle is not None else None
     span_scope = tracer.start_as_current_span("flowspark.run", attributes={"flowspark.flow_id": flow_id}) if tracer is not None else nullcontext(None)
-    LOGGER.info("flow %r: run started", flow_id)
+    LOGGER.debug("flow %r: run started", flow_id)
     try:
         with span_scope as span:
             run = RunTrace(tracer, span, flow_id)
@@ -269,7 +269,7 @@ def traced_run(flow_id: str) -> Iterator[RunTrace]:
             yield run
     finally:
         _runs.pop(flow_id, None)
-        LOGGER.info("flow %r: run ended", flow_id)
+        LOGGER.debug("flow %r: run ended", flow_id)
         if handle is not None:
             handle.flush()
 
