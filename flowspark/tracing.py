@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 LOGGER = logging.getLogger("flowspark")
+_runs_log = logging.getLogger(__name__)
 
 TRACE = 5
 """Level of Bytewax's `TRACE`, below `logging.DEBUG`."""
@@ -248,7 +249,7 @@ def _batch(run: RunTrace, batch_id: int) -> Iterator[None]:
         parent = trace.set_span_in_context(run.span)
         with run.tracer.start_as_current_span("flowspark.batch", context=parent, attributes={"flowspark.batch_id": batch_id}):
             yield
-    LOGGER.debug("flow %r: micro-batch %d written in %.3f s", run.flow_id, batch_id, time.monotonic() - started)
+    _runs_log.debug("flow %r: micro-batch %d written in %.3f s", run.flow_id, batch_id, time.monotonic() - started)
 
 
 _runs: Dict[str, RunTrace] = {}
@@ -261,7 +262,7 @@ def traced_run(flow_id: str) -> Iterator[RunTrace]:
     handle = _current()
     tracer = handle.tracer if handle is not None else None
     span_scope = tracer.start_as_current_span("flowspark.run", attributes={"flowspark.flow_id": flow_id}) if tracer is not None else nullcontext(None)
-    LOGGER.debug("flow %r: run started", flow_id)
+    _runs_log.debug("flow %r: run started", flow_id)
     try:
         with span_scope as span:
             run = RunTrace(tracer, span, flow_id)
@@ -269,7 +270,7 @@ def traced_run(flow_id: str) -> Iterator[RunTrace]:
             yield run
     finally:
         _runs.pop(flow_id, None)
-        LOGGER.debug("flow %r: run ended", flow_id)
+        _runs_log.debug("flow %r: run ended", flow_id)
         if handle is not None:
             handle.flush()
 

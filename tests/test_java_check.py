@@ -85,7 +85,7 @@ def test_cli_without_java_says_what_to_install(tmp_path: Path) -> None:
     started = time.monotonic()
     done = _run_wordcount(env)
     assert done.returncode == 1
-    assert "flowspark: FlowsparkRuntimeError: Spark needs Java 17 or later, and none was found" in done.stderr
+    assert "FlowsparkRuntimeError: Spark needs Java 17 or later, and none was found" in done.stderr
     assert INSTALL in done.stderr
     assert "JAVA_GATEWAY_EXITED" not in done.stderr
     assert time.monotonic() - started < 60

@@ -74,7 +74,7 @@ def test_a_bytewax_multi_process_launch_runs_the_flow_once_in_process_0(flows_fi
     addresses = "host0:2101;host1:2101"
     other = _cli("my_flows:make(2, word='hi')", "-i", "1", "-a", addresses, cwd=flows_file.parent)
     assert other.returncode == 0 and other.stdout == ""
-    assert "process 1 of 2" in other.stderr and "process 0 runs the whole flow" in other.stderr
+    assert "flowspark: process 1 of 2" in other.stderr and "process 0 runs the whole flow" in other.stderr
     first = _cli("my_flows:make(2, word='hi')", "-i", "0", "-a", addresses, "-w", "1", cwd=flows_file.parent)
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == ["hi", "hi"]

@@ -132,7 +132,7 @@ def _prod(port: int, keep: List[socket.socket]) -> None:
 def test_a_run_listens_on_loopback_only_and_finishes_while_its_ports_are_prodded(tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
     (tmp_path / "prodded_flow.py").write_text(f"OUT = {str(out)!r}\n" + SLOW_FLOW)
-    run = subprocess.Popen([sys.executable, "-m", "flowspark.run", "prodded_flow:flow", "-w", "2"], cwd=tmp_path,
+    run = subprocess.Popen([sys.executable, "-m", "flowspark.run", "prodded_flow:flow"], cwd=tmp_path,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kept: List[socket.socket] = []
     prodded: Set[int] = set()

@@ -129,7 +129,7 @@ def _run_example(engine: str, target: str, cwd: Path, url: str) -> List[str]:
 
 
 def test_bytewax_tracing_example_runs_with_renamed_imports(tmp_path: Path) -> None:
-    source = (ROOT / "examples" / "tracing.py").read_text()
+    source = (ROOT / "flowspark" / "examples" / "tracing.py").read_text()
     (tmp_path / "bw_tracing.py").write_text(source.replace("flowspark", "bytewax"))
     with grpc_receiver() as (url, _):
         expected = _run_example("bytewax", "bw_tracing:flow", tmp_path, url)

@@ -58,6 +58,15 @@ class RunConfig:
     driver_link_port: int = 0
     """The driver link's port on a cluster (for firewalls); 0 picks a free one."""
 
+    @property
+    def workers(self) -> int:
+        """Bytewax's worker count: `-w` (times the processes of a Bytewax launch), else 1 as in Bytewax.
+
+        Dynamic sources and sinks get one partition per worker; Spark's
+        parallelism defaults to the cores when it is not given.
+        """
+        return self.parallelism or 1
+
 
 class _SparkHiccup(Exception):
     """The query failed inside Spark, not in user code: worth one more attempt."""
@@ -210,12 +219,13 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
     """Run the flow's query once, from wherever its checkpoint stands."""
     server = _driver_server(spark, config.driver_link_port)
     box = FailureBox(server)
-    hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism)
+    hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
+                    workers=config.workers)
     writer: Optional[SinkWriter] = None
     try:
         groups = check_or_record(checkpoint, plan, hub.partition_names())
         queries: List[Any] = []
-        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries), workers=parallelism)
+        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries), workers=config.workers)
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds)

@@ -118,9 +118,11 @@ class _Part:
 class SourceHub:
     """Serves offsets and data to Spark's source through the driver's server; owns the partitions."""
 
-    def __init__(self, plan: Plan, server: DriverServer, max_items: int, max_seconds: float, pieces: int) -> None:
+    def __init__(self, plan: Plan, server: DriverServer, max_items: int, max_seconds: float, pieces: int, workers: int = 1) -> None:
         self._plan = plan
         self._pieces_per_part = pieces
+        self._workers = workers
+        """Bytewax's worker count: how many partitions a dynamic source gets."""
         self._max_items = max_items
         self._max_seconds = max_seconds
         self._lock = threading.Lock()
@@ -155,7 +157,7 @@ class SourceHub:
                 specs.extend((f"{i}:{n}", i, n, source, True) for n in names)
             elif isinstance(source, DynamicSource):
                 # One partition per worker, as Bytewax builds them.
-                specs.extend((f"{i}:*{w}", i, f"*{w}", source, False) for w in range(self._pieces_per_part))
+                specs.extend((f"{i}:*{w}", i, f"*{w}", source, False) for w in range(self._workers))
         return specs
 
     def partition_names(self) -> List[List[str]]:
@@ -184,7 +186,7 @@ class SourceHub:
         for key, i, name, source, fixed in specs:
             state = start["parts"].get(key)
             resume = _decode(state["s"]) if state else None
-            self._parts[key] = _Part(i, name, self._plan.inputs[i].step_id, source, resume, fixed, self._pieces_per_part)
+            self._parts[key] = _Part(i, name, self._plan.inputs[i].step_id, source, resume, fixed, self._workers)
         self._position = start
 
     def latest_offset(self, start: Offset) -> Offset:

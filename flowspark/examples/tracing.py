@@ -1,6 +1,6 @@
 """Bytewax's tracing example with flowspark's imports: spans of the run go to an OTLP receiver.
 
-Run it with `python -m flowspark.run examples.tracing:flow` beside an
+Run it with `python -m flowspark.run flowspark.examples.tracing:flow` beside an
 OpenTelemetry collector or Jaeger listening for OTLP on 127.0.0.1:4317, or
 point `BYTEWAX_OTLP_URL` elsewhere (`http://host:4318` for OTLP/HTTP).
 Needs `pip install "flowspark[tracing]"`.
