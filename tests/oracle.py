@@ -12,9 +12,9 @@ gets both engines' outputs back:
 
     bytewax_out, flowspark_out = run_both(build)
 
-For unit tests without a run, `core_steps` and `core_arg` reach the core
-steps an operator expands to on either engine, and `drive` feeds a
-`stateful_batch` builder the way a runtime would.
+For unit tests without a run, `core_steps`, `core_arg` and `last_core_arg`
+reach the core steps an operator expands to on either engine, and `drive`
+feeds a `stateful_batch` builder the way a runtime would.
 
 Both packages have the same module layout, so an engine is just the package
 name; its modules are imported the first time a test touches them (the
@@ -136,6 +136,17 @@ def core_arg(flow: Any, step_id: str, name: str) -> Any:
     (step,) = [s for s in core_steps(flow) if s.step_id == step_id]
     config = getattr(step, "config", None)
     return config[name] if config is not None else getattr(step, name)
+
+
+Make = Callable[[Any, Any], Any]
+"""Adds the operator under test to a flow: `make(op, up)`."""
+
+
+def last_core_arg(engine: Engine, make: Make, name: str) -> Any:
+    """Argument `name` of the last core step `make` adds to a one-input flow on `engine`."""
+    flow = engine.Dataflow("df")
+    make(engine.op, engine.op.input("inp", flow, engine.TestingSource([])))
+    return core_arg(flow, core_steps(flow)[-1].step_id, name)
 
 
 Event = Union[List[Any], str]

@@ -25,6 +25,7 @@ from typing import IO, Any, Dict, Iterator, List
 
 import pyspark
 import pytest
+from conftest import free_port
 
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 
@@ -32,12 +33,6 @@ SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 WORKERS = 2
 REGISTER_TIMEOUT = 90.0
 RUN_TIMEOUT = 240.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _spark_env() -> Dict[str, str]:
@@ -50,8 +45,8 @@ class StandaloneCluster:
     def __init__(self, root: Path, workers: int = WORKERS) -> None:
         self.root = root
         self.workers = workers
-        self.port = _free_port()
-        self.ui_port = _free_port()
+        self.port = free_port()
+        self.ui_port = free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.work_dirs: List[Path] = []
         self._procs: List["subprocess.Popen[bytes]"] = []

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from conftest import run_module
 
 from flowspark.migrate.inventory import BYTEWAX_MODULES
 
@@ -109,8 +110,7 @@ def _make_project(root: Path) -> Path:
 
 
 def _migrate(*args: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run([sys.executable, "-m", "flowspark.migrate", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return run_module("flowspark.migrate", *args, cwd=cwd, timeout=120)
 
 
 def _snapshot(project: Path) -> Dict[str, str]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_module
 
 from flowspark.run import locate_flow
 
@@ -50,8 +50,7 @@ def test_locate_by_path_factory_and_errors(flows_file: Path) -> None:
 
 
 def _cli(*args: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run([sys.executable, "-m", "flowspark.run", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return run_module("flowspark.run", *args, cwd=cwd, timeout=300)
 
 
 def test_cli_runs_a_factory_and_reports_failures(flows_file: Path) -> None:

@@ -8,13 +8,13 @@ plan is flowspark's own and is checked against text written out here.
 
 import dataclasses
 import subprocess
-import sys
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from importlib import import_module
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
+from conftest import ALIGN, run_module
 from oracle import ENGINES, Engine
 
 import flowspark.operators as op
@@ -24,7 +24,6 @@ from flowspark.testing import TestingSink, TestingSource
 from flowspark.visualize import physical_plan, to_mermaid, to_physical
 
 ROOT = Path(__file__).resolve().parent.parent
-ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
 def stateless_flow(e: Engine) -> Any:
@@ -259,13 +258,7 @@ def test_physical_plan_of_a_flow_that_cannot_run() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "flowspark.visualize", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_module("flowspark.visualize", *args, cwd=ROOT, timeout=120)
 
 
 def _bytewax_wordcount() -> Any:

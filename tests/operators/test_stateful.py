@@ -13,23 +13,27 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, List, Optional, Tuple
 
 import pytest
-from oracle import ENGINES, Engine, Event, assert_same_by_key, cause_chain, core_arg, core_steps, drive, run_both, run_on
+from oracle import (
+    ENGINES,
+    Engine,
+    Event,
+    Make,
+    assert_same_by_key,
+    cause_chain,
+    core_arg,
+    core_steps,
+    drive,
+    last_core_arg,
+    run_both,
+    run_on,
+)
 
 from flowspark.operators import StatefulLogic
 
-Make = Callable[[Any, Any], Any]
-"""Adds the operator under test: `make(op, up)`."""
-
-
-def _last_core(engine: Engine, make: Make, name: str) -> Any:
-    flow = engine.Dataflow("df")
-    make(engine.op, engine.op.input("inp", flow, engine.TestingSource([])))
-    return core_arg(flow, core_steps(flow)[-1].step_id, name)
-
 
 def _assert_drives_like_bytewax(make: Make, events: List[Event], expected: List[Any]) -> None:
-    bytewax_builder = _last_core(Engine("bytewax"), make, "builder")
-    flowspark_builder = _last_core(Engine("flowspark"), make, "builder")
+    bytewax_builder = last_core_arg(Engine("bytewax"), make, "builder")
+    flowspark_builder = last_core_arg(Engine("flowspark"), make, "builder")
     assert drive(bytewax_builder, events) == expected
     assert drive(flowspark_builder, events) == expected
     assert drive(flowspark_builder, events, rebuild=True) == expected
@@ -158,7 +162,7 @@ def test_core_steps_match_bytewax() -> None:
 def test_mapper_return_errors_match_bytewax(make: Make, message: str) -> None:
     errors = []
     for name in ENGINES:
-        logic = _last_core(Engine(name), make, "builder")(None)
+        logic = last_core_arg(Engine(name), make, "builder")(None)
         with pytest.raises(TypeError) as info:
             logic.on_batch([1])
         errors.append(str(info.value))
@@ -167,7 +171,7 @@ def test_mapper_return_errors_match_bytewax(make: Make, message: str) -> None:
 
 
 def test_collect_times_out_after_the_last_item() -> None:
-    builder = _last_core(Engine("flowspark"), lambda op, up: op.collect("s", up, timedelta(seconds=30), 5), "builder")
+    builder = last_core_arg(Engine("flowspark"), lambda op, up: op.collect("s", up, timedelta(seconds=30), 5), "builder")
     logic = builder(None)
     assert logic.notify_at() is None
     before = datetime.now(tz=timezone.utc)

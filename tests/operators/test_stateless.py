@@ -14,30 +14,23 @@ from pathlib import Path
 from typing import Any, Callable, List
 
 import pytest
-from oracle import ENGINES, Engine, cause_chain, core_arg, core_steps, run_both, run_on
+from oracle import (
+    ENGINES,
+    Engine,
+    Make,
+    cause_chain,
+    core_steps,
+    last_core_arg,
+    run_both,
+    run_on,
+)
 
 from flowspark.operators import TTLCache
 from flowspark.operators.helpers import map_dict_value
 
-Make = Callable[[Any, Any], Any]
-"""Adds the operator under test: `make(op, up)`."""
-
-
-def _flow_with(engine: Engine, make: Make) -> Any:
-    flow = engine.Dataflow("df")
-    up = engine.op.input("inp", flow, engine.TestingSource([]))
-    make(engine.op, up)
-    return flow
-
-
-def _last_core(engine: Engine, make: Make, name: str) -> Any:
-    """Argument `name` of the last core step `make` adds to a one-input flow."""
-    flow = _flow_with(engine, make)
-    return core_arg(flow, core_steps(flow)[-1].step_id, name)
-
 
 def _mappers(make: Make) -> List[Callable[[List[Any]], Any]]:
-    return [_last_core(Engine(name), make, "mapper") for name in ENGINES]
+    return [last_core_arg(Engine(name), make, "mapper") for name in ENGINES]
 
 
 def _is_even(x: int) -> bool:
@@ -132,14 +125,14 @@ def test_inspect_passes_its_qualified_id() -> None:
     for name in ENGINES:
         seen: List[Any] = []
         make: Make = lambda op, up: op.inspect("peek", up, lambda s, x: seen.append((s, x)))  # noqa: B023
-        inspector = _last_core(Engine(name), make, "inspector")
+        inspector = last_core_arg(Engine(name), make, "inspector")
         inspector("df.peek.inspect_debug", "item", 1, 0)
         assert seen == [("df.peek", "item")], name
 
 
 def test_inspect_default_prints(capsys: pytest.CaptureFixture[str]) -> None:
     for name in ENGINES:
-        inspector = _last_core(Engine(name), lambda op, up: op.inspect("peek", up), "inspector")
+        inspector = last_core_arg(Engine(name), lambda op, up: op.inspect("peek", up), "inspector")
         inspector("df.peek.inspect_debug", "x", 1, 0)
     assert capsys.readouterr().out == "df.peek: 'x'\n" * 2
 
@@ -147,7 +140,7 @@ def test_inspect_default_prints(capsys: pytest.CaptureFixture[str]) -> None:
 def test_raises_sink_fails_on_first_item() -> None:
     messages = []
     for name in ENGINES:
-        sink = _last_core(Engine(name), lambda op, up: op.raises("boom", up), "sink")
+        sink = last_core_arg(Engine(name), lambda op, up: op.raises("boom", up), "sink")
         part = sink.build("df.boom.output", 0, 1)
         part.write_batch([])
         with pytest.raises(RuntimeError) as info:
@@ -203,7 +196,7 @@ def test_enrich_cached_reads_now_once_per_batch() -> None:
         def make(op: Any, up: Any) -> Any:
             return op.enrich_cached("e", up, getter, lambda c, x: (x, c.get(x)), ttl=timedelta(seconds=5), _now_getter=now)
 
-        mapper = _last_core(Engine(name), make, "mapper")
+        mapper = last_core_arg(Engine(name), make, "mapper")
         reads.clear()
         assert list(mapper(["a", "b", "a"])) == [("a", "A"), ("b", "B"), ("a", "A")]
         clock.now += timedelta(seconds=6)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
+from conftest import ALIGN
 from oracle import core_arg, core_steps
 
 import flowspark.operators as op
@@ -22,7 +23,6 @@ import flowspark.operators.windowing as win
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSink, TestingSource, TimeTestingGetter
 
-ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SYSTEM_START = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
 
@@ -31,7 +31,18 @@ def sec(seconds: float) -> datetime:
 
 
 def stamp(value: Tuple[float, Any]) -> datetime:
+    """The timestamp of a `(seconds, payload)` value."""
     return sec(value[0])
+
+
+def payload(value: Tuple[float, Any]) -> Any:
+    """The payload of a `(seconds, payload)` value."""
+    return value[1]
+
+
+def meta_tuple(meta: Any) -> Tuple[datetime, datetime, List[int]]:
+    """Either engine's `WindowMetadata` as a comparable tuple."""
+    return (meta.open_time, meta.close_time, sorted(meta.merged_ids))
 
 
 BuildOp = Callable[[Any, Any, TimeTestingGetter], Any]
@@ -124,6 +135,15 @@ def panes(records: List[Record]) -> List[Tuple[Any, ...]]:
 def drive_op(build_op: BuildOp, script: Sequence[Step], wait: timedelta = timedelta(0), **kwargs: Any) -> List[Record]:
     builder, getter, _out = logic_builder(build_op, wait, **kwargs)
     return run(builder, getter, script)
+
+
+def summing(windower: Any, **kwargs: Any) -> BuildOp:
+    """A `sum_window` of the payloads over `windower` as step `win`; `kwargs` go to `sum_window`."""
+
+    def build(up: Any, clock: Any, _getter: TimeTestingGetter) -> Any:
+        return win.sum_window("win", up, clock, windower, payload, **kwargs)
+
+    return build
 
 
 Outputs = Dict[str, List[Any]]

@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any, List, Tuple
 
 import pytest
+from conftest import ALIGN
 from firing_helpers import (
-    ALIGN,
     Outputs,
     by_key,
     drive_op,
@@ -25,9 +25,11 @@ from firing_helpers import (
     flow_clock,
     logic_builder,
     panes,
+    payload,
     run,
     sec,
     sink_all,
+    summing,
 )
 from test_window_ops import random_script
 
@@ -40,17 +42,6 @@ from flowspark.testing import TestingSource, run_main
 
 TEN_MINUTES = timedelta(minutes=10)
 MINUTE = timedelta(minutes=1)
-
-
-def payload(value: Tuple[float, Any]) -> Any:
-    return value[1]
-
-
-def summing(windower: Any, lateness: timedelta, **kwargs: Any) -> Any:
-    def build(up: Any, clock: Any, _getter: Any) -> Any:
-        return win.sum_window("win", up, clock, windower, payload, allowed_lateness=lateness, **kwargs)
-
-    return build
 
 
 def m(minutes: float) -> float:
@@ -69,7 +60,7 @@ FLINK_SCRIPT: List[Any] = [
 
 
 def test_flink_allowed_lateness_example() -> None:
-    records = drive_op(summing(win.TumblingWindower(TEN_MINUTES, ALIGN), MINUTE), FLINK_SCRIPT)
+    records = drive_op(summing(win.TumblingWindower(TEN_MINUTES, ALIGN), allowed_lateness=MINUTE), FLINK_SCRIPT)
     assert [evs for evs, _at in records] == [
         [],
         [("down", 0, 3, ("on_time", 0, False)), ("meta", 0, (sec(0), sec(m(10))))],
@@ -84,7 +75,7 @@ def test_flink_allowed_lateness_example() -> None:
 
 def test_zero_lateness_is_bytewax() -> None:
     """Without lateness the same script sends 15:05 to `late`, and nothing is kept."""
-    records = drive_op(summing(win.TumblingWindower(TEN_MINUTES, ALIGN), timedelta(0)), FLINK_SCRIPT)
+    records = drive_op(summing(win.TumblingWindower(TEN_MINUTES, ALIGN), allowed_lateness=timedelta(0)), FLINK_SCRIPT)
     assert events(records) == [
         ("down", 0, 3),
         ("meta", 0, (sec(0), sec(m(10)))),
@@ -99,16 +90,16 @@ def test_lateness_is_judged_per_window() -> None:
     """As in Flink: a value behind the watermark still joins its window while that is open."""
     tumbling = win.TumblingWindower(timedelta(seconds=10), ALIGN)
     script: List[Any] = [[(9, 1)], [(12, 1)], [(11, 5)], [(3, 2)], "eof"]
-    lenient = drive_op(summing(tumbling, timedelta(seconds=5)), script)
+    lenient = drive_op(summing(tumbling, allowed_lateness=timedelta(seconds=5)), script)
     assert panes(lenient) == [(0, 1, "on_time", 0, False), (0, 3, "late", 1, False), (1, 6, "on_time", 0, True)]
-    strict = drive_op(summing(tumbling, timedelta(0)), script)
+    strict = drive_op(summing(tumbling, allowed_lateness=timedelta(0)), script)
     assert [e for e in events(strict) if e[0] == "late"] == [("late", 1, (11, 5)), ("late", 0, (3, 2))]
 
 
 def test_sliding_windows_refire_each_kept_window() -> None:
     sliding = win.SlidingWindower(timedelta(seconds=10), timedelta(seconds=5), ALIGN)
     script: List[Any] = [[(6, 1)], [(12, 1)], [(7, 10)], [(40, 0)], [(8, 100)]]
-    records = drive_op(summing(sliding, timedelta(seconds=3)), script)
+    records = drive_op(summing(sliding, allowed_lateness=timedelta(seconds=3)), script)
     got = [p for p in panes(records) if p[0] in (0, 1)]
     # 12 s closes window 0 ([0, 10)) only; 7 s is late for it (kept until 13 s) and joins
     # window 1 ([5, 15)), which is still open.  40 s drops window 0 and closes window 1,
@@ -210,7 +201,8 @@ def test_late_values_end_in_the_sessions_they_would_have_joined_on_time(seed: in
 
 
 def test_kept_windows_are_snapshotted_woken_for_and_then_dropped() -> None:
-    builder, getter, _out = logic_builder(summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), timedelta(seconds=120)))
+    build = summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), allowed_lateness=timedelta(seconds=120))
+    builder, getter, _out = logic_builder(build)
     records = run(builder, getter, [[(9, 1)], timedelta(seconds=60), "notify"])
     # System time moved the watermark to 69 s: window 0 closed on time and is kept until 130 s.
     assert records[-1] == ([("down", 0, 1, ("on_time", 0, False)), ("meta", 0, (sec(0), sec(10)))], sec(130))
@@ -239,7 +231,7 @@ def test_kept_windows_are_snapshotted_woken_for_and_then_dropped() -> None:
 
 def test_a_late_value_meets_the_windows_as_a_batch_of_its_own_would() -> None:
     """15:10:30 and the late 15:05 in one batch: the window closes on time first, then re-fires."""
-    build = summing(win.TumblingWindower(TEN_MINUTES, ALIGN), MINUTE)
+    build = summing(win.TumblingWindower(TEN_MINUTES, ALIGN), allowed_lateness=MINUTE)
     one_batch = [FLINK_SCRIPT[0], FLINK_SCRIPT[1] + FLINK_SCRIPT[2], *FLINK_SCRIPT[3:]]
     assert panes(drive_op(build, one_batch)) == panes(drive_op(build, FLINK_SCRIPT)) == [
         (0, 3, "on_time", 0, False),
@@ -250,7 +242,7 @@ def test_a_late_value_meets_the_windows_as_a_batch_of_its_own_would() -> None:
 
 def test_released_at_once_when_the_watermark_is_already_past_the_lateness() -> None:
     records = drive_op(
-        summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), timedelta(seconds=5)),
+        summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), allowed_lateness=timedelta(seconds=5)),
         [[(9, 1)], [(30, 1)], [(8, 1)]],
     )
     assert panes(records)[0] == (0, 1, "on_time", 0, True)
@@ -260,7 +252,7 @@ def test_released_at_once_when_the_watermark_is_already_past_the_lateness() -> N
 def test_snapshots_without_the_new_fields_still_load() -> None:
     """A `KeySnapshot` pickled before `books`/`kept` existed rebuilds both kinds of logic."""
     for lateness in (timedelta(0), timedelta(seconds=5)):
-        builder, _getter, _out = logic_builder(summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), lateness))
+        builder, _getter, _out = logic_builder(summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), allowed_lateness=lateness))
         logic = builder(None)
         logic.on_batch([(1, 2)])
         snap = logic.snapshot()

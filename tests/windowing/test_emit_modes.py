@@ -13,8 +13,8 @@ from datetime import timedelta
 from typing import Any, List, Optional, Tuple
 
 import pytest
+from conftest import ALIGN
 from firing_helpers import (
-    ALIGN,
     Outputs,
     by_key,
     downs,
@@ -23,6 +23,7 @@ from firing_helpers import (
     flow_clock,
     logic_builder,
     panes,
+    payload,
     run,
     sec,
     sink_all,
@@ -37,10 +38,6 @@ from flowspark.operators._windowing.per_key import WindowConfig
 from flowspark.testing import TestingSource, run_main
 
 HOUR = timedelta(hours=1)
-
-
-def payload(value: Tuple[float, Any]) -> Any:
-    return value[1]
 
 
 def tumbling(length: timedelta) -> win.TumblingWindower:

@@ -16,7 +16,8 @@ from datetime import timedelta
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from firing_helpers import ALIGN, Outputs, by_key, drive_op, flow_clock, panes, sec, sink_all
+from conftest import ALIGN
+from firing_helpers import Outputs, by_key, drive_op, flow_clock, panes, sec, sink_all
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win

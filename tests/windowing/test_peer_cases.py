@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 from typing import Any, List, Optional, Tuple
 
 import pytest
-from firing_helpers import ALIGN, SYSTEM_START, drive_op, events, panes
+from conftest import ALIGN
+from firing_helpers import SYSTEM_START, drive_op, events, panes, payload
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
@@ -35,10 +36,6 @@ def at_ms(value: Tuple[int, Any]) -> datetime:
 
 def ms(moment: datetime) -> int:
     return (moment - ALIGN) // MS
-
-
-def payload(value: Tuple[int, Any]) -> Any:
-    return value[1]
 
 
 def metas(records: Any) -> List[Tuple[int, int, int]]:

@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any, List, Tuple
 
 import pytest
+from conftest import ALIGN
 from firing_helpers import (
-    ALIGN,
     SYSTEM_START,
     Outputs,
     by_key,
@@ -28,9 +28,11 @@ from firing_helpers import (
     logic_builder,
     on_system_clock,
     panes,
+    payload,
     run,
     sec,
     sink_all,
+    summing,
 )
 
 import flowspark.operators as op
@@ -41,23 +43,12 @@ from flowspark.testing import TestingSource, run_main
 BIG = win.TumblingWindower(timedelta(seconds=100), ALIGN)
 
 
-def payload(value: Tuple[float, Any]) -> Any:
-    return value[1]
-
-
-def summing(trigger: Any, **kwargs: Any) -> Any:
-    def build(up: Any, clock: Any, _getter: Any) -> Any:
-        return win.sum_window("win", up, clock, BIG, payload, trigger=trigger, **kwargs)
-
-    return build
-
-
 SEVEN = [[(i, i)] for i in range(1, 8)] + ["eof"]
 """Seven values, 1 to 7, one per batch, then end of input (which closes the window)."""
 
 
 def test_flink_count_trigger_fires_every_count_values() -> None:
-    records = drive_op(summing(win.CountTrigger(3)), SEVEN)
+    records = drive_op(summing(BIG, trigger=win.CountTrigger(3)), SEVEN)
     assert panes(records) == [
         (0, 6, "early", 0, False),  # 1 + 2 + 3
         (0, 21, "early", 1, False),  # ... + 4 + 5 + 6
@@ -66,10 +57,10 @@ def test_flink_count_trigger_fires_every_count_values() -> None:
 
 
 def test_flink_purging_count_trigger_fires_and_purges() -> None:
-    records = drive_op(summing(win.CountTrigger(3, purge=True)), SEVEN)
+    records = drive_op(summing(BIG, trigger=win.CountTrigger(3, purge=True)), SEVEN)
     assert panes(records) == [(0, 6, "early", 0, False), (0, 15, "early", 1, False), (0, 7, "on_time", 2, True)]
     # Purged with nothing taken in since: the close emits nothing, but still reports metadata.
-    six = drive_op(summing(win.CountTrigger(3, purge=True)), SEVEN[:6] + ["eof"])
+    six = drive_op(summing(BIG, trigger=win.CountTrigger(3, purge=True)), SEVEN[:6] + ["eof"])
     assert panes(six) == [(0, 6, "early", 0, False), (0, 15, "early", 1, False)]
     assert events(six)[-1] == ("meta", 0, (sec(0), sec(100)))
 
@@ -77,7 +68,7 @@ def test_flink_purging_count_trigger_fires_and_purges() -> None:
 def test_count_survives_snapshots_and_counts_per_window() -> None:
     script: List[Any] = [[(1, 1)], [(101, 10)], [(2, 2)], [(102, 20)], "eof"]
     # Unordered, so 2 s is still taken in by window 0 after 101 s opened window 1.
-    records = drive_op(summing(win.CountTrigger(2), ordered=False), script, wait=timedelta(seconds=500))
+    records = drive_op(summing(BIG, trigger=win.CountTrigger(2), ordered=False), script, wait=timedelta(seconds=500))
     assert panes(records) == [
         (0, 3, "early", 0, False),
         (1, 30, "early", 0, False),
@@ -106,7 +97,7 @@ def test_predicate_trigger_fires_after_a_matching_value() -> None:
 
 
 def test_trigger_and_current_emit_once_per_value() -> None:
-    records = drive_op(summing(win.CountTrigger(2, purge=True), emit="current"), [[(1, 1)], [(2, 2)], [(3, 3)], "eof"])
+    records = drive_op(summing(BIG, trigger=win.CountTrigger(2, purge=True), emit="current"), [[(1, 1)], [(2, 2)], [(3, 3)], "eof"])
     # After 1: current (1).  After 2: the trigger fires (3) and purges.  After 3: current (3).
     assert panes(records) == [(0, 1, "early", 0, False), (0, 3, "early", 1, False), (0, 3, "early", 2, False)]
 

@@ -17,29 +17,15 @@ out for each engine.
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from importlib import import_module
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import pytest
+from conftest import ALIGN
+from firing_helpers import SYSTEM_START, meta_tuple, sec, stamp
 from oracle import ENGINES, Engine, cause_chain, core_arg, core_steps, run_on
-
-ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
-SYSTEM_START = datetime(2030, 1, 1, tzinfo=timezone.utc)
-
-
-def sec(seconds: float) -> datetime:
-    return ALIGN + timedelta(seconds=seconds)
-
-
-def stamp(value: Tuple[float, Any]) -> datetime:
-    """The timestamp of a `(seconds, payload)` value."""
-    return sec(value[0])
-
-
-def meta_tuple(meta: Any) -> Tuple[datetime, datetime, List[int]]:
-    return (meta.open_time, meta.close_time, sorted(meta.merged_ids))
 
 
 def norm_value(value: Any) -> Any:

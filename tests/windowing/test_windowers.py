@@ -12,6 +12,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, List, Tuple
 
 import pytest
+from conftest import ALIGN
+from firing_helpers import meta_tuple, sec
 from oracle import ENGINES, Engine
 
 from flowspark.operators._windowing.windowers import check_windower
@@ -25,17 +27,7 @@ from flowspark.operators.windowing import (
     WindowMetadata,
 )
 
-ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 US = timedelta(microseconds=1)
-
-
-def sec(seconds: float) -> datetime:
-    return ALIGN + timedelta(seconds=seconds)
-
-
-def meta_tuple(meta: Any) -> Tuple[datetime, datetime, List[int]]:
-    """Either engine's `WindowMetadata` as a comparable tuple."""
-    return (meta.open_time, meta.close_time, sorted(meta.merged_ids))
 
 
 def closed(pairs: Any) -> List[Tuple[int, Tuple[datetime, datetime, List[int]]]]:

@@ -1,0 +1,30 @@
+"""Helpers that tests in several folders share; tests import them as `from conftest import ...`.
+
+`tests/` is on the import path (pyproject's `pythonpath`), so pytest's own
+import of this file is the module `conftest` that those imports get.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
+"""The instant the windowing tests align their windows on and count event time from."""
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_module(module: str, *args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`python -m module args` run from `cwd`; its output captured as text, its exit status left to the caller."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
