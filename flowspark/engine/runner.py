@@ -134,7 +134,7 @@ def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) 
     return report
 
 
-def _await_commit(query: Any, checkpoint: str, batch_id: int, timeout: float = 30.0) -> None:
+def _await_commit(query: Any, checkpoint: str, batch_id: int, timeout: float = 120.0) -> None:
     """Let Spark log the last batch as committed, so a resume does not replay it.
 
     Waits for the batch's entry in Spark's commit log itself: the query's
