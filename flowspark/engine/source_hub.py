@@ -26,6 +26,7 @@ from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSour
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan
 from flowspark.engine.read_ahead import ReadAhead
 
@@ -116,8 +117,11 @@ class _Part:
 class SourceHub:
     """Serves offsets and data to Spark's source through the driver's server; owns the partitions."""
 
-    def __init__(self, plan: Plan, server: DriverServer, max_items: int, max_seconds: float, pieces: int) -> None:
+    def __init__(self, plan: Plan, server: DriverServer, max_items: int, max_seconds: float, pieces: int,
+                 meter: Optional[Meter] = None) -> None:
         self._plan = plan
+        self._meter = meter
+        """Times `next_batch` and counts the items each input emits, if the run is metered."""
         self._pieces_per_part = pieces
         self._max_items = max_items
         self._max_seconds = max_seconds
@@ -244,6 +248,7 @@ class SourceHub:
             while not part.done and total < self._max_items and time.monotonic() < deadline:
                 if not part.awake(datetime.now(timezone.utc)):
                     break
+                started = time.perf_counter()
                 try:
                     batch = list(part.partition.next_batch())
                 except StopIteration:
@@ -254,6 +259,9 @@ class SourceHub:
                     break
                 except Exception as ex:
                     raise StepFailure(f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
+                if self._meter is not None:
+                    self._meter.time(Timing.NEXT_BATCH, part.step_id, time.perf_counter() - started)
+                    self._meter.count(Count.ITEMS_OUT, part.step_id, len(batch))
                 if batch:
                     batches.append((len(batch), chunks.dumps_items(part.step_id, batch)))
                     total += len(batch)
@@ -265,6 +273,8 @@ class SourceHub:
             polled.backlog = polled.backlog or (total >= self._max_items and not part.done)
             if polled.abort:
                 break
+        if self._meter is not None:
+            self._meter.flush()
         return polled
 
     def partition_data(self, start: Offset, end: Offset) -> List[Piece]:

@@ -1,0 +1,152 @@
+"""Bytewax's dataflow API: a running flow's shape and metrics over HTTP.
+
+With `FLOWSPARK_DATAFLOW_API_ENABLED` (or Bytewax's
+`BYTEWAX_DATAFLOW_API_ENABLED`) set, a run serves, for as long as it runs:
+
+- `/dataflow`: the flow as JSON, exactly as `flowspark.visualize.to_json`
+  (and Bytewax) renders it;
+- `/metrics`: Prometheus text: the per-step metrics under Bytewax's names
+  (`flowspark.engine.metrics`), then everything in `prometheus_client`'s
+  default registry (the process's metrics and the user's own).
+
+The port is `FLOWSPARK_DATAFLOW_API_PORT` (or `BYTEWAX_DATAFLOW_API_PORT`),
+3030 by default.  Bytewax listens on every interface; flowspark listens on
+loopback unless `FLOWSPARK_DATAFLOW_API_HOST` (or
+`BYTEWAX_DATAFLOW_API_HOST`) names a wider address, such as `0.0.0.0`.
+The server only answers GETs of these two routes and reads nothing else
+from a request.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterator, Mapping, Optional, Tuple
+from urllib.parse import urlsplit
+
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from flowspark.dataflow import Dataflow
+from flowspark.engine.metrics import FlowMetrics
+from flowspark.errors import FlowsparkRuntimeError
+
+__all__ = ["ApiSettings", "DataflowApi", "serving_api", "settings_from_env"]
+
+ENABLED = ("FLOWSPARK_DATAFLOW_API_ENABLED", "BYTEWAX_DATAFLOW_API_ENABLED")
+PORT = ("FLOWSPARK_DATAFLOW_API_PORT", "BYTEWAX_DATAFLOW_API_PORT")
+HOST = ("FLOWSPARK_DATAFLOW_API_HOST", "BYTEWAX_DATAFLOW_API_HOST")
+DEFAULT_PORT = 3030
+DEFAULT_HOST = "127.0.0.1"
+OFF = ("", "0", "false", "no", "off")
+"""Values of the enabling variable that leave the API off (Bytewax turns it on for any value)."""
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Where the API listens."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+
+
+def _first(environ: Mapping[str, str], names: Tuple[str, ...]) -> Optional[Tuple[str, str]]:
+    """The first of `names` that is set, with its value: flowspark's name wins over Bytewax's."""
+    for name in names:
+        if name in environ:
+            return name, environ[name]
+    return None
+
+
+def settings_from_env(environ: Mapping[str, str] = os.environ) -> Optional[ApiSettings]:
+    """The API's settings if the environment enables it, else None; a bad port raises `ValueError`."""
+    enabled = _first(environ, ENABLED)
+    if enabled is None or enabled[1].strip().lower() in OFF:
+        return None
+    port = DEFAULT_PORT
+    given = _first(environ, PORT)
+    if given is not None:
+        name, value = given
+        if not value.strip().isdigit() or int(value) > 65535:
+            msg = f"{name}={value!r} is not a port number (0 to 65535)"
+            raise ValueError(msg)
+        port = int(value)
+    host = _first(environ, HOST)
+    return ApiSettings(DEFAULT_HOST if host is None or not host[1].strip() else host[1].strip(), port)
+
+
+def _metrics_text(own: CollectorRegistry) -> bytes:
+    """The run's step metrics, then the default registry's (as Bytewax serves the user's own there)."""
+    return generate_latest(own) + generate_latest(REGISTRY)
+
+
+def _handler(routes: Mapping[str, Tuple[str, Callable[[], bytes]]]) -> type:
+    """A request handler class that answers GETs of `routes` (path to content type and body) and 404 otherwise."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            route = routes.get(urlsplit(self.path).path)
+            if route is None:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            content_type, body = route[0], route[1]()
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # scrapes every few seconds would flood stderr
+
+    return Handler
+
+
+class DataflowApi:
+    """Serves `/dataflow` and `/metrics` of one run from a daemon thread, until `close`."""
+
+    def __init__(self, settings: ApiSettings, flow_json: str, metrics: FlowMetrics) -> None:
+        own = CollectorRegistry(auto_describe=False)
+        own.register(metrics)
+        dataflow = flow_json.encode()
+        routes = {
+            "/dataflow": ("application/json", lambda: dataflow),
+            "/metrics": (CONTENT_TYPE_PLAIN_0_0_4, lambda: _metrics_text(own)),
+        }
+        try:
+            self._server = ThreadingHTTPServer((settings.host, settings.port), _handler(routes))
+        except OSError as ex:
+            msg = (f"can't serve the dataflow API on {settings.host}:{settings.port} ({ex}); "
+                   f"set {PORT[0]} to a free port, or unset {ENABLED[0]} and {ENABLED[1]}")
+            raise FlowsparkRuntimeError(msg) from None
+        self._server.daemon_threads = True
+        self.url = f"http://{settings.host}:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, name="flowspark-dataflow-api", daemon=True).start()
+        print(f"flowspark: dataflow API at {self.url}/dataflow and {self.url}/metrics", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@contextmanager
+def serving_api(flow: Dataflow, environ: Mapping[str, str] = os.environ) -> Iterator[Optional[FlowMetrics]]:
+    """Serve `flow`'s API for the block if `environ` asks for it; yield the run's metrics to feed (None if not)."""
+    settings = settings_from_env(environ)
+    if settings is None:
+        yield None
+        return
+    from flowspark.visualize import to_json
+
+    metrics = FlowMetrics()
+    api = DataflowApi(settings, to_json(flow), metrics)
+    try:
+        yield metrics
+    finally:
+        api.close()
