@@ -25,14 +25,15 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from flowspark.dataflow import Dataflow
-from flowspark.engine.metrics import FlowMetrics
+from flowspark.engine.metrics import BOUNDS, COUNT_HELP, TIMING_HELP, Count, Durations, FlowMetrics, Timing
 from flowspark.errors import FlowsparkRuntimeError
 
 __all__ = ["ApiSettings", "DataflowApi", "serving_api", "settings_from_env"]
@@ -79,6 +80,55 @@ def settings_from_env(environ: Mapping[str, str] = os.environ) -> Optional[ApiSe
     return ApiSettings(DEFAULT_HOST if host is None or not host[1].strip() else host[1].strip(), port)
 
 
+PREFIX = "bytewax_"
+"""Bytewax's prefix of step metrics, kept so that dashboards built for Bytewax keep working."""
+
+SCOPE = ("otel_scope_name", "bytewax")
+"""The constant label Bytewax's OpenTelemetry exporter puts on every step metric."""
+
+LABELS = ["step_id", "worker_index", SCOPE[0]]
+
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The Prometheus text format `generate_latest` writes."""
+
+
+class _StepMetrics(Collector):
+    """A run's `FlowMetrics` as Prometheus families: Bytewax's step metrics, then flowspark's gauges."""
+
+    def __init__(self, metrics: FlowMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        counts = sorted(self._metrics.counts().items(), key=lambda e: (e[0][1], e[0][2]))
+        for count in Count:
+            counter = CounterMetricFamily(PREFIX + count.value, COUNT_HELP[count], labels=LABELS)
+            for (c, step_id, worker), items in counts:
+                if c is count:
+                    counter.add_metric([step_id, str(worker), SCOPE[1]], items)
+            yield counter
+        timings = sorted(self._metrics.timings().items(), key=lambda e: (e[0][1], e[0][2]))
+        for timing in Timing:
+            histogram = HistogramMetricFamily(PREFIX + timing.value, TIMING_HELP[timing], labels=LABELS)
+            for (t, step_id, worker), durations in timings:
+                if t is timing:
+                    histogram.add_metric([step_id, str(worker), SCOPE[1]], _cumulative(durations), durations.total)
+            if histogram.samples:
+                yield histogram
+        for gauge in self._metrics.gauges():
+            yield GaugeMetricFamily(gauge.name, gauge.help, value=gauge.value)
+
+
+def _cumulative(durations: Durations) -> List[Tuple[str, float]]:
+    """Prometheus buckets: the count of observations at or below each bound."""
+    bounds = [f"{b:g}" for b in BOUNDS] + ["+Inf"]
+    running = 0
+    buckets = []
+    for bound, n in zip(bounds, durations.per_bucket):
+        running += n
+        buckets.append((bound, float(running)))
+    return buckets
+
+
 def _metrics_text(own: CollectorRegistry) -> bytes:
     """The run's step metrics, then the default registry's (as Bytewax serves the user's own there)."""
     return generate_latest(own) + generate_latest(REGISTRY)
@@ -113,11 +163,11 @@ class DataflowApi:
 
     def __init__(self, settings: ApiSettings, flow_json: str, metrics: FlowMetrics) -> None:
         own = CollectorRegistry(auto_describe=False)
-        own.register(metrics)
+        own.register(_StepMetrics(metrics))
         dataflow = flow_json.encode()
         routes = {
             "/dataflow": ("application/json", lambda: dataflow),
-            "/metrics": (CONTENT_TYPE_PLAIN_0_0_4, lambda: _metrics_text(own)),
+            "/metrics": (METRICS_TYPE, lambda: _metrics_text(own)),
         }
         try:
             self._server = ThreadingHTTPServer((settings.host, settings.port), _handler(routes))

@@ -5,7 +5,7 @@ runs steps keeps a `Meter`: it counts items per batch (the length of the
 batch's list, never item by item) and times user calls, and hands what it
 gathered to the driver once per Spark task (`Meter.flush`), over the
 driver link.  The driver's `FlowMetrics` sums those readings by step and
-worker and shows them as Prometheus metric families.  A worker's
+worker (`flowspark.dataflow_api` serves them to Prometheus).  A worker's
 `worker_index` is the Spark task's partition id; steps run on the driver
 (inputs and outputs) report as worker 0.
 """
@@ -16,18 +16,9 @@ import bisect
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from flowspark.engine.progress import state_rows
-
-PREFIX = "bytewax_"
-"""Bytewax's prefix, kept so that dashboards built for Bytewax keep working."""
-
-SCOPE = ("otel_scope_name", "bytewax")
-"""The constant label Bytewax's OpenTelemetry exporter puts on every step metric."""
 
 BOUNDS = (0.0, 0.0005, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 """Histogram bucket bounds in seconds, as Bytewax's exporter uses."""
@@ -146,13 +137,17 @@ class QueryWatch:
     fraction_done: Callable[[], Optional[float]]
 
 
-class FlowMetrics(Collector):
-    """The run's metrics on the driver: worker readings summed by step and worker, and query gauges.
+@dataclass(frozen=True)
+class Gauge:
+    """One flowspark gauge of the running query."""
 
-    It is a Prometheus collector: `collect()` gives Bytewax's step metrics
-    (`bytewax_` names, `step_id` and `worker_index` labels) and flowspark's
-    gauges of the micro-batches (`flowspark_` names).
-    """
+    name: str
+    help: str
+    value: float
+
+
+class FlowMetrics:
+    """The run's metrics on the driver: worker readings summed by step and worker, and the query's gauges."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -169,71 +164,41 @@ class FlowMetrics(Collector):
                 self._timings.setdefault((timing, step_id, worker), Durations()).absorb(durations)
 
     def driver_meter(self) -> Meter:
-        """A meter for steps run on the driver, reporting as worker 0."""
+        """A meter for steps run on the driver, reporting as worker 0 (one per thread that uses it)."""
         return Meter(lambda reading: self.add(0, reading))
 
     def watch(self, watch: QueryWatch) -> None:
         """Read the gauges from this query from now on (each run attempt has its own)."""
         self._watch = watch
 
-    def items(self, count: Count, step_id: str) -> int:
-        """All workers' count of `count` for `step_id`."""
+    def counts(self) -> Dict[Tuple[Count, str, int], int]:
+        """Every item count so far, by `(counter, step_id, worker_index)`."""
         with self._lock:
-            return sum(n for (c, s, _), n in self._counts.items() if c is count and s == step_id)
+            return dict(self._counts)
 
-    def collect(self) -> Iterator[Metric]:
-        labels = ["step_id", "worker_index", SCOPE[0]]
+    def timings(self) -> Dict[Tuple[Timing, str, int], Durations]:
+        """Every duration histogram so far, by `(timing, step_id, worker_index)`."""
         with self._lock:
-            counts = dict(self._counts)
-            timings = {k: Durations(list(v.per_bucket), v.total, v.count) for k, v in self._timings.items()}
-        for count in Count:
-            family = CounterMetricFamily(PREFIX + count.value, COUNT_HELP[count], labels=labels)
-            for (c, step_id, worker), items in sorted(counts.items(), key=_series_order):
-                if c is count:
-                    family.add_metric([step_id, str(worker), SCOPE[1]], items)
-            yield family
-        for timing in Timing:
-            histogram = HistogramMetricFamily(PREFIX + timing.value, TIMING_HELP[timing], labels=labels)
-            for (t, step_id, worker), durations in sorted(timings.items(), key=_series_order):
-                if t is timing:
-                    histogram.add_metric([step_id, str(worker), SCOPE[1]], _cumulative(durations), durations.total)
-            if histogram.samples:
-                yield histogram
-        yield from self._gauges()
+            return {k: Durations(list(v.per_bucket), v.total, v.count) for k, v in self._timings.items()}
 
-    def _gauges(self) -> Iterator[Metric]:
+    def gauges(self) -> List[Gauge]:
+        """The running query's last micro-batch and the sources' completion, as far as known."""
         watch = self._watch
         if watch is None:
-            return
+            return []
+        found: List[Gauge] = []
         progress = watch.last_progress()
         if progress:
-            yield GaugeMetricFamily("flowspark_micro_batch_id", "id of the query's last completed micro-batch",
-                                    value=int(progress.get("batchId", 0)))
+            found.append(Gauge("flowspark_micro_batch_id", "id of the query's last completed micro-batch",
+                               int(progress.get("batchId", 0))))
             millis = (progress.get("durationMs") or {}).get("triggerExecution")
             if millis is not None:
-                yield GaugeMetricFamily("flowspark_micro_batch_duration_seconds",
-                                        "duration of the query's last completed micro-batch", value=millis / 1000)
+                found.append(Gauge("flowspark_micro_batch_duration_seconds",
+                                   "duration of the query's last completed micro-batch", millis / 1000))
             rows = state_rows(progress)
             if rows is not None:
-                yield GaugeMetricFamily("flowspark_state_rows", "rows in Spark's state stores after the last micro-batch",
-                                        value=rows)
+                found.append(Gauge("flowspark_state_rows", "rows in Spark's state stores after the last micro-batch", rows))
         fraction = watch.fraction_done()
         if fraction is not None:
-            yield GaugeMetricFamily("flowspark_input_fraction_done", "how far the flow's sources got, from 0 to 1",
-                                    value=fraction)
-
-
-def _series_order(entry: Tuple[Tuple[Any, str, int], Any]) -> Tuple[str, int]:
-    (_, step_id, worker), _ = entry
-    return step_id, worker
-
-
-def _cumulative(durations: Durations) -> List[Tuple[str, float]]:
-    """Prometheus buckets: the count of observations at or below each bound."""
-    bounds = [f"{b:g}" for b in BOUNDS] + ["+Inf"]
-    running = 0
-    buckets = []
-    for bound, n in zip(bounds, durations.per_bucket):
-        running += n
-        buckets.append((bound, float(running)))
-    return buckets
+            found.append(Gauge("flowspark_input_fraction_done", "how far the flow's sources got, from 0 to 1", fraction))
+        return found

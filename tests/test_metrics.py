@@ -1,0 +1,91 @@
+"""Step meters: per-batch counts in the fused pass, histograms, and their Prometheus text (no Spark)."""
+
+from __future__ import annotations
+
+import functools
+import urllib.request
+from typing import Any, Dict, List, Tuple
+
+from prometheus_client.parser import text_string_to_metric_families
+
+import flowspark.operators as op
+from flowspark.dataflow import Dataflow
+from flowspark.dataflow_api import ApiSettings, DataflowApi
+from flowspark.engine.groups import Groups
+from flowspark.engine.metrics import Count, Durations, FlowMetrics, Meter, Reading, Timing
+from flowspark.engine.plan import build_plan
+from flowspark.engine.route import Collector, Router
+from flowspark.testing import TestingSink, TestingSource
+
+
+def _pushed(batches: List[List[int]]) -> Dict[Tuple[Count, str], int]:
+    """Push `batches` through a flow of every stateless core step; the meter's counts."""
+    flow = Dataflow("m")
+    nums = op.input("inp", flow, TestingSource[int]([]))
+    parts = op.branch("odd", nums, lambda x: x % 2 == 1)
+    small = op.filter("small", parts.trues, lambda x: x < 5)
+    merged = op.merge("both", small, parts.falses)
+    seen = op.inspect_debug("look", merged, lambda *_: None)
+    spread = op.redistribute("spread", seen)
+    op.output("out", spread, TestingSink([]))
+    plan = build_plan(flow)
+    readings: List[Reading] = []
+    meter = Meter(readings.append)
+    router = Router(plan, Groups.plain(0, 1), meter)
+    for batch in batches:
+        router.push(plan.inputs[0].config["downs"][0], batch, Collector("000.00000.000"))
+    meter.flush()
+    meter.flush()  # nothing new: no second reading
+    assert len(readings) == 1
+    assert readings[0].timings[Timing.MAPPER, "m.small.flat_map.flat_map_batch"].count == len(batches)
+    return readings[0].counts
+
+
+def test_every_stateless_step_counts_its_batches_items() -> None:
+    counts = _pushed([[1, 2, 3, 4, 5, 6], [7, 8]])
+    assert counts == {
+        (Count.ITEMS_IN, "m.odd"): 8, (Count.ITEMS_OUT, "m.odd"): 8,
+        (Count.ITEMS_IN, "m.small.flat_map.flat_map_batch"): 4, (Count.ITEMS_OUT, "m.small.flat_map.flat_map_batch"): 2,
+        (Count.ITEMS_IN, "m.both"): 6, (Count.ITEMS_OUT, "m.both"): 6,
+        (Count.ITEMS_IN, "m.look"): 6, (Count.ITEMS_OUT, "m.look"): 6,
+        (Count.ITEMS_IN, "m.spread"): 6, (Count.ITEMS_OUT, "m.spread"): 6,
+    }
+
+
+def test_durations_fall_in_the_bucket_at_or_above_them() -> None:
+    durations = Durations()
+    for seconds in (0.0, 0.0005, 0.0006, 0.3, 99.0):
+        durations.observe(seconds)
+    assert durations.per_bucket[:3] == [1, 1, 1]
+    assert durations.per_bucket[9] == 1  # 0.25 < 0.3 <= 0.5
+    assert durations.per_bucket[-1] == 1  # over 10 s: +Inf only
+    assert durations.count == 5 and durations.total == 0.0 + 0.0005 + 0.0006 + 0.3 + 99.0
+
+
+def _families(metrics: FlowMetrics) -> Dict[str, Any]:
+    api = DataflowApi(ApiSettings(port=0), "{}", metrics)
+    try:
+        with urllib.request.urlopen(api.url + "/metrics", timeout=5) as reply:
+            return {f.name: f for f in text_string_to_metric_families(reply.read().decode())}
+    finally:
+        api.close()
+
+
+def test_workers_readings_are_summed_per_step_and_worker() -> None:
+    metrics = FlowMetrics()
+    for worker, seconds in ((0, 0.002), (1, 0.02), (1, 0.3)):
+        meter = Meter(functools.partial(metrics.add, worker))
+        meter.passed("f.step", 10, 4)
+        meter.time(Timing.ON_BATCH, "f.step", seconds)
+        meter.flush()
+    families = _families(metrics)
+    items_in = {s.labels["worker_index"]: s.value for s in families["bytewax_item_inp_count"].samples}
+    assert items_in == {"0": 10, "1": 20}
+    samples = families["bytewax_stateful_batch_on_batch_duration_seconds"].samples
+    worker_1 = {s.labels.get("le", s.name): s.value for s in samples if s.labels["worker_index"] == "1"}
+    assert worker_1["0.005"] == 0 and worker_1["0.025"] == 1 and worker_1["0.5"] == 2 and worker_1["+Inf"] == 2
+    assert worker_1["bytewax_stateful_batch_on_batch_duration_seconds_count"] == 2
+    assert {s.labels["otel_scope_name"] for s in samples} == {"bytewax"}
+    # Only timings some step recorded are shown; the counters always are.
+    assert "bytewax_flat_map_batch_duration_seconds" not in families
+    assert "bytewax_item_out_count" in families
