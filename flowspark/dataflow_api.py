@@ -176,7 +176,8 @@ class DataflowApi:
                    f"set {PORT[0]} to a free port, or unset {ENABLED[0]} and {ENABLED[1]}")
             raise FlowsparkRuntimeError(msg) from None
         self._server.daemon_threads = True
-        self.url = f"http://{settings.host}:{self._server.server_address[1]}"
+        host, port = self._server.server_address[:2]
+        self.url = f"http://{host!s}:{port}"
         threading.Thread(target=self._server.serve_forever, name="flowspark-dataflow-api", daemon=True).start()
         print(f"flowspark: dataflow API at {self.url}/dataflow and {self.url}/metrics", file=sys.stderr, flush=True)
 

@@ -12,7 +12,7 @@ import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import ApiSettings, DataflowApi
 from flowspark.engine.groups import Groups
-from flowspark.engine.metrics import Count, Durations, FlowMetrics, Meter, Reading, Timing
+from flowspark.engine.metrics import Count, Durations, FlowMetrics, Meter, QueryWatch, Reading, Timing
 from flowspark.engine.plan import build_plan
 from flowspark.engine.route import Collector, Router
 from flowspark.testing import TestingSink, TestingSource
@@ -89,3 +89,20 @@ def test_workers_readings_are_summed_per_step_and_worker() -> None:
     # Only timings some step recorded are shown; the counters always are.
     assert "bytewax_flat_map_batch_duration_seconds" not in families
     assert "bytewax_item_out_count" in families
+
+
+def _broken() -> Any:
+    raise RuntimeError("the query is stopping")
+
+
+def test_gauges_come_from_the_query_progress_and_a_failing_source_leaves_them_out() -> None:
+    metrics = FlowMetrics()
+    assert metrics.gauges() == []
+    progress = {"batchId": 7, "durationMs": {"triggerExecution": 250}, "stateOperators": [{"numRowsTotal": 3}, {"numRowsTotal": 4}]}
+    metrics.watch(QueryWatch(lambda: progress, lambda: 0.5))
+    assert {g.name: g.value for g in metrics.gauges()} == {
+        "flowspark_micro_batch_id": 7, "flowspark_micro_batch_duration_seconds": 0.25,
+        "flowspark_state_rows": 7, "flowspark_input_fraction_done": 0.5,
+    }
+    metrics.watch(QueryWatch(_broken, _broken))
+    assert metrics.gauges() == []

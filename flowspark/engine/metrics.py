@@ -182,12 +182,19 @@ class FlowMetrics:
             return {k: Durations(list(v.per_bucket), v.total, v.count) for k, v in self._timings.items()}
 
     def gauges(self) -> List[Gauge]:
-        """The running query's last micro-batch and the sources' completion, as far as known."""
+        """The running query's last micro-batch and the sources' completion, as far as known.
+
+        A scrape must not fail with the run: a query that is stopping or a
+        source whose `fraction_done` raises leaves its gauges out.
+        """
         watch = self._watch
         if watch is None:
             return []
         found: List[Gauge] = []
-        progress = watch.last_progress()
+        try:
+            progress = watch.last_progress()
+        except Exception:
+            progress = None
         if progress:
             found.append(Gauge("flowspark_micro_batch_id", "id of the query's last completed micro-batch",
                                int(progress.get("batchId", 0))))
@@ -198,7 +205,10 @@ class FlowMetrics:
             rows = state_rows(progress)
             if rows is not None:
                 found.append(Gauge("flowspark_state_rows", "rows in Spark's state stores after the last micro-batch", rows))
-        fraction = watch.fraction_done()
+        try:
+            fraction = watch.fraction_done()
+        except Exception:
+            fraction = None
         if fraction is not None:
             found.append(Gauge("flowspark_input_fraction_done", "how far the flow's sources got, from 0 to 1", fraction))
         return found
