@@ -125,7 +125,12 @@ def _scrape_bytewax(tmp_path: Any) -> Scrape:
     try:
         return _scrape_when_done(f"http://127.0.0.1:{port}", release)
     finally:
-        flow.wait(timeout=60)
+        try:
+            flow.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            flow.kill()
+            flow.wait()
+            raise
 
 
 def test_running_flow_serves_bytewax_routes_and_metrics(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
