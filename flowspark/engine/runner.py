@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from flowspark.dataflow import Dataflow
+from flowspark.dataflow_api import serving_api
 from flowspark.engine import chunks
 from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
@@ -38,7 +39,6 @@ from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.spark_source import FORMAT, encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine.warm_up import warm_python_workers
-from flowspark.dataflow_api import serving_api
 from flowspark.errors import FlowsparkRuntimeError
 
 @dataclass
