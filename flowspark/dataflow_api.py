@@ -43,6 +43,9 @@ PORT = ("FLOWSPARK_DATAFLOW_API_PORT", "BYTEWAX_DATAFLOW_API_PORT")
 HOST = ("FLOWSPARK_DATAFLOW_API_HOST", "BYTEWAX_DATAFLOW_API_HOST")
 DEFAULT_PORT = 3030
 DEFAULT_HOST = "127.0.0.1"
+REQUEST_SECONDS = 10.0
+"""How long a connection may take to send its request: a silent one is dropped, alone."""
+
 OFF = ("", "0", "false", "no", "off")
 """Values of the enabling variable that leave the API off (Bytewax turns it on for any value)."""
 
@@ -138,6 +141,8 @@ def _handler(routes: Mapping[str, Tuple[str, Callable[[], bytes]]]) -> type:
     """A request handler class that answers GETs of `routes` (path to content type and body) and 404 otherwise."""
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_SECONDS
+
         def do_GET(self) -> None:
             route = routes.get(urlsplit(self.path).path)
             if route is None:

@@ -18,6 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import api_flow
+from flowspark import dataflow_api
 from flowspark.dataflow_api import ApiSettings, DataflowApi, settings_from_env
 from flowspark.engine.metrics import FlowMetrics
 from flowspark.errors import FlowsparkRuntimeError
@@ -196,5 +197,18 @@ def test_other_routes_are_not_found_and_bind_is_loopback() -> None:
         assert _get(api.url + "/dataflow") == ("application/json", b'{"flow_id": "x"}')
         with pytest.raises(urllib.error.HTTPError, match="404"):
             _get(api.url + "/")
+    finally:
+        api.close()
+
+
+def test_a_silent_connection_is_dropped_and_does_not_block_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dataflow_api, "REQUEST_SECONDS", 0.5)
+    api = DataflowApi(ApiSettings(port=0), "{}", FlowMetrics())
+    try:
+        host, port = api.url.rsplit("/", 1)[1].split(":")
+        with socket.create_connection((host, int(port))) as silent:
+            assert _get(api.url + "/dataflow")[1] == b"{}"
+            silent.settimeout(5)
+            assert silent.recv(1) == b""  # closed by the server, well before our 5 s
     finally:
         api.close()
