@@ -25,7 +25,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
@@ -117,8 +117,13 @@ class _StepMetrics(Collector):
                     histogram.add_metric([step_id, str(worker), SCOPE[1]], _cumulative(durations), durations.total)
             if histogram.samples:
                 yield histogram
+        gauges: Dict[str, GaugeMetricFamily] = {}
         for gauge in self._metrics.gauges():
-            yield GaugeMetricFamily(gauge.name, gauge.help, value=gauge.value)
+            family = gauges.get(gauge.name)
+            if family is None:
+                family = gauges[gauge.name] = GaugeMetricFamily(gauge.name, gauge.help, labels=[k for k, _ in gauge.labels])
+            family.add_metric([v for _, v in gauge.labels], gauge.value)
+        yield from gauges.values()
 
 
 def _cumulative(durations: Durations) -> List[Tuple[str, float]]:

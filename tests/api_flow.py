@@ -49,6 +49,10 @@ def build(engine: str, release: str, out: Optional[List[Any]] = None) -> Any:
             time.sleep(0.05)
             return []
 
+        def lag(self) -> int:
+            """Items yet to emit (flowspark's `flowspark_input_lag_items`; Bytewax ignores it)."""
+            return ITEMS + 1 - self._next
+
     class Numbers(inputs.DynamicSource):  # type: ignore[misc, name-defined]
         def build(self, step_id: str, worker_index: int, worker_count: int) -> Part:
             return Part()

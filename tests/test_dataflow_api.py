@@ -159,6 +159,7 @@ def test_running_flow_serves_bytewax_routes_and_metrics(tmp_path: Any, monkeypat
     # The user's own prometheus_client metrics, and flowspark's gauges.
     assert "api_flow_batches" in ours.names("api_flow") and "api_flow_batches" in theirs.names("api_flow")
     assert {"flowspark_micro_batch_duration_seconds", "flowspark_micro_batch_id", "flowspark_state_rows"} <= ours.names("flowspark_")
+    assert [s.value for s in ours.families["flowspark_input_lag_items"].samples] == [0]
     labels = ours.families["bytewax_item_out_count"].samples[0].labels
     assert set(labels) == {"step_id", "worker_index", "otel_scope_name"}
 

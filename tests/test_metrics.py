@@ -99,10 +99,13 @@ def test_gauges_come_from_the_query_progress_and_a_failing_source_leaves_them_ou
     metrics = FlowMetrics()
     assert metrics.gauges() == []
     progress = {"batchId": 7, "durationMs": {"triggerExecution": 250}, "stateOperators": [{"numRowsTotal": 3}, {"numRowsTotal": 4}]}
-    metrics.watch(QueryWatch(lambda: progress, lambda: 0.5))
-    assert {g.name: g.value for g in metrics.gauges()} == {
-        "flowspark_micro_batch_id": 7, "flowspark_micro_batch_duration_seconds": 0.25,
-        "flowspark_state_rows": 7, "flowspark_input_fraction_done": 0.5,
+    metrics.watch(QueryWatch(lambda: progress, lambda: 0.5, lambda: {("f.inp", "p1"): 12}))
+    assert {(g.name, g.labels): g.value for g in metrics.gauges()} == {
+        ("flowspark_micro_batch_id", ()): 7, ("flowspark_micro_batch_duration_seconds", ()): 0.25,
+        ("flowspark_state_rows", ()): 7, ("flowspark_input_fraction_done", ()): 0.5,
+        ("flowspark_input_lag_items", (("step_id", "f.inp"), ("partition", "p1"))): 12,
     }
-    metrics.watch(QueryWatch(_broken, _broken))
+    lag = _families(metrics)["flowspark_input_lag_items"].samples
+    assert [(s.labels, s.value) for s in lag] == [({"step_id": "f.inp", "partition": "p1"}, 12)]
+    metrics.watch(QueryWatch(_broken, _broken, dict))
     assert metrics.gauges() == []

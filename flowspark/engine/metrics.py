@@ -135,6 +135,7 @@ class QueryWatch:
 
     last_progress: Callable[[], Any]
     fraction_done: Callable[[], Optional[float]]
+    lags: Callable[[], Dict[Tuple[str, str], int]]
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class Gauge:
     name: str
     help: str
     value: float
+    labels: Tuple[Tuple[str, str], ...] = ()
 
 
 class FlowMetrics:
@@ -211,4 +213,7 @@ class FlowMetrics:
             fraction = None
         if fraction is not None:
             found.append(Gauge("flowspark_input_fraction_done", "how far the flow's sources got, from 0 to 1", fraction))
+        for (step_id, partition), lag in sorted(watch.lags().items()):
+            found.append(Gauge("flowspark_input_lag_items", "items a source partition had yet to read at its last poll",
+                               lag, (("step_id", step_id), ("partition", partition))))
         return found

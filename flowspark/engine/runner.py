@@ -231,7 +231,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
                              metered=metrics is not None)
         queries.append(query)
         if metrics is not None:
-            metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done))
+            metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))
         _wait(plan, query, checkpoint, server, box, writer)
         if config.progress is not None:
             config.progress.finish()

@@ -122,6 +122,8 @@ class SourceHub:
         self._plan = plan
         self._meter = meter
         """Times `next_batch` and counts the items each input emits, if the run is metered."""
+        self._lags: Dict[Tuple[str, str], int] = {}
+        """Each `(step_id, partition)`'s items yet to read, for the partitions that can tell (metered runs)."""
         self._pieces_per_part = pieces
         self._max_items = max_items
         self._max_seconds = max_seconds
@@ -271,6 +273,8 @@ class SourceHub:
                 polled.data.append((part.input_index, index, batches))
                 polled.counts[key] = total
             polled.backlog = polled.backlog or (total >= self._max_items and not part.done)
+            if self._meter is not None and not part.done:
+                self._note_lag(part)
             if polled.abort:
                 break
         if self._meter is not None:
@@ -339,6 +343,22 @@ class SourceHub:
             part.close()
             data.append((i, index, batches))
         return data
+
+    def _note_lag(self, part: _Part) -> None:
+        """Keep how many items `part` has yet to read, if it tells (a `lag()` method, as `KafkaSource`'s)."""
+        tell = getattr(part.partition, "lag", None)
+        if not callable(tell):
+            return
+        try:
+            lag = tell()
+        except Exception as ex:
+            raise StepFailure(f"error calling `lag` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
+        if lag is not None:
+            self._lags[part.step_id, part.name] = int(lag)
+
+    def lags(self) -> Dict[Tuple[str, str], int]:
+        """Items each `(step_id, partition)` had yet to read at its last poll, where known."""
+        return dict(self._lags)
 
     def fraction_done(self) -> Optional[float]:
         """How far the inputs got, if every live partition can tell (`fraction_done()`)."""

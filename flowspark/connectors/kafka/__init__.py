@@ -277,6 +277,12 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
     def snapshot(self) -> Optional[int]:
         return self._offset
 
+    def lag(self) -> Optional[int]:
+        """Messages between the next offset and the partition's end as of the last fetch (for `/metrics`)."""
+        if self._offset < 0:
+            return None
+        return max(0, max(self._end, self._watermarks(cached=True)[1]) - self._offset)
+
     @override
     def close(self) -> None:
         self._consumer.close()
