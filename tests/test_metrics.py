@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import functools
 import urllib.request
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import ApiSettings, DataflowApi
+from flowspark.engine.driver_link import DriverServer
+from flowspark.engine.failures import StepFailure
 from flowspark.engine.groups import Groups
 from flowspark.engine.metrics import Count, Durations, FlowMetrics, Meter, QueryWatch, Reading, Timing
 from flowspark.engine.plan import build_plan
 from flowspark.engine.route import Collector, Router
+from flowspark.engine.source_hub import SourceHub
+from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.testing import TestingSink, TestingSource
 
 
@@ -109,3 +114,63 @@ def test_gauges_come_from_the_query_progress_and_a_failing_source_leaves_them_ou
     assert [(s.labels, s.value) for s in lag] == [({"step_id": "f.inp", "partition": "p1"}, 12)]
     metrics.watch(QueryWatch(_broken, _broken, dict))
     assert metrics.gauges() == []
+
+
+class _Lagging(StatefulSourcePartition[int, int]):
+    """Emits one batch of three, then nothing; `lag()` returns or raises `told`."""
+
+    def __init__(self, told: Any) -> None:
+        self._told = told
+        self._sent = False
+
+    def next_batch(self) -> List[int]:
+        if self._sent:
+            return []
+        self._sent = True
+        return [1, 2, 3]
+
+    def snapshot(self) -> int:
+        return 0
+
+    def lag(self) -> int:
+        if isinstance(self._told, Exception):
+            raise self._told
+        return int(self._told)
+
+
+class _LaggingSource(FixedPartitionedSource[int, int]):
+    def __init__(self, told: Any) -> None:
+        self._told = told
+
+    def list_parts(self) -> List[str]:
+        return ["p0"]
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _Lagging:
+        return _Lagging(self._told)
+
+
+def _polled(told: Any) -> Tuple[SourceHub, List[Reading]]:
+    """A metered hub of a flow reading `_LaggingSource(told)`, after one poll."""
+    flow = Dataflow("m")
+    op.output("out", op.input("inp", flow, _LaggingSource(told)), TestingSink([]))
+    readings: List[Reading] = []
+    server = DriverServer()
+    hub = SourceHub(build_plan(flow), server, 100, 1.0, pieces=1, meter=Meter(readings.append))
+    try:
+        hub.latest_offset(hub.initial_offset())
+    finally:
+        server.close()
+        hub.close()
+    return hub, readings
+
+
+def test_the_hub_counts_and_times_next_batch_and_notes_lags() -> None:
+    hub, readings = _polled(7)
+    assert hub.lags() == {("m.inp", "p0"): 7}
+    assert readings[0].counts == {(Count.ITEMS_OUT, "m.inp"): 3}
+    assert readings[0].timings[Timing.NEXT_BATCH, "m.inp"].count == 2
+
+
+def test_a_failing_lag_names_its_step_and_partition() -> None:
+    with pytest.raises(StepFailure, match="error calling `lag` in step 'm.inp' for partition 'p0'"):
+        _polled(ValueError("no lag today"))
