@@ -75,7 +75,7 @@ def settings_from_env(environ: Mapping[str, str] = os.environ) -> Optional[ApiSe
     given = _first(environ, PORT)
     if given is not None:
         name, value = given
-        if not value.strip().isdigit() or int(value) > 65535:
+        if not (value.strip().isascii() and value.strip().isdigit()) or int(value) > 65535:
             msg = f"{name}={value!r} is not a port number (0 to 65535)"
             raise ValueError(msg)
         port = int(value)

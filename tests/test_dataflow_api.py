@@ -177,7 +177,7 @@ def test_settings_from_environment(environ: Mapping[str, str], expected: Any) ->
     assert settings_from_env(environ) == expected
 
 
-@pytest.mark.parametrize("port", ["http", "-1", "70000"])
+@pytest.mark.parametrize("port", ["http", "-1", "70000", "²"])
 def test_bad_port_is_named(port: str) -> None:
     with pytest.raises(ValueError, match=f"BYTEWAX_DATAFLOW_API_PORT='{port}' is not a port number"):
         settings_from_env({"BYTEWAX_DATAFLOW_API_ENABLED": "1", "BYTEWAX_DATAFLOW_API_PORT": port})
