@@ -91,7 +91,7 @@ class Reading:
 
 
 class Meter:
-    """Counts and timings of the steps one Spark task (or the driver's writer) runs.
+    """Counts and timings of the steps one Spark task (or the driver's source hub or sink writer) runs.
 
     `report` receives each non-empty `Reading` at `flush`.
     """
@@ -131,7 +131,7 @@ def worker_index() -> int:
 
 @dataclass(frozen=True)
 class QueryWatch:
-    """Where the driver reads the running query's state: its last progress and the sources' completion."""
+    """Where the driver reads the running query's state: its last progress, the sources' completion and lags."""
 
     last_progress: Callable[[], Any]
     fraction_done: Callable[[], Optional[float]]
