@@ -132,7 +132,9 @@ def _scrape_bytewax(tmp_path: Any) -> Scrape:
     release = str(tmp_path / "release-bytewax")
     env = dict(os.environ, BYTEWAX_DATAFLOW_API_ENABLED="1", BYTEWAX_DATAFLOW_API_PORT=str(port),
                PYTHONPATH=os.path.dirname(__file__))
-    flow = subprocess.Popen([sys.executable, "-m", "bytewax.run", f"api_flow:bytewax_flow({release!r})"], env=env)
+    # In `tmp_path`: Bytewax also writes the flow's JSON to `dataflow.json` in its working directory.
+    flow = subprocess.Popen([sys.executable, "-m", "bytewax.run", f"api_flow:bytewax_flow({release!r})"], env=env,
+                            cwd=tmp_path)
     try:
         return _scrape_when_done(f"http://127.0.0.1:{port}", release)
     finally:
