@@ -140,6 +140,7 @@ def _conf(pairs: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, st
 
 def cli_main(argv: Optional[List[str]] = None) -> int:
     """Parse the command line, run the flow, and return the process exit code."""
+    from flowspark.dataflow_api import settings_from_env
     from flowspark.engine.failures import user_traceback
     from flowspark.engine.progress import Progress, show_on_stderr
     from flowspark.engine.runner import RunConfig, run_flow
@@ -165,6 +166,10 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
         config.interval_seconds = max(0.05, float(args.snapshot_interval))
     if args.recovery_directory is not None:
         config.recovery_dir = str(args.recovery_directory)
+    try:
+        settings_from_env()
+    except ValueError as ex:
+        parser.error(str(ex))
     flow = locate_flow(args.import_str)
     try:
         run_flow(flow, config)

@@ -10,6 +10,7 @@ costs a Spark stage of its own.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from flowspark.engine import chunks
@@ -17,6 +18,7 @@ from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.groups import Groups, bucket_of
 from flowspark.engine.keyed_chunks import KeyedChunk, Slot
+from flowspark.engine.metrics import Meter, Timing
 from flowspark.engine.plan import Plan
 
 
@@ -84,11 +86,16 @@ def check_keyed(step_id: str, batch: List[Any]) -> None:
 
 
 class Router:
-    """Pushes batches from a stream through the stateless steps below it."""
+    """Pushes batches from a stream through the stateless steps below it.
 
-    def __init__(self, plan: Plan, groups: Groups) -> None:
+    With a `meter`, each step's items in and out are counted per batch and
+    each `mapper` call is timed.
+    """
+
+    def __init__(self, plan: Plan, groups: Groups, meter: Optional[Meter] = None) -> None:
         self._plan = plan
         self._groups = groups
+        self._meter = meter
         self._bucket_cache: Dict[str, int] = {}
 
     def push(self, stream_id: str, batch: List[Any], out: Collector) -> None:
@@ -100,14 +107,22 @@ class Router:
             config = step.config
             kind = config["kind"]
             if kind == "flat_map_batch":
+                started = time.perf_counter()
                 result = guarded(step.step_id, "mapper", config["mapper"], batch)
                 produced: List[Any] = guarded(step.step_id, "mapper", list, result)
+                if self._meter is not None:
+                    self._meter.time(Timing.MAPPER, step.step_id, time.perf_counter() - started)
+                    self._meter.passed(step.step_id, len(batch), len(produced))
                 self.push(config["downs"][0], produced, out)
             elif kind == "branch":
                 self._branch(step.step_id, config, batch, out)
             elif kind in ("merge", "redistribute"):
+                if self._meter is not None:
+                    self._meter.passed(step.step_id, len(batch), len(batch))
                 self.push(config["downs"][0], batch, out)
             elif kind == "inspect_debug":
+                if self._meter is not None:
+                    self._meter.passed(step.step_id, len(batch), len(batch))
                 tap = out.taps.get(consumer.index)
                 if tap is None:
                     tap = out.taps[consumer.index] = chunks.ItemChunk(step.step_id)
@@ -135,6 +150,8 @@ class Router:
                 msg = f"return value of `predicate` in step {step_id!r} must be a `bool`; got a {type(keep)!r} instead"
                 raise StepFailure(f"error calling `predicate` in step {step_id!r}", TypeError(msg))
             (trues if keep else falses).append(item)
+        if self._meter is not None:
+            self._meter.passed(step_id, len(batch), len(batch))
         self.push(config["downs"][0], trues, out)
         self.push(config["downs"][1], falses, out)
 

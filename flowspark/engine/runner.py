@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from flowspark.dataflow import Dataflow
+from flowspark.dataflow_api import serving_api
 from flowspark.engine import chunks
 from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
+from flowspark.engine.metrics import FlowMetrics, QueryWatch
 from flowspark.engine.groups import Groups
 from flowspark.engine.private_files import local_directory, private_dir
 from flowspark.engine.progress import BatchReport, Progress, state_rows
@@ -99,14 +101,15 @@ def _failure(plan: Plan, checkpoint: str, box: FailureBox, query_error: Optional
     return None
 
 
-def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: str, groups: Groups, parallelism: int, interval: float) -> Any:
-    """Build and start the one streaming query of the flow."""
+def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: str, groups: Groups, parallelism: int, interval: float,
+                 metered: bool = False) -> Any:
+    """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items."""
     workers = for_workers(plan, writer.keyless_outputs())
     spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups)).load()
+    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups, metered)).load()
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
-            LayerProcessor(workers, layer, groups, link), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
+            LayerProcessor(workers, layer, groups, link, metered), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
         )
     return (
         frame.writeStream.foreachBatch(traced_batches(plan.flow_id, writer))
@@ -177,9 +180,15 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     A failure inside Spark that no user code caused (a lost executor, an
     RPC timeout on an overloaded machine) restarts the query from its
     checkpoint, as a resumed run would, at most `RESTARTS` times; user
-    errors end the run at once, as in Bytewax.
+    errors end the run at once, as in Bytewax.  The environment may ask
+    for the dataflow API (`flowspark.dataflow_api`) for the run's duration.
     """
     plan = build_plan(flow)
+    with serving_api(flow) as metrics:
+        _run_plan(plan, config, metrics)
+
+
+def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> None:
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
     warm_python_workers(spark)
@@ -195,7 +204,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
         for attempt in range(RESTARTS + 1):
             try:
                 with running(RunContext(spark, checkpoint)), traced_run(plan.flow_id):
-                    _attempt(spark, plan, config, checkpoint, parallelism)
+                    _attempt(spark, plan, config, checkpoint, parallelism, metrics)
                 return
             except _SparkHiccup as hiccup:
                 if attempt == RESTARTS:
@@ -215,21 +224,27 @@ def _driver_server(spark: Any, port: int) -> DriverServer:
     return DriverServer(conf.get("spark.driver.bindAddress", host), advertised_host=host, port=port)
 
 
-def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, parallelism: int) -> None:
-    """Run the flow's query once, from wherever its checkpoint stands."""
+def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, parallelism: int, metrics: Optional[FlowMetrics] = None) -> None:
+    """Run the flow's query once, from wherever its checkpoint stands; feed `metrics`, if given."""
     server = _driver_server(spark, config.driver_link_port)
+    if metrics is not None:
+        server.register("metrics", metrics.add)
     box = FailureBox(server)
     hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
-                    workers=config.workers)
+                    workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
     writer: Optional[SinkWriter] = None
     try:
         groups = check_or_record(checkpoint, plan, hub.partition_names())
         queries: List[Any] = []
-        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries), workers=config.workers)
+        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries),
+                            None if metrics is None else metrics.driver_meter(), workers=config.workers)
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
-        query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds)
+        query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,
+                             metered=metrics is not None)
         queries.append(query)
+        if metrics is not None:
+            metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))
         _wait(plan, query, checkpoint, server, box, writer)
         if config.progress is not None:
             config.progress.finish()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import time
 import uuid
 import zlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -23,6 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.gc_pause import collector_paused
+from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan
 from flowspark.engine.private_files import read_trusted, write_private
 from flowspark.engine.route import check_keyed
@@ -178,10 +180,13 @@ class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id."""
 
     def __init__(self, plan: Plan, checkpoint: str, stash: Optional[OutputStash] = None,
-                 on_batch: Optional[Callable[[int, int], None]] = None, workers: int = 1) -> None:
+                 on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
+                 workers: int = 1) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
+        self._meter = meter
+        """Counts each output's items and times its writes, if the run is metered."""
         self._ledger = _Ledger(checkpoint)
         self._outputs = [
             _Output(step.step_id, step.config["sink"], self._ledger.snapshots.get(step.step_id, {}), workers)
@@ -232,14 +237,21 @@ class SinkWriter:
             # A part at a time: the driver never holds a whole chunk's items.
             for items in chunks.item_parts(self._stash.take(payload) if self._stash is not None else payload):
                 if grp.startswith("O"):
+                    started = time.perf_counter()
                     self._outputs[index].write(items, grp.split("@", 1)[1])
                     written += len(items)
+                    if self._meter is not None:
+                        step_id = self._outputs[index].step_id
+                        self._meter.time(Timing.WRITE_BATCH, step_id, time.perf_counter() - started)
+                        self._meter.count(Count.ITEMS_IN, step_id, len(items))
                 else:
                     self._inspect(index, items, batch_id)
         for output in self._outputs:
             output.end_batch(batch_id, self._ledger.run_id)
         self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
         self.last_batch = batch_id
+        if self._meter is not None:
+            self._meter.flush()
         if self._on_batch is not None:
             self._on_batch(batch_id, written)
         if self.ending is not None:

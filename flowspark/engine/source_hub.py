@@ -26,6 +26,7 @@ from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSour
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan
 from flowspark.engine.read_ahead import ReadAhead
 
@@ -118,8 +119,13 @@ class _Part:
 class SourceHub:
     """Serves offsets and data to Spark's source through the driver's server; owns the partitions."""
 
-    def __init__(self, plan: Plan, server: DriverServer, max_items: int, max_seconds: float, pieces: int, workers: int = 1) -> None:
+    def __init__(self, plan: Plan, server: DriverServer, max_items: int, max_seconds: float, pieces: int,
+                 workers: int = 1, meter: Optional[Meter] = None) -> None:
         self._plan = plan
+        self._meter = meter
+        """Times `next_batch` and counts the items each input emits, if the run is metered."""
+        self._lags: Dict[Tuple[str, str], int] = {}
+        """Each `(step_id, partition)`'s items yet to read, for the partitions that can tell (metered runs)."""
         self._pieces_per_part = pieces
         self._workers = workers
         """Bytewax's worker count: how many partitions a dynamic source gets."""
@@ -250,6 +256,7 @@ class SourceHub:
             while not part.done and total < self._max_items and time.monotonic() < deadline:
                 if not part.awake(datetime.now(timezone.utc)):
                     break
+                started = time.perf_counter()
                 try:
                     batch = list(part.partition.next_batch())
                 except StopIteration:
@@ -260,6 +267,9 @@ class SourceHub:
                     break
                 except Exception as ex:
                     raise StepFailure(f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
+                if self._meter is not None:
+                    self._meter.time(Timing.NEXT_BATCH, part.step_id, time.perf_counter() - started)
+                    self._meter.count(Count.ITEMS_OUT, part.step_id, len(batch))
                 if batch:
                     batches.append((len(batch), chunks.dumps_items(part.step_id, batch)))
                     total += len(batch)
@@ -269,8 +279,12 @@ class SourceHub:
                 polled.data.append((part.input_index, index, batches))
                 polled.counts[key] = total
             polled.backlog = polled.backlog or (total >= self._max_items and not part.done)
+            if self._meter is not None and not part.done:
+                self._note_lag(part)
             if polled.abort:
                 break
+        if self._meter is not None:
+            self._meter.flush()
         return polled
 
     def partition_data(self, start: Offset, end: Offset) -> List[Piece]:
@@ -335,6 +349,22 @@ class SourceHub:
             part.close()
             data.append((i, index, batches))
         return data
+
+    def _note_lag(self, part: _Part) -> None:
+        """Keep how many items `part` has yet to read, if it tells (a `lag()` method, as `KafkaSource`'s)."""
+        tell = getattr(part.partition, "lag", None)
+        if not callable(tell):
+            return
+        try:
+            lag = tell()
+        except Exception as ex:
+            raise StepFailure(f"error calling `lag` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
+        if lag is not None:
+            self._lags[part.step_id, part.name] = int(lag)
+
+    def lags(self) -> Dict[Tuple[str, str], int]:
+        """Items each `(step_id, partition)` had yet to read at its last poll, where known."""
+        return dict(self._lags)
 
     def fraction_done(self) -> Optional[float]:
         """How far the inputs got, if every live partition can tell (`fraction_done()`)."""

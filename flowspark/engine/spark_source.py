@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import itertools
 import pickle
-from typing import Any, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -24,18 +24,23 @@ from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import reported_to
 from flowspark.engine.groups import Groups
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
+from flowspark.engine.metrics import Meter, Reading, worker_index
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
 FORMAT = "flowspark"
 
 
-def encode_options(link: DriverLink, plan: Plan, groups: Groups) -> Dict[str, str]:
-    """The options Spark passes to the source: how to reach the driver, the worker plan, the state groups."""
+def encode_options(link: DriverLink, plan: Plan, groups: Groups, metered: bool = False) -> Dict[str, str]:
+    """The options Spark passes to the source: how to reach the driver, the worker plan, the state groups.
+
+    `metered` makes each task count its steps' items and report them to the driver (`metrics`).
+    """
     return {
         "link": base64.b64encode(pickle.dumps(link)).decode(),
         "plan": base64.b64encode(cloudpickle.dumps(plan)).decode(),
         "groups": base64.b64encode(pickle.dumps(groups)).decode(),
+        "metered": "1" if metered else "",
     }
 
 
@@ -51,6 +56,7 @@ class _Reader(DataSourceStreamReader):
         self._link: DriverLink = pickle.loads(base64.b64decode(options["link"]))
         self._plan: Plan = pickle.loads(base64.b64decode(options["plan"]))
         self._groups: Groups = pickle.loads(base64.b64decode(options["groups"]))
+        self._metered = bool(options.get("metered"))
 
     def _call(self, name: str, *args: Any) -> Any:
         return self._link.call(name, *args)
@@ -80,22 +86,28 @@ class _Reader(DataSourceStreamReader):
         if value[0] == "data":
             _, origin, seq_base, number, index = value
             payload = self._call("piece", number, index)
+            meter = Meter(self._report) if self._metered else None
             with reported_to(self._link), collector_paused():
-                batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload))
+                batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload, meter))
+            if meter is not None:
+                meter.flush()
             yield batch
         elif value[0] == "eof":
             yield chunks.to_arrow(self._end_rows("done"))
         else:
             yield chunks.to_arrow([("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps("abort"))])
 
-    def _fused_pass(self, origin: str, seq_base: int, payload: bytes) -> List[chunks.Row]:
+    def _fused_pass(self, origin: str, seq_base: int, payload: bytes, meter: Optional[Meter]) -> List[chunks.Row]:
         """Push the piece's batches, one at a time as they are unpickled, through the fused steps."""
         stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
-        router = Router(self._plan, self._groups)
+        router = Router(self._plan, self._groups, meter)
         out = Collector(origin, self._link)
         for blob in pickle.loads(payload):
             router.push(stream_id, chunks.loads(blob), out)
         return out.rows(itertools.count(seq_base))
+
+    def _report(self, reading: Reading) -> None:
+        self._call("metrics", worker_index(), reading)
 
     def _end_rows(self, control: str) -> List[chunks.Row]:
         rows: List[chunks.Row] = [

@@ -14,6 +14,7 @@ pass through unchanged.
 from __future__ import annotations
 
 import itertools
+import time
 from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
@@ -31,6 +32,7 @@ from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, guarded, reported_to
 from flowspark.engine.groups import Groups, step_of
 from flowspark.engine.keyed_chunks import Arrivals
+from flowspark.engine.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -88,8 +90,10 @@ class _Bucket:
     changes.
     """
 
-    def __init__(self, step_id: str, builder: Callable[[Any], Any], logic_state: Any, notify_state: Any) -> None:
+    def __init__(self, step_id: str, builder: Callable[[Any], Any], logic_state: Any, notify_state: Any,
+                 meter: Optional[Meter] = None) -> None:
         self.step_id = step_id
+        self._meter = meter
         self._builder = builder
         self._logic_state = logic_state
         self._notify_state = notify_state
@@ -132,8 +136,12 @@ class _Bucket:
     def call(self, key: str, method: str, *args: Any) -> List[Tuple[str, Any]]:
         """Run one logic method for `key`; return what it emits, keyed."""
         logic = self.logic(key)
+        started = time.perf_counter()
         result = guarded(self.step_id, method, getattr(logic, method), *args, key=key)
         emit, discard = _emits(self.step_id, method, key, result)
+        if self._meter is not None:
+            self._meter.time(LOGIC_TIMINGS[method], self.step_id, time.perf_counter() - started)
+            self._meter.passed(self.step_id, len(args[0]) if args else 0, len(emit))
         self._touched.add(key)
         if discard:
             self._live[key] = None
@@ -198,7 +206,10 @@ class _Bucket:
                 self._wake_at[key] = None
                 continue
             snap = guarded(self.step_id, "snapshot", logic.snapshot, key=key)
+            started = time.perf_counter()
             at = guarded(self.step_id, "notify_at", logic.notify_at, key=key)
+            if self._meter is not None:
+                self._meter.time(Timing.NOTIFY_AT, self.step_id, time.perf_counter() - started)
             at_ms = None if at is None else max(_epoch_ms(at, self.step_id, key), now_ms + 1)
             value = packed(chunks.dumps(snap), at_ms)
             if value != self._stored.get(key):
@@ -218,18 +229,21 @@ class _Bucket:
 class LayerProcessor(StatefulProcessor):
     """Runs the stateful steps of one layer, and the stateless steps after them."""
 
-    def __init__(self, plan: Plan, layer: int, groups: Groups, link: DriverLink) -> None:
+    def __init__(self, plan: Plan, layer: int, groups: Groups, link: DriverLink, metered: bool = False) -> None:
         self._plan = plan
         self._link = link
         self._steps = set(plan.steps_in_layer(layer))
         self._groups = groups
+        self._metered = metered
+        """Count the steps' items and report them to the driver once per task (`close`)."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         freeze_start_up_objects()
         self._handle = handle
         self._logics = handle.getMapState("logic", "key string", "snap binary")
         self._notify = handle.getMapState("notify", "key string", "at long")
-        self._router = Router(self._plan, self._groups)
+        self._meter = Meter(self._report) if self._metered else None
+        self._router = Router(self._plan, self._groups, self._meter)
 
     def _mine(self, grp: str) -> Optional[int]:
         if not grp.startswith("S"):
@@ -278,7 +292,7 @@ class LayerProcessor(StatefulProcessor):
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
-        bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify)
+        bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify, self._meter)
         return bucket, Collector(grp, self._link)
 
     def _on_batches(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector, now_ms: int) -> None:
@@ -306,5 +320,9 @@ class LayerProcessor(StatefulProcessor):
         bucket.persist(self._handle, now_ms)
         return [Row(grp=grp, seq=seq, kind=kind, payload=payload) for grp, seq, kind, payload in out.rows(_seq)]
 
+    def _report(self, reading: Reading) -> None:
+        self._link.call("metrics", worker_index(), reading)
+
     def close(self) -> None:
-        pass
+        if self._meter is not None:
+            self._meter.flush()

@@ -219,6 +219,34 @@ def test_partition_batches_snapshots_and_resume(broker: str) -> None:
     resumed.close()
 
 
+def _consumer_lag(step_id: str, topic: str) -> Optional[float]:
+    from prometheus_client import REGISTRY
+
+    labels = {"step_id": step_id, "topic": topic, "partition": "0"}
+    value: Optional[float] = REGISTRY.get_sample_value("bytewax_kafka_consumer_lag", labels)
+    return value
+
+
+def test_partition_lag_counts_the_messages_left_to_read(broker: str) -> None:
+    topic = _topic(broker)
+    _produce(broker, topic, _records(10, 1))
+    part = KafkaSource([broker], [topic], batch_size=4).build_part("inp", f"0-{topic}", None)
+    try:
+        lags = [part.lag()]
+        for _ in range(3):
+            part.next_batch()
+            lags.append(part.lag())
+        assert lags == [10, 6, 2, 0]
+        assert _consumer_lag("inp", topic) == 0  # Bytewax's gauge, in the default registry
+        _produce(broker, topic, _records(11, 1)[10:])
+        deadline = time.monotonic() + 10
+        while not part.next_batch() and time.monotonic() < deadline:
+            pass
+        assert part.lag() == 0 and part.snapshot() == 11
+    finally:
+        part.close()
+
+
 def test_source_tail_waits_for_new_messages(broker: str) -> None:
     topic = _topic(broker)
     _produce(broker, topic, _records(2, 1))

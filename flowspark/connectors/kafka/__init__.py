@@ -27,6 +27,7 @@ from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka.admin import AdminClient
 from typing_extensions import override
 
+from flowspark.connectors.kafka.consumer_lag import CONSUMER_LAG
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 
@@ -197,7 +198,8 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
     """
 
     def __init__(self, consumer: Consumer, topic: str, index: int, offset: int, tail: bool,
-                 batch_size: int, raise_on_errors: bool) -> None:
+                 batch_size: int, raise_on_errors: bool, step_id: str = "") -> None:
+        self._step_id = step_id
         self._consumer = consumer
         self._tp = TopicPartition(topic, index)
         self._tail = tail
@@ -271,11 +273,20 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
                     self._end = max(self._end, offset)
             elif err is not None:
                 batch.append(self._error(err, msg))
+        lag = self.lag()
+        if lag is not None:
+            CONSUMER_LAG.set(self._step_id, self._tp.topic, self._tp.partition, lag)
         return batch
 
     @override
     def snapshot(self) -> Optional[int]:
         return self._offset
+
+    def lag(self) -> Optional[int]:
+        """Messages between the next offset and the partition's end as of the last fetch (for `/metrics`)."""
+        if self._offset < 0:
+            return None
+        return max(0, max(self._end, self._watermarks(cached=True)[1]) - self._offset)
 
     @override
     def close(self) -> None:
@@ -358,7 +369,7 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
         offset = self._starting_offset if resume_state is None else resume_state
         try:
             return _KafkaSourcePartition(consumer, topic, int(index), offset, self._tail, self._batch_size,
-                                         self._raise_on_errors)
+                                         self._raise_on_errors, step_id)
         except KafkaException as ex:
             consumer.close()
             msg = f"error opening Kafka topic {topic!r} partition {index}: {ex.args[0].str()}"
