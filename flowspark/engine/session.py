@@ -248,25 +248,26 @@ _NOISE = (
 
 
 _TRACEBACK = b"Traceback (most recent call last):"
+_CHAINED = (b"During handling of the above exception", b"The above exception was the direct cause")
+_HANGUPS = (b"BrokenPipeError", b"ConnectionResetError", b"EOFError")
 _MAX_HELD_LINES = 64
 
 
-def _worker_hangup(block: List[bytes]) -> bool:
-    """Whether a traceback is PySpark's daemon losing a worker's connection as a query stops.
+def _spark_hangup(block: List[bytes], chained: bool) -> bool:
+    """Whether a traceback is one of PySpark's own processes losing its connection as a query stops.
 
-    Its frames are all in `pyspark/daemon.py` and it ends in a broken
-    pipe or a reset connection: nothing the user did, nothing lost.
+    Its frames are all in PySpark and it ends in a broken pipe, a reset
+    connection or an end of file (or it is chained to such a traceback):
+    nothing the user did, nothing lost.
     """
     frames = [line for line in block if line.lstrip().startswith(b'File "')]
-    last = block[-1]
-    return bool(frames) and all(b"pyspark/daemon.py" in f for f in frames) and last.startswith(
-        (b"BrokenPipeError", b"ConnectionResetError")
-    )
+    return bool(frames) and all(b"/pyspark/" in f for f in frames) and (chained or block[-1].startswith(_HANGUPS))
 
 
 def _forward(pipe: BinaryIO) -> None:
-    """Copy the JVM's stderr to ours, minus Spark's start-up and state-worker chatter and worker hang-ups."""
+    """Copy the JVM's stderr to ours, minus Spark's start-up and state-worker chatter and its processes' hang-ups."""
     skip_blank = False
+    dropped = False
     held: List[bytes] = []
 
     def write(lines: List[bytes]) -> None:
@@ -277,16 +278,20 @@ def _forward(pipe: BinaryIO) -> None:
         if held:
             held.append(line)
             if line[:1] not in (b" ", b"\t") and line.strip():  # the exception line ends the traceback
-                if not _worker_hangup(held):
+                dropped = _spark_hangup(held, dropped)
+                if not dropped:
                     write(held)
                 held = []
             elif len(held) > _MAX_HELD_LINES:
                 write(held)
-                held = []
+                held, dropped = [], False
             continue
         if line.startswith(_TRACEBACK):
             held = [line]
             continue
+        if dropped and (not line.strip() or line.startswith(_CHAINED)):
+            continue
+        dropped = False
         if line.startswith(_NOISE) or (skip_blank and line.strip() == b""):
             skip_blank = True
             continue

@@ -79,6 +79,19 @@ def test_the_jvm_stderr_filter_drops_worker_hangups_and_keeps_real_tracebacks(mo
         b'    outfile.flush()\n'
         b'BrokenPipeError: [Errno 32] Broken pipe\n'
     )
+    chained = (
+        b'Traceback (most recent call last):\n'
+        b'  File "/x/site-packages/pyspark/sql/streaming/python_streaming_source_runner.py", line 265, in main\n'
+        b'    func_id = read_int(infile)\n'
+        b'ConnectionResetError: [Errno 104] Connection reset by peer\n'
+        b'\n'
+        b'During handling of the above exception, another exception occurred:\n'
+        b'\n'
+        b'Traceback (most recent call last):\n'
+        b'  File "/x/site-packages/pyspark/serializers.py", line 90, in write_int\n'
+        b'    stream.flush()\n'
+        b'OSError: [Errno 32] Broken pipe\n'
+    )
     real = b'Traceback (most recent call last):\n  File "/u/flow.py", line 3, in f\n    boom()\nValueError: x\n'
-    session._forward(io.BytesIO(hangup + b"a user print\n" + real + hangup))
+    session._forward(io.BytesIO(hangup + b"a user print\n" + chained + real + hangup))
     assert capfdbinary.readouterr().err == b"a user print\n" + real
