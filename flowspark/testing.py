@@ -191,8 +191,13 @@ def run_main(
     epoch_interval: Optional[timedelta] = None,
     recovery_config: Optional[RecoveryConfig] = None,
 ) -> None:
-    """Run `flow` on the embedded local Spark until its input ends."""
-    from flowspark.engine.runner import RunConfig, run_flow
+    """Run `flow` on the embedded local Spark until its input ends.
+
+    Like Bytewax's single worker, it keeps one worker's order: sources are
+    read round by round (one batch of each partition), and outputs come in
+    that order, whatever parallelism Spark uses underneath.
+    """
+    from flowspark.engine.runner import run_flow
 
     run_flow(flow, _config(epoch_interval, recovery_config, None))
 
@@ -220,9 +225,10 @@ def cluster_main(
 def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[RecoveryConfig], parallelism: Optional[int]) -> Any:
     from flowspark.engine.runner import RunConfig
 
-    config = RunConfig(parallelism=parallelism)
+    config = RunConfig(parallelism=parallelism, ordered=parallelism in (None, 1))
     if epoch_interval is not None:
         config.interval_seconds = max(0.05, epoch_interval.total_seconds())
+        config.epoch_per_round = epoch_interval.total_seconds() == 0
     if recovery_config is not None:
         config.recovery_dir = str(recovery_config.db_dir)
     return config

@@ -22,6 +22,7 @@ class BatchReport:
     """The facts of one written micro-batch."""
 
     epoch: int
+    """The micro-batch id + 1: epochs count from 1, as in Bytewax."""
     items_in: int
     items_out: int
     seconds: float

@@ -24,6 +24,7 @@ from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import reported_to
 from flowspark.engine.groups import Groups
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
+from flowspark.engine.order import SOURCE
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -40,7 +41,7 @@ def encode_options(link: DriverLink, plan: Plan, groups: Groups) -> Dict[str, st
 
 
 class _Piece(InputPartition):
-    """One task's work: `("data", origin, seq base, batch number, piece index)` or `("eof",)` / `("abort",)`."""
+    """One task's work: `("data",) + source_hub.Piece`, or `("eof",)` / `("abort",)`."""
 
     def __init__(self, value: Tuple[Any, ...]) -> None:
         super().__init__(value)
@@ -78,23 +79,27 @@ class _Reader(DataSourceStreamReader):
         freeze_start_up_objects()
         value = partition.value
         if value[0] == "data":
-            _, origin, seq_base, number, index = value
+            _, origin, seq_base, number, index, first_round, rank = value
             payload = self._call("piece", number, index)
             with reported_to(self._link), collector_paused():
-                batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload))
+                batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload, first_round, rank))
             yield batch
         elif value[0] == "eof":
             yield chunks.to_arrow(self._end_rows("done"))
         else:
             yield chunks.to_arrow([("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps("abort"))])
 
-    def _fused_pass(self, origin: str, seq_base: int, payload: bytes) -> List[chunks.Row]:
-        """Push the piece's batches, one at a time as they are unpickled, through the fused steps."""
+    def _fused_pass(self, origin: str, seq_base: int, payload: bytes, first_round: int, rank: int) -> List[chunks.Row]:
+        """Push the piece's batches, one at a time as they are unpickled, through the fused steps.
+
+        Each batch is one run, placed at its round and partition (`order`).
+        """
         stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
         router = Router(self._plan, self._groups)
-        out = Collector(origin, self._link)
-        for blob in pickle.loads(payload):
+        out = Collector(origin, self._link, self._plan.ordered)
+        for round_, blob in enumerate(pickle.loads(payload), first_round):
             router.push(stream_id, chunks.loads(blob), out)
+            out.end_run((round_, SOURCE, rank, ""))
         return out.rows(itertools.count(seq_base))
 
     def _end_rows(self, control: str) -> List[chunks.Row]:
