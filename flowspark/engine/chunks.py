@@ -28,6 +28,8 @@ ARROW_SCHEMA = pa.schema([("grp", pa.string()), ("seq", pa.int64()), ("kind", pa
 DATA = 0
 EOF = 1
 CONTROL = 2
+ABORT = 3
+"""Marker of a micro-batch cut short by `AbortExecution`: its state changes are not kept."""
 
 LAST_SEQ = 1 << 62
 """Sequence number of end-of-input markers: after every data chunk."""

@@ -244,7 +244,12 @@ class SinkWriter:
                 self._inspect(index, items, self._epoch(order, batch_id))
         for output in self._outputs:
             output.end_batch(batch_id, self._ledger.run_id)
-        self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
+        if self.ending == "abort":
+            # The aborted epoch is not kept: a resumed run writes it again
+            # from the partitions' snapshots before it (no duplicates in files).
+            self._ledger.commit(batch_id, self._ledger.snapshots)
+        else:
+            self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
         self.last_batch = batch_id
         if self._on_batch is not None:
             self._on_batch(batch_id, written)

@@ -206,11 +206,18 @@ class SourceHub:
                 end = "eof"  # the last data and the end-of-input markers share one micro-batch
             if not polled.data and not end:
                 return start
-            parts = {}
-            for key in self._keys:
-                part = self._parts[key]
-                before = start["parts"].get(key, {"c": 0})["c"]
-                parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
+            if end == "abort":
+                # As in Bytewax, the epoch an abort cuts short is not a
+                # resume point: a resumed run reads it again.  An epoch is
+                # a micro-batch here (a poll of every partition), so what
+                # the same poll read before the abort is read again too.
+                parts = start["parts"]
+            else:
+                parts = {}
+                for key in self._keys:
+                    part = self._parts[key]
+                    before = start["parts"].get(key, {"c": 0})["c"]
+                    parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
             rounds = max((len(batches) for _, _, batches in polled.data), default=0)
             new = {"n": start["n"] + 1, "end": end, "parts": parts, "r": start.get("r", 0) + rounds}
             self.items_read += sum(polled.counts.values())

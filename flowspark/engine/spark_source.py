@@ -5,7 +5,8 @@ process Spark starts, and forward to the `SourceHub` in the user's process.
 `read()` runs in Spark's Python workers: it fetches a piece of pickled
 batches from the hub, pushes them through the stateless steps right after
 the inputs (the fused pass) and yields chunk rows as Arrow.  End-of-input ranges yield
-one end marker per stateful bucket and the `done` control row.
+one end marker per stateful bucket and the `done` control row; aborted
+ranges one abort marker per bucket and the `abort` control row.
 """
 
 from __future__ import annotations
@@ -85,9 +86,9 @@ class _Reader(DataSourceStreamReader):
                 batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload, first_round, rank))
             yield batch
         elif value[0] == "eof":
-            yield chunks.to_arrow(self._end_rows("done"))
+            yield chunks.to_arrow(self._end_rows(chunks.EOF, "done"))
         else:
-            yield chunks.to_arrow([("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps("abort"))])
+            yield chunks.to_arrow(self._end_rows(chunks.ABORT, "abort"))
 
     def _fused_pass(self, origin: str, seq_base: int, payload: bytes, first_round: int, rank: int) -> List[chunks.Row]:
         """Push the piece's batches, one at a time as they are unpickled, through the fused steps.
@@ -102,9 +103,10 @@ class _Reader(DataSourceStreamReader):
             out.end_run((round_, SOURCE, rank, ""))
         return out.rows(itertools.count(seq_base))
 
-    def _end_rows(self, control: str) -> List[chunks.Row]:
+    def _end_rows(self, kind: int, control: str) -> List[chunks.Row]:
+        """A `kind` marker for every stateful bucket, and the control row that ends the run."""
         rows: List[chunks.Row] = [
-            (grp, chunks.LAST_SEQ, chunks.EOF, b"")
+            (grp, chunks.LAST_SEQ, kind, b"")
             for names in self._groups.names
             for grp in names
         ]

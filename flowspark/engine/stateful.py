@@ -280,6 +280,10 @@ class LayerProcessor(StatefulProcessor):
             self._by_rounds(step, bucket, arrivals, out)
         if any(kind == chunks.EOF for _, kind, _ in ordered):
             self._calls(step, bucket, bucket.stored_keys(), "on_eof", (EOF_ROUND, self._batch_phase), out)
+        if any(kind == chunks.ABORT for _, kind, _ in ordered):
+            # As in Bytewax, the epoch an abort cut short is not kept: a
+            # resumed run reads its input again from the state before it.
+            return self._rows(out)
         return self._finish(bucket, out, now_ms)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
@@ -355,6 +359,9 @@ class LayerProcessor(StatefulProcessor):
     def _finish(self, bucket: _Bucket, out: Collector, now_ms: int) -> List[Row]:
         """Save the bucket's state; the rows of what its keys emitted."""
         bucket.persist(self._handle, now_ms)
+        return self._rows(out)
+
+    def _rows(self, out: Collector) -> List[Row]:
         return [Row(grp=grp, seq=seq, kind=kind, payload=payload) for grp, seq, kind, payload in out.rows(_seq)]
 
     def close(self) -> None:

@@ -39,13 +39,13 @@ def _summing_flow(e: Engine, items: List[Any], out: List[Any], stateful: bool) -
 
 
 def _run(engine: str, directory: Path, items: List[Any], *, stateful: bool = True, workers: int = 1,
-         backup_interval: Optional[timedelta] = None) -> List[Any]:
+         backup_interval: Optional[timedelta] = None, interval: Optional[timedelta] = None) -> List[Any]:
     e = Engine(engine)
     out: List[Any] = []
     config = _recovery(engine).RecoveryConfig(directory, backup_interval=backup_interval)
     flow = _summing_flow(e, items, out, stateful)
     if workers == 1:
-        e.run_main(flow, recovery_config=config)
+        e.run_main(flow, recovery_config=config, **({} if interval is None else {"epoch_interval": interval}))
     else:
         testing = importlib.import_module(f"{engine}.testing")
         testing.cluster_main(flow, [], 0, recovery_config=config, worker_count_per_proc=workers)
@@ -98,15 +98,77 @@ def test_bytewax_partitions_are_named_in_the_refusal(tmp_path: Path) -> None:
         check_recovery_dir(str(bytewax_dir))
 
 
-@pytest.mark.parametrize("stateful", [True, False], ids=["with-snapshots", "without-snapshots"])
+@pytest.mark.parametrize("stateful", [True, False], ids=["stateful", "stateless"])
 def test_a_run_continues_after_an_abort_as_in_bytewax(tmp_path: Path, stateful: bool) -> None:
+    """With a zero epoch interval every round before the abort is a closed epoch: the resumed run continues after them."""
     outputs: Dict[str, List[List[Any]]] = {}
     for engine in ENGINES:
         directory = _initialised(tmp_path, engine)
         items = [1, 2, 3, Engine(engine).TestingSource.ABORT(), 4, 5, 6]
-        outputs[engine] = [_run(engine, directory, items, stateful=stateful) for _ in range(2)]
+        outputs[engine] = [_run(engine, directory, items, stateful=stateful, interval=timedelta(0)) for _ in range(2)]
     assert outputs["flowspark"] == outputs["bytewax"]
-    assert outputs["bytewax"][1], "the second run resumed and wrote the rest"
+    assert outputs["bytewax"][1] == [("even", 6), ("odd", 9), ("even", 12)] if stateful else [("even", 4), ("odd", 5), ("even", 6)]
+
+
+class _AbortOnce:
+    """Two partitions: `nums` gives its items in one batch and ends; `stop` aborts the first run, then ends."""
+
+    def __init__(self, engine: str, items: List[int]) -> None:
+        inputs = importlib.import_module(f"{engine}.inputs")
+        self.aborted = False
+        owner = self
+
+        class Nums(inputs.StatefulSourcePartition):  # type: ignore[misc, name-defined]
+            def __init__(self, resume: Optional[int]) -> None:
+                self.done = bool(resume)
+
+            def next_batch(self) -> List[int]:
+                if self.done:
+                    raise StopIteration()
+                self.done = True
+                return list(items)
+
+            def snapshot(self) -> int:
+                return int(self.done)
+
+        class Stop(inputs.StatefulSourcePartition):  # type: ignore[misc, name-defined]
+            def next_batch(self) -> List[int]:
+                if not owner.aborted:
+                    owner.aborted = True
+                    raise inputs.AbortExecution()
+                raise StopIteration()
+
+            def snapshot(self) -> None:
+                return None
+
+        class Source(inputs.FixedPartitionedSource):  # type: ignore[misc, name-defined]
+            def list_parts(self) -> List[str]:
+                return ["nums", "stop"]
+
+            def build_part(self, step_id: str, for_part: str, resume: Any) -> Any:
+                return Nums(resume) if for_part == "nums" else Stop()
+
+        self.source = Source()
+
+
+@pytest.mark.parametrize("interval", [None, timedelta(0)], ids=["default-epochs", "zero-epoch-interval"])
+def test_the_epoch_an_abort_cuts_short_is_read_again(tmp_path: Path, interval: Optional[timedelta]) -> None:
+    outputs: Dict[str, List[List[Any]]] = {}
+    for engine in ENGINES:
+        e = Engine(engine)
+        directory = _initialised(tmp_path, engine)
+        source = _AbortOnce(engine, [1, 2, 3]).source
+        outputs[engine] = []
+        for _ in range(2):
+            out: List[Any] = []
+            flow = e.Dataflow("abort_mid_epoch")
+            nums = e.op.key_on("key", e.op.input("inp", flow, source), lambda n: "all")
+            e.op.output("out", e.op.stateful_map("sum", nums, lambda t, n: ((t or 0) + n, (t or 0) + n)), e.TestingSink(out))
+            e.run_main(flow, recovery_config=_recovery(engine).RecoveryConfig(directory),
+                       **({} if interval is None else {"epoch_interval": interval}))
+            outputs[engine].append(out)
+    assert outputs["flowspark"] == outputs["bytewax"]
+    assert outputs["bytewax"][1] == outputs["bytewax"][0] == [("all", 1), ("all", 3), ("all", 6)]
 
 
 def test_a_backup_interval_does_not_hold_a_resume_back(tmp_path: Path) -> None:
@@ -114,9 +176,11 @@ def test_a_backup_interval_does_not_hold_a_resume_back(tmp_path: Path) -> None:
     for engine in ENGINES:
         directory = _initialised(tmp_path, engine)
         source = Engine(engine).TestingSource
-        items = [1, 2, source.ABORT(), 3, 4, source.ABORT(), 5]
-        outputs[engine] = [_run(engine, directory, items, backup_interval=timedelta(hours=1)) for _ in range(3)]
+        items = [1, 2, source.ABORT(), 3, 4]
+        runs = [_run(engine, directory, items, backup_interval=timedelta(hours=1), interval=timedelta(0)) for _ in range(2)]
+        outputs[engine] = runs
     assert outputs["flowspark"] == outputs["bytewax"]
+    assert outputs["bytewax"][1] == [("odd", 4), ("even", 6)]
 
 
 def test_a_directory_resumes_with_another_worker_count(tmp_path: Path) -> None:
