@@ -13,6 +13,7 @@ pass through unchanged.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import time
 from datetime import datetime
@@ -324,20 +325,29 @@ class LayerProcessor(StatefulProcessor):
         the end are left to Spark's timers (`persist`).
         """
         wakes: Dict[str, int] = {}
+        soonest: List[Tuple[int, str]] = []
+        """A heap of `(wake-up, key)`; entries that `wakes` no longer holds are stale."""
 
         def ran(key: str) -> None:
             at = bucket.asks_wake_at(key)
             if at is None:
                 wakes.pop(key, None)
-            else:
+            elif wakes.get(key) != at:
                 wakes[key] = at
+                heapq.heappush(soonest, (at, key))
 
         for (round_, _), per_key in arrivals.by_tick():
             for k in sorted(per_key):
                 self._call(step, bucket, k, "on_batch", (round_, self._batch_phase), out, per_key[k])
                 ran(k)
             now_ms = int(time.time() * 1000)
-            for k in sorted(k for k, at in wakes.items() if at <= now_ms):
+            due: Set[str] = set()
+            while soonest and soonest[0][0] <= now_ms:
+                at, k = heapq.heappop(soonest)
+                if wakes.get(k) == at:
+                    del wakes[k]
+                    due.add(k)
+            for k in sorted(due):
                 self._call(step, bucket, k, "on_notify", (round_, self._notify_phase), out)
                 ran(k)
 
