@@ -272,7 +272,8 @@ class SinkWriter:
         """Every run of items of the batch, each destination's runs sorted by their `Order`.
 
         Runs of the same order keep the order of their rows (sorted by
-        origin and sequence number).
+        origin and sequence number).  Sorting needs the batch's items at
+        once, which one worker's runs (`run_main`, tests) can afford.
         """
         runs: List[Tuple[str, Order, int, List[Any]]] = []
         for grp, _, kind, payload in rows:

@@ -9,6 +9,12 @@ one pickled snapshot per key, as Bytewax's recovery store does), and each
 key's `notify_at` is one entry of a second map state backed by
 processing-time timers.  Rows bound for later layers, outputs or the driver
 pass through unchanged.
+
+A bucket's micro-batch is handled tick by tick (`order`), as one Bytewax
+worker's activations would handle it: each key's values of a round in one
+`on_batch`, keys in sorted order, then the keys whose wake-up fell due.
+Logics that declare `MERGE_BATCHES` instead get all of a key's values at
+once, unless the run keeps one worker's order.
 """
 
 from __future__ import annotations
