@@ -167,3 +167,46 @@ def test_inspect_debug_epochs_count_from_one_as_bytewax_does(interval: Optional[
     bytewax_out, flowspark_out = run_both(build, **kwargs)
     assert bytewax_out["seen"][0][1] == 1
     assert flowspark_out == bytewax_out
+
+
+def test_inputs_rank_in_the_order_the_first_merge_takes_them() -> None:
+    from flowspark.dataflow import Dataflow
+    from flowspark.engine.plan import build_plan, input_ranks
+    import flowspark.operators as op
+    from flowspark.testing import TestingSink, TestingSource
+
+    flow = Dataflow("ranks")
+    a = op.input("a", flow, TestingSource([1]))
+    b = op.input("b", flow, TestingSource([2]))
+    c = op.input("c", flow, TestingSource([3]))
+    unused = op.input("unused", flow, TestingSource([4]))
+    op.output("out", op.merge("all", c, op.map("m", a, str), b), TestingSink([]))
+    op.inspect("look", unused)
+    assert input_ranks(build_plan(flow)) == [1, 2, 0, 3]
+
+
+def test_the_writer_puts_runs_from_all_tasks_in_order(tmp_path: Any) -> None:
+    from flowspark.dataflow import Dataflow
+    from flowspark.engine import chunks
+    from flowspark.engine.plan import build_plan
+    from flowspark.engine.route import Collector
+    from flowspark.engine.sink_writer import SinkWriter
+    import flowspark.operators as op
+    from flowspark.testing import TestingSink, TestingSource
+
+    flow = Dataflow("writer")
+    out: List[Any] = []
+    op.output("out", op.input("inp", flow, TestingSource([])), TestingSink(out))
+    plan = build_plan(flow)
+    plan.ordered = True
+    rows: List[chunks.Row] = []
+    for origin, runs in (("000.00001.000", [((0, 0, 1, ""), ["b0"]), ((1, 0, 1, ""), ["b1"])]),
+                         ("000.00000.000", [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
+                         ("S0/3", [((1, 1, 0, "z"), ["z1"]), ((1, 1, 0, "k"), ["k1"])])):
+        collector = Collector(origin, ordered=True)
+        for order, items in runs:
+            collector.outputs.setdefault(0, chunks.ItemChunk("writer.out")).extend(items)
+            collector.end_run(order)
+        rows.extend(collector.rows(iter(range(10))))
+    SinkWriter(plan, str(tmp_path))._write(rows, 0)
+    assert out == ["a0", "b0", "b1", "k1", "z1", "a2"]
