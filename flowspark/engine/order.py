@@ -9,7 +9,9 @@ and spreads them over Spark's tasks, so every run of items carries an
 `Order`, per source batch or per logic call (never per item):
 
 - `round`: the source hub's global poll number of the batch it came from
-  (`EOF_ROUND` for `on_eof`, `TIMER_ROUND` for Spark's timers);
+  (`EOF_ROUND` for `on_eof`; `START_ROUND` for wake-ups that fell due
+  before the micro-batch began, which Spark's timers and the check of
+  keys with new values serve);
 - `phase`: `SOURCE` for items straight from a source, else which stateful
   layer emitted them and whether from `on_batch` or `on_notify`;
 - `rank`: the source partition's place in a round: its input's rank
@@ -35,10 +37,12 @@ SOURCE = 0
 """Phase of items straight from a source."""
 
 START_ROUND = -1
-"""Round of the wake-ups that were due before a micro-batch began: before its every round."""
+"""Round of the wake-ups that were due before a micro-batch began: before its every round.
 
-TIMER_ROUND = (1 << 62) - 1
-"""Round of what Spark's timers wake after a micro-batch's rows."""
+Spark runs a micro-batch's expired timers after its rows, but they expired
+by the micro-batch's start time, so one Bytewax worker would have woken
+those keys before the micro-batch's rounds.
+"""
 
 EOF_ROUND = 1 << 62
 """Round of what `on_eof` emits: after everything else."""

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.gc_pause import collector_paused
-from flowspark.engine.order import TIMER_ROUND, Order
+from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan
 from flowspark.engine.private_files import read_trusted, write_private
 from flowspark.engine.route import check_keyed
@@ -175,7 +175,7 @@ class OutputStash:
 _Part = Tuple[str, Optional[Order], int, List[Any]]
 """What the writer handles at once: a group (or destination), the items' order if known, the kind and the items."""
 
-_LAST: Order = (TIMER_ROUND + 2, 0, 0, "")
+_LAST: Order = (EOF_ROUND + 1, 0, 0, "")
 """Order of items a chunk holds beyond its last marked run: after all others."""
 
 
@@ -301,7 +301,7 @@ class SinkWriter:
         """
         if not self._epoch_per_round or order is None:
             return batch_id + 1
-        if 0 <= order[0] < TIMER_ROUND:
+        if 0 <= order[0] < EOF_ROUND:
             self._last_round = max(self._last_round, order[0])
             return order[0] + 1
         return max(self._last_round, 0) + 1

@@ -39,7 +39,7 @@ from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, guarded, reported_to
 from flowspark.engine.groups import Groups, step_of
 from flowspark.engine.keyed_chunks import Arrivals
-from flowspark.engine.order import EOF_ROUND, START_ROUND, TIMER_ROUND, batch_phase, notify_phase
+from flowspark.engine.order import EOF_ROUND, START_ROUND, batch_phase, notify_phase
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -301,7 +301,7 @@ class LayerProcessor(StatefulProcessor):
         with reported_to(self._link), collector_paused():
             bucket, out = self._open(step, grp)
             now_ms = timerValues.getCurrentProcessingTimeInMs()
-            self._calls(step, bucket, bucket.due_keys(now_ms), "on_notify", (TIMER_ROUND, self._notify_phase), out)
+            self._calls(step, bucket, bucket.due_keys(now_ms), "on_notify", (START_ROUND, self._notify_phase), out)
             return iter(self._finish(bucket, out, now_ms))
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
