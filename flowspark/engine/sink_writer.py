@@ -15,6 +15,7 @@ tap's runs of items from every task are put in that order first (`order`).
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import threading
@@ -289,8 +290,14 @@ class SinkWriter:
             if start < len(items):
                 runs.append((grp.split("@", 1)[0], _LAST, len(runs), items[start:]))
         runs.sort(key=lambda run: run[:3])
-        for dest, order, _, items in runs:
-            yield dest, order, chunks.DATA, items
+        # An output's runs go to its sink together (one `write_batch`);
+        # a tap's stay apart, as each may report its own epoch.
+        for dest, group in itertools.groupby(runs, key=lambda run: run[0]):
+            if dest.startswith("O"):
+                yield dest, None, chunks.DATA, [item for _, _, _, items in group for item in items]
+                continue
+            for _, order, _, items in group:
+                yield dest, order, chunks.DATA, items
 
     def _epoch(self, order: Optional[Order], batch_id: int) -> int:
         """The epoch `inspect_debug` reports: the micro-batch's, counted from 1 as Bytewax counts epochs.
