@@ -1,23 +1,55 @@
-"""Recovery settings, with Bytewax's names.
+"""Recovery settings and errors, with Bytewax's names.
 
 A recovery directory is where Spark keeps the run's checkpoint: source
 offsets (with every partition's snapshot), the state store (every stateful
 key's snapshot) and the sinks' ledger.  Start a run again with the same
-directory and it continues after the last completed micro-batch.
+directory and it continues after the last completed epoch (micro-batch).
 
-`python -m flowspark.recovery DIR --inspect` lists what a directory holds;
+`python -m flowspark.recovery DIR N` prepares an existing directory, as
+Bytewax's command does (one checkpoint serves any worker count, so `N` is
+only recorded); `DIR --inspect` lists what a directory holds;
 `--step STEP --key KEY` prints one key's snapshot.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import List, Optional, Union
 
-__all__ = ["RecoveryConfig", "init_db_dir"]
+__all__ = [
+    "InconsistentPartitionsError",
+    "MissingPartitionsError",
+    "NoPartitionsError",
+    "RecoveryConfig",
+    "init_db_dir",
+]
+
+INIT_MARKER = "flowspark-recovery.json"
+"""The file `init_db_dir` writes: the directory is meant for flowspark's recovery data."""
+
+
+class InconsistentPartitionsError(ValueError):
+    """Raised when parts of a recovery directory are from very different times.
+
+    flowspark keeps Spark's checkpoint and the sinks' ledger side by side;
+    if one was restored from an older backup than the other, resuming
+    would lose or repeat output, so the run stops instead.
+    """
+
+
+class MissingPartitionsError(FileNotFoundError):
+    """Raised when part of a recovery directory is missing (Spark's checkpoint or the sinks' ledger)."""
+
+
+class NoPartitionsError(FileNotFoundError):
+    """Raised when a recovery directory holds files but no flowspark recovery data.
+
+    This is probably due to the wrong recovery directory being specified.
+    """
 
 
 class RecoveryConfig:
@@ -34,7 +66,12 @@ class RecoveryConfig:
 
     @property
     def backup_interval(self) -> Optional[timedelta]:
-        """Accepted for compatibility; Spark's checkpoint needs no separate backup."""
+        """Accepted for compatibility: a resume always starts from the last completed epoch.
+
+        Bytewax keeps superseded snapshots this long so that partitions
+        restored from backups of different times can still agree on an
+        epoch; flowspark's checkpoint is one directory, backed up whole.
+        """
         return self._backup_interval
 
 
@@ -46,8 +83,26 @@ def _local(location: str) -> str:
 
 
 def init_db_dir(db_dir: Union[str, Path], count: int) -> None:
-    """Create the recovery directory; Spark's checkpoint needs no partitions to be made first."""
-    Path(_local(str(db_dir))).mkdir(parents=True, exist_ok=True)
+    """Prepare the existing directory `db_dir` for a flow's recovery data, as Bytewax's `init_db_dir` does.
+
+    Bytewax creates `count` partition databases; one Spark checkpoint
+    serves any number of workers, so flowspark records `count` in a marker
+    file (kept if present).  Raises `FileNotFoundError` if `db_dir` does
+    not exist, as Bytewax does.
+    """
+    from flowspark.engine.private_files import private_dir, write_private
+
+    directory = Path(_local(str(db_dir)))
+    if not directory.is_dir():
+        msg = f"recovery directory {str(directory)!r} does not exist; please create it with `mkdir`"
+        raise FileNotFoundError(msg)
+    if count < 1:
+        msg = f"a recovery directory needs at least one partition; got {count}"
+        raise ValueError(msg)
+    private_dir(str(directory))
+    marker = directory / INIT_MARKER
+    if not marker.exists():
+        write_private(str(marker), json.dumps({"partitions": count}).encode())
 
 
 def _main(argv: Optional[List[str]] = None) -> int:
@@ -57,15 +112,21 @@ def _main(argv: Optional[List[str]] = None) -> int:
     )
     parser.add_argument("db_dir", type=_local, help="the recovery directory (a path or a file:// URI)")
     parser.add_argument("part_count", nargs="?", type=int,
-                        help="accepted for Bytewax compatibility: the directory is created, no partitions are needed")
+                        help="number of partitions, as for Bytewax: recorded only, any worker count can resume")
     parser.add_argument("--inspect", action="store_true", help="print the last epoch and the keys per stateful step")
     parser.add_argument("--step", help="with --key: the stateful step (e.g. flow.sum) whose snapshot to print")
     parser.add_argument("--key", help="with --step: the key whose snapshot to print")
     args = parser.parse_args(argv)
     if not (args.inspect or args.step or args.key):
-        init_db_dir(args.db_dir, args.part_count or 1)
-        print(f"created {args.db_dir}: flowspark keeps Spark's checkpoint there; no partitions need to be "
-              "initialised, and any worker count can resume it")
+        if args.part_count is None:
+            parser.error("the following arguments are required: part_count (or use --inspect)")
+        try:
+            init_db_dir(args.db_dir, args.part_count)
+        except (OSError, ValueError) as ex:
+            print(f"error: {ex}", file=sys.stderr)
+            return 1
+        print(f"initialised {args.db_dir} for flowspark's recovery data ({args.part_count} partitions recorded; "
+              "one Spark checkpoint serves any worker count)")
         return 0
     from flowspark.engine.inspect_state import snapshot_of, summary
 

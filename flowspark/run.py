@@ -159,11 +159,12 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
     conf = {"spark.ui.enabled": "true", **_conf(args.conf, parser)}
     config = RunConfig(parallelism=workers, master=args.master, conf=conf, progress=Progress(),
-                       driver_link_port=args.driver_link_port)
+                       driver_link_port=args.driver_link_port, ordered=workers == 1)
     if args.max_batch_items is not None:
         config.max_items_per_batch = args.max_batch_items
     if args.snapshot_interval is not None:
         config.interval_seconds = max(0.05, float(args.snapshot_interval))
+        config.epoch_per_round = float(args.snapshot_interval) == 0
     if args.recovery_directory is not None:
         config.recovery_dir = str(args.recovery_directory)
     try:

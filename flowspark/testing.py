@@ -200,6 +200,10 @@ def run_main(
 ) -> None:
     """Run `flow` on the embedded local Spark until its input ends.
 
+    Like Bytewax's single worker, it keeps one worker's order: sources are
+    read round by round (one batch of each partition), and outputs come in
+    that order, whatever parallelism Spark uses underneath.
+
     `on_progress`, if given, gets a `BatchReport` for every written
     micro-batch, on the thread that writes the outputs.
     """
@@ -255,9 +259,10 @@ def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[Recov
     from flowspark.engine.progress import Progress
     from flowspark.engine.runner import RunConfig
 
-    config = RunConfig(parallelism=parallelism, progress=Progress(on_progress))
+    config = RunConfig(parallelism=parallelism, progress=Progress(on_progress), ordered=parallelism in (None, 1))
     if epoch_interval is not None:
         config.interval_seconds = max(0.05, epoch_interval.total_seconds())
+        config.epoch_per_round = epoch_interval.total_seconds() == 0
     if recovery_config is not None:
         config.recovery_dir = str(recovery_config.db_dir)
     return config

@@ -28,6 +28,13 @@ def explode(x):
 broken = Dataflow("broken")
 op.output("out", op.map("explode", op.input("inp", broken, TestingSource([1])), explode), StdOutSink())
 not_a_flow = 3
+
+def merged():
+    flow = Dataflow("merged")
+    odd = op.input("odd", flow, TestingSource([1, 3, 5]))
+    even = op.input("even", flow, TestingSource([2, 4, 6]))
+    op.output("out", op.merge("both", odd, even), StdOutSink())
+    return flow
 '''
 
 
@@ -91,3 +98,9 @@ def test_cluster_main_outside_process_0_returns_without_running() -> None:
     assert out == []
     cluster_main(flow, ["a:1", "b:1"], 0)
     assert out == [1, 2]
+
+
+def test_one_worker_gives_bytewax_round_order(flows_file: Path) -> None:
+    run = _cli("my_flows:merged()", "-w", "1", cwd=flows_file.parent)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["1", "2", "3", "4", "5", "6"]

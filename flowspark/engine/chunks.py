@@ -13,13 +13,14 @@ JVM rows in the hundreds, whatever the number of items.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import cloudpickle
 
 import pyarrow as pa
 
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.order import Order
 
 SCHEMA_DDL = "grp string, seq long, kind int, payload binary"
 ARROW_SCHEMA = pa.schema([("grp", pa.string()), ("seq", pa.int64()), ("kind", pa.int32()), ("payload", pa.binary())])
@@ -27,6 +28,8 @@ ARROW_SCHEMA = pa.schema([("grp", pa.string()), ("seq", pa.int64()), ("kind", pa
 DATA = 0
 EOF = 1
 CONTROL = 2
+ABORT = 3
+"""Marker of a micro-batch cut short by `AbortExecution`: its state changes are not kept."""
 
 LAST_SEQ = 1 << 62
 """Sequence number of end-of-input markers: after every data chunk."""
@@ -204,11 +207,20 @@ class ItemChunk:
         self.step_id = step_id
         self._pending: List[Any] = []
         self._parts: List[bytes] = []
+        self._count = 0
+        self.runs: List[Tuple[Order, int]] = []
+        """Where each run of items ended, with its order (kept by ordered collectors only)."""
 
     def extend(self, items: List[Any]) -> None:
         self._pending.extend(items)
+        self._count += len(items)
         if len(self._pending) >= PIECE_ITEMS:
             self._flush()
+
+    def end_run(self, order: Order) -> None:
+        """Mark the end of a run of items placed at `order`, if it brought anything."""
+        if self._count > (self.runs[-1][1] if self.runs else 0):
+            self.runs.append((order, self._count))
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -222,6 +234,23 @@ class ItemChunk:
         if len(self._parts) == 1:
             return self._parts[0]
         return _PIECES + pickle.dumps(self._parts, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+_ORDERED = b"FSO"
+"""Prefix of an output or tap chunk that carries its runs' orders (a pickle never starts with it)."""
+
+
+def ordered(runs: List[Tuple[Order, int]], payload: bytes) -> bytes:
+    """An output or tap chunk with where its runs end and their orders."""
+    return _ORDERED + pickle.dumps((runs, payload), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def runs_of(payload: bytes) -> Tuple[Optional[List[Tuple[Order, int]]], bytes]:
+    """The runs an `ordered` chunk carries (None for a plain chunk) and its items' payload."""
+    if not payload.startswith(_ORDERED):
+        return None, payload
+    runs, inner = pickle.loads(payload[len(_ORDERED) :])
+    return runs, inner
 
 
 def to_arrow(rows: List[Row]) -> pa.RecordBatch:

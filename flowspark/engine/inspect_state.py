@@ -27,8 +27,10 @@ class RecoveryInfo:
 
     flow_id: str
     last_epoch: Optional[int]
+    """The last completed epoch: micro-batch id + 1, as Bytewax counts epochs from 1."""
     keys_per_step: Dict[str, int] = field(default_factory=dict)
     sinks_epoch: Optional[int] = None
+    """The epoch the sinks were written through."""
 
 
 def _last_commit(query_dir: str) -> Optional[int]:
@@ -70,17 +72,19 @@ def _entries(directory: str) -> List[Any]:
 
 
 def summary(directory: str) -> RecoveryInfo:
-    """Last completed epoch (micro-batch id) and the number of keys each stateful step holds."""
+    """Last completed epoch and the number of keys each stateful step holds."""
     meta = _meta(directory)
     steps = [s["step"] for s in meta["shape"]["stateful"]]
-    info = RecoveryInfo(meta["flow"], _last_commit(os.path.join(directory, "query")))
+    last = _last_commit(os.path.join(directory, "query"))
+    info = RecoveryInfo(meta["flow"], None if last is None else last + 1)
     info.keys_per_step = {step: 0 for step in steps}
     for grp, _, _ in _entries(directory):
         index = step_of(grp)
         info.keys_per_step[steps[index]] += 1
     ledger = os.path.join(directory, LEDGER)
     if os.path.exists(ledger):
-        info.sinks_epoch = read_ledger(ledger)[0]
+        written = read_ledger(ledger)[0]
+        info.sinks_epoch = written + 1 if written >= 0 else None
     return info
 
 

@@ -10,7 +10,7 @@ shuffles as its longest chain of stateful steps.  Outputs and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Collection, Dict, List, Tuple
+from typing import Any, Collection, Dict, List, Set, Tuple
 
 from flowspark.dataflow import Dataflow, Operator
 from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
@@ -38,6 +38,8 @@ class Plan:
     outputs: List[Operator] = field(default_factory=list)
     taps: List[Operator] = field(default_factory=list)
     consumers: Dict[str, List[Consumer]] = field(default_factory=dict)
+    ordered: bool = False
+    """One Bytewax worker's order is kept (`order`): a run of `run_main`, or with one worker."""
 
     @property
     def depth(self) -> int:
@@ -135,6 +137,43 @@ def _layers(plan: Plan, producers: Dict[str, Operator]) -> List[int]:
     return [depth(s) for s in plan.stateful]
 
 
+def input_ranks(plan: Plan) -> List[int]:
+    """Each input's place in a round of one Bytewax worker: the order `merge` steps take their inputs in.
+
+    A `merge` hands on what a round brought in its arguments' order; the
+    inputs are ranked as a walk up from the outputs, taps and stateful
+    steps (in flow order) first reaches them, through each step's upstream
+    streams in order.  Inputs nothing reaches keep their own order after.
+    """
+    producers: Dict[str, Operator] = {}
+    steps = list(plan.inputs) + [c.step for consumers in plan.consumers.values() for c in consumers]
+    for step in steps:
+        for down in step.config["downs"]:
+            producers[down] = step
+    position = {step.step_id: i for i, step in enumerate(plan.inputs)}
+    order: List[int] = []
+    visited: Set[str] = set()
+
+    def walk(step: Operator) -> None:
+        if step.step_id in visited:
+            return
+        visited.add(step.step_id)
+        if step.step_id in position:
+            order.append(position[step.step_id])
+            return
+        for up in step.config["ups"]:
+            if up in producers:
+                walk(producers[up])
+
+    for step in plan.outputs + plan.taps + plan.stateful:
+        walk(step)
+    order.extend(i for i in range(len(plan.inputs)) if i not in order)
+    ranks = [0] * len(plan.inputs)
+    for rank, index in enumerate(order):
+        ranks[index] = rank
+    return ranks
+
+
 def source_parts(plan: Plan) -> List[Tuple[int, str]]:
     """Every `(input index, partition name)` of the flow's fixed-partitioned sources."""
     parts: List[Tuple[int, str]] = []
@@ -176,4 +215,5 @@ def for_workers(plan: Plan, keyless_outputs: Collection[int] = ()) -> Plan:
         outputs=[strip(s) for s in plan.outputs],
         taps=[strip(s) for s in plan.taps],
         consumers={k: [Consumer(strip(c.step), c.index) for c in v] for k, v in plan.consumers.items()},
+        ordered=plan.ordered,
     )

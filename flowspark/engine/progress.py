@@ -32,7 +32,7 @@ class BatchReport:
     """The facts of one written micro-batch."""
 
     epoch: int
-    """The micro-batch's id (Bytewax's epoch)."""
+    """The micro-batch id + 1: epochs count from 1, as in Bytewax."""
     items_in: int
     """Items read from the flow's sources so far."""
     items_out: int

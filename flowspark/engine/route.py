@@ -19,6 +19,7 @@ from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.groups import Groups, bucket_of
 from flowspark.engine.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.metrics import Meter, Timing
+from flowspark.engine.order import Order
 from flowspark.engine.plan import Plan
 
 
@@ -27,12 +28,16 @@ class Collector:
 
     With a `link` to the driver, the chunks bound for outputs and taps are
     handed to the driver's output stash at once, and their rows carry only
-    the stash's ticket (`sink_writer.OutputStash`).
+    the stash's ticket (`sink_writer.OutputStash`).  The pass marks the end
+    of each run of items (`end_run`); an `ordered` collector also records
+    where each run ended in every output and tap chunk, so that the driver
+    can put runs from all tasks in one worker's order (`chunks.ordered`).
     """
 
-    def __init__(self, origin: str, link: Optional[DriverLink] = None) -> None:
+    def __init__(self, origin: str, link: Optional[DriverLink] = None, ordered: bool = False) -> None:
         self.origin = origin
         self._link = link
+        self._ordered = ordered
         self.stateful: Dict[Tuple[int, str], KeyedChunk] = {}
         """Each stateful step's chunks, by the step's index and the bucket's group name."""
         self.slots: Dict[int, Dict[str, Slot]] = {}
@@ -41,6 +46,16 @@ class Collector:
         """Items added to stateful chunks since they were last flushed."""
         self.outputs: Dict[int, chunks.ItemChunk] = {}
         self.taps: Dict[int, chunks.ItemChunk] = {}
+
+    def end_run(self, order: Order) -> None:
+        """The items pushed since the last call form one run, placed at `order`."""
+        for chunk in self.stateful.values():
+            chunk.end_run(order)
+        if self._ordered:
+            for items in self.outputs.values():
+                items.end_run(order)
+            for items in self.taps.values():
+                items.end_run(order)
 
     def rows(self, seq: Iterator[int]) -> List[chunks.Row]:
         """The gathered items as chunk rows, one per destination.
@@ -59,6 +74,8 @@ class Collector:
 
     def _ship(self, items: chunks.ItemChunk) -> bytes:
         payload = items.dumps()
+        if self._ordered:
+            payload = chunks.ordered(items.runs, payload)
         if self._link is None:
             return payload
         ticket: bytes = self._link.call("stash", payload)
@@ -165,9 +182,6 @@ class Router:
             add_id, add_value, key_id = slot
             add_id(key_id)
             add_value(value)
-        for (step, _), chunk in out.stateful.items():
-            if step == index:
-                chunk.end_batch()
         out.unflushed += len(batch)
         if out.unflushed >= chunks.PIECE_ITEMS:
             for chunk in out.stateful.values():

@@ -29,6 +29,7 @@ from flowspark.engine.groups import Groups
 from flowspark.engine.private_files import local_directory, private_dir
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
+from flowspark.engine.recovery_dir import check_recovery_dir
 from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.session import get_session
@@ -59,6 +60,10 @@ class RunConfig:
     progress: Optional[Progress] = None
     driver_link_port: int = 0
     """The driver link's port on a cluster (for firewalls); 0 picks a free one."""
+    ordered: bool = False
+    """Keep one Bytewax worker's output order (`run_main`, `-w 1`), whatever Spark's parallelism."""
+    epoch_per_round: bool = False
+    """Each source round is an epoch, as with Bytewax's zero epoch interval; else each micro-batch is."""
 
     @property
     def workers(self) -> int:
@@ -131,7 +136,7 @@ def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) 
         now = time.monotonic()
         written[0] += items_out
         last_progress = queries[0].lastProgress if queries else None
-        progress.batch(BatchReport(batch_id, hub.items_read, written[0], now - last[0], state_rows(last_progress), hub.fraction_done()))
+        progress.batch(BatchReport(batch_id + 1, hub.items_read, written[0], now - last[0], state_rows(last_progress), hub.fraction_done()))
         last[0] = now
 
     return report
@@ -184,6 +189,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     for the dataflow API (`flowspark.dataflow_api`) for the run's duration.
     """
     plan = build_plan(flow)
+    plan.ordered = config.ordered
     with serving_api(flow) as metrics:
         _run_plan(plan, config, metrics)
 
@@ -194,6 +200,7 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
     warm_python_workers(spark)
     checkpoint = local_directory(config.recovery_dir) if config.recovery_dir else tempfile.mkdtemp(prefix="flowspark-")
     try:
+        check_recovery_dir(checkpoint)
         private_dir(checkpoint)
         private_dir(os.path.join(checkpoint, "query"), "checkpoint directory")
         check_checkpoint(os.path.join(checkpoint, "query"))
@@ -237,7 +244,8 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
         groups = check_or_record(checkpoint, plan, hub.partition_names())
         queries: List[Any] = []
         writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries),
-                            None if metrics is None else metrics.driver_meter(), workers=config.workers)
+                            None if metrics is None else metrics.driver_meter(), workers=config.workers,
+                            epoch_per_round=config.epoch_per_round)
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,

@@ -9,22 +9,26 @@ crash is skipped, or (if the crash hit mid-write) rewritten from partitions
 rebuilt at the previous snapshot, which is how `FileSink` avoids duplicates.
 A `MicroBatchSink` gets the whole batch at once with its id and the run's
 id (kept beside the ledger), so it can make a rewrite replace the first try.
+When the run keeps one worker's order (`Plan.ordered`), each output's and
+tap's runs of items from every task are put in that order first (`order`).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import threading
 import time
 import uuid
 import zlib
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.metrics import Count, Meter, Timing
+from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan
 from flowspark.engine.private_files import read_trusted, write_private
 from flowspark.engine.route import check_keyed
@@ -176,17 +180,27 @@ class OutputStash:
             self._chunks.clear()
 
 
+_Part = Tuple[str, Optional[Order], int, List[Any]]
+"""What the writer handles at once: a group (or destination), the items' order if known, the kind and the items."""
+
+_LAST: Order = (EOF_ROUND + 1, 0, 0, "")
+"""Order of items a chunk holds beyond its last marked run: after all others."""
+
+
 class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id."""
 
     def __init__(self, plan: Plan, checkpoint: str, stash: Optional[OutputStash] = None,
                  on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
-                 workers: int = 1) -> None:
+                 workers: int = 1, epoch_per_round: bool = False) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
         self._meter = meter
         """Counts each output's items and times its writes, if the run is metered."""
+        self._epoch_per_round = epoch_per_round
+        self._last_round = -1
+        """The latest source round taps saw (`_epoch`)."""
         self._ledger = _Ledger(checkpoint)
         self._outputs = [
             _Output(step.step_id, step.config["sink"], self._ledger.snapshots.get(step.step_id, {}), workers)
@@ -229,26 +243,29 @@ class SinkWriter:
         if not fresh:
             return
         written = 0
-        for grp, _, kind, payload in ordered:
+        for grp, order, kind, items in self._in_order(ordered) if self._plan.ordered else self._as_sent(ordered):
             if kind == chunks.CONTROL:
-                self.ending = chunks.loads(payload)
+                self.ending = chunks.loads(items[0])
                 continue
             index = int(grp[1:].split("@", 1)[0])
-            # A part at a time: the driver never holds a whole chunk's items.
-            for items in chunks.item_parts(self._stash.take(payload) if self._stash is not None else payload):
-                if grp.startswith("O"):
-                    started = time.perf_counter()
-                    self._outputs[index].write(items, grp.split("@", 1)[1])
-                    written += len(items)
-                    if self._meter is not None:
-                        step_id = self._outputs[index].step_id
-                        self._meter.time(Timing.WRITE_BATCH, step_id, time.perf_counter() - started)
-                        self._meter.count(Count.ITEMS_IN, step_id, len(items))
-                else:
-                    self._inspect(index, items, batch_id)
+            if grp.startswith("O"):
+                started = time.perf_counter()
+                self._outputs[index].write(items, grp.split("@", 1)[1])
+                written += len(items)
+                if self._meter is not None:
+                    step_id = self._outputs[index].step_id
+                    self._meter.time(Timing.WRITE_BATCH, step_id, time.perf_counter() - started)
+                    self._meter.count(Count.ITEMS_IN, step_id, len(items))
+            else:
+                self._inspect(index, items, self._epoch(order, batch_id))
         for output in self._outputs:
             output.end_batch(batch_id, self._ledger.run_id)
-        self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
+        if self.ending == "abort":
+            # The aborted epoch is not kept: a resumed run writes it again
+            # from the partitions' snapshots before it (no duplicates in files).
+            self._ledger.commit(batch_id, self._ledger.snapshots)
+        else:
+            self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
         self.last_batch = batch_id
         if self._meter is not None:
             self._meter.flush()
@@ -256,6 +273,62 @@ class SinkWriter:
             self._on_batch(batch_id, written)
         if self.ending is not None:
             self.finished.set()
+
+    def _payload(self, payload: bytes) -> bytes:
+        return self._stash.take(payload) if self._stash is not None else payload
+
+    def _as_sent(self, rows: List[chunks.Row]) -> Iterator[_Part]:
+        """Each row's items a part at a time: the driver never holds a whole chunk's items."""
+        for grp, _, kind, payload in rows:
+            if kind == chunks.CONTROL:
+                yield grp, None, kind, [payload]
+                continue
+            for items in chunks.item_parts(self._payload(payload)):
+                yield grp, None, kind, items
+
+    def _in_order(self, rows: List[chunks.Row]) -> Iterator[_Part]:
+        """Every run of items of the batch, each destination's runs sorted by their `Order`.
+
+        Runs of the same order keep the order of their rows (sorted by
+        origin and sequence number).  Sorting needs the batch's items at
+        once, which one worker's runs (`run_main`, tests) can afford.
+        """
+        runs: List[Tuple[str, Order, int, List[Any]]] = []
+        for grp, _, kind, payload in rows:
+            if kind == chunks.CONTROL:
+                yield grp, None, kind, [payload]
+                continue
+            marks, inner = chunks.runs_of(self._payload(payload))
+            items = chunks.loads(inner)
+            start = 0
+            for order, end in marks or []:
+                runs.append((grp.split("@", 1)[0], order, len(runs), items[start:end]))
+                start = end
+            if start < len(items):
+                runs.append((grp.split("@", 1)[0], _LAST, len(runs), items[start:]))
+        runs.sort(key=lambda run: run[:3])
+        # An output's runs go to its sink together (one `write_batch`);
+        # a tap's stay apart, as each may report its own epoch.
+        for dest, group in itertools.groupby(runs, key=lambda run: run[0]):
+            if dest.startswith("O"):
+                yield dest, None, chunks.DATA, [item for _, _, _, items in group for item in items]
+                continue
+            for _, order, _, items in group:
+                yield dest, order, chunks.DATA, items
+
+    def _epoch(self, order: Optional[Order], batch_id: int) -> int:
+        """The epoch `inspect_debug` reports: the micro-batch's, counted from 1 as Bytewax counts epochs.
+
+        With `epoch_per_round` (Bytewax's zero epoch interval), each source
+        round is an epoch; what timers and the end of input bring belongs
+        to the last round seen.
+        """
+        if not self._epoch_per_round or order is None:
+            return batch_id + 1
+        if 0 <= order[0] < EOF_ROUND:
+            self._last_round = max(self._last_round, order[0])
+            return order[0] + 1
+        return max(self._last_round, 0) + 1
 
     def _inspect(self, index: int, batch: List[Any], epoch: int) -> None:
         step = self._plan.taps[index]

@@ -27,7 +27,7 @@ from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.metrics import Count, Meter, Timing
-from flowspark.engine.plan import Plan
+from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.read_ahead import ReadAhead
 
 Offset = Dict[str, Any]
@@ -35,9 +35,10 @@ Batch = Tuple[int, bytes]
 """One batch a partition produced: its item count and the items, pickled as soon as read."""
 PartData = Tuple[int, int, List[Batch]]
 """A partition's input step index, its global index, and the batches it produced."""
-Piece = Tuple[str, int, int, int]
-"""Work for one Spark task: origin name, first sequence number, and the batch
-number and index under which the hub keeps its pickled batches (`piece`)."""
+Piece = Tuple[str, int, int, int, int, int]
+"""Work for one Spark task: origin name, first sequence number, the batch
+number and index under which the hub keeps its pickled batches (`piece`),
+the round of its first batch and its partition's rank in a round (`order`)."""
 
 
 @dataclass
@@ -126,6 +127,7 @@ class SourceHub:
         """Times `next_batch` and counts the items each input emits, if the run is metered."""
         self._lags: Dict[Tuple[str, str], int] = {}
         """Each `(step_id, partition)`'s items yet to read, for the partitions that can tell (metered runs)."""
+        self._ranks = input_ranks(plan)
         self._pieces_per_part = pieces
         self._workers = workers
         """Bytewax's worker count: how many partitions a dynamic source gets."""
@@ -216,12 +218,20 @@ class SourceHub:
                 end = "eof"  # the last data and the end-of-input markers share one micro-batch
             if not polled.data and not end:
                 return start
-            parts = {}
-            for key in self._keys:
-                part = self._parts[key]
-                before = start["parts"].get(key, {"c": 0})["c"]
-                parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
-            new = {"n": start["n"] + 1, "end": end, "parts": parts}
+            if end == "abort":
+                # As in Bytewax, the epoch an abort cuts short is not a
+                # resume point: a resumed run reads it again.  An epoch is
+                # a micro-batch here (a poll of every partition), so what
+                # the same poll read before the abort is read again too.
+                parts = start["parts"]
+            else:
+                parts = {}
+                for key in self._keys:
+                    part = self._parts[key]
+                    before = start["parts"].get(key, {"c": 0})["c"]
+                    parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
+            rounds = max((len(batches) for _, _, batches in polled.data), default=0)
+            new = {"n": start["n"] + 1, "end": end, "parts": parts, "r": start.get("r", 0) + rounds}
             self.items_read += sum(polled.counts.values())
             with self._lock:
                 self._buffer[new["n"]] = polled.data
@@ -301,24 +311,29 @@ class SourceHub:
             cut = self._pieces.get(number)
             data = self._buffer.pop(number, None) if cut is None else None
         if cut is None:
-            cut = self._cut(number, data if data is not None else self._replay(start, end))
+            cut = self._cut(number, start.get("r", 0), data if data is not None else self._replay(start, end))
             with self._lock:
                 cut = self._pieces.setdefault(number, cut)
         return cut[0]
 
-    def _cut(self, number: int, data: List[PartData]) -> Tuple[List[Piece], List[bytes]]:
+    def _cut(self, number: int, first_round: int, data: List[PartData]) -> Tuple[List[Piece], List[bytes]]:
         """Each partition's batches cut into at most `pieces` runs, pickled.
 
         Several tasks so share a busy partition; a piece's origin and
-        sequence base keep its items in order downstream.
+        sequence base keep its items in order downstream.  A partition's
+        `k`-th batch of the range belongs to round `first_round + k`: one
+        Bytewax worker polls every partition once per round.
         """
         pieces: List[Piece] = []
         payloads: List[bytes] = []
         for input_index, index, batches in data:
+            round_ = first_round
+            rank = self._ranks[input_index] << 20 | index
             for piece, run in enumerate(_split(batches, self._pieces_per_part)):
                 origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
-                pieces.append((origin, piece << 40, number, len(payloads)))
+                pieces.append((origin, piece << 40, number, len(payloads), round_, rank))
                 payloads.append(pickle.dumps([blob for _, blob in run], pickle.HIGHEST_PROTOCOL))
+                round_ += len(run)
         return pieces, payloads
 
     def piece(self, number: int, index: int) -> bytes:

@@ -5,7 +5,8 @@ process Spark starts, and forward to the `SourceHub` in the user's process.
 `read()` runs in Spark's Python workers: it fetches a piece of pickled
 batches from the hub, pushes them through the stateless steps right after
 the inputs (the fused pass) and yields chunk rows as Arrow.  End-of-input ranges yield
-one end marker per stateful bucket and the `done` control row.
+one end marker per stateful bucket and the `done` control row; aborted
+ranges one abort marker per bucket and the `abort` control row.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from flowspark.engine.failures import reported_to
 from flowspark.engine.groups import Groups
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.metrics import Meter, Reading, worker_index
+from flowspark.engine.order import SOURCE
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -45,7 +47,7 @@ def encode_options(link: DriverLink, plan: Plan, groups: Groups, metered: bool =
 
 
 class _Piece(InputPartition):
-    """One task's work: `("data", origin, seq base, batch number, piece index)` or `("eof",)` / `("abort",)`."""
+    """One task's work: `("data",) + source_hub.Piece`, or `("eof",)` / `("abort",)`."""
 
     def __init__(self, value: Tuple[Any, ...]) -> None:
         super().__init__(value)
@@ -84,34 +86,40 @@ class _Reader(DataSourceStreamReader):
         freeze_start_up_objects()
         value = partition.value
         if value[0] == "data":
-            _, origin, seq_base, number, index = value
+            _, origin, seq_base, number, index, first_round, rank = value
             payload = self._call("piece", number, index)
             meter = Meter(self._report) if self._metered else None
             with reported_to(self._link), collector_paused():
-                batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload, meter))
+                batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload, first_round, rank, meter))
             if meter is not None:
                 meter.flush()
             yield batch
         elif value[0] == "eof":
-            yield chunks.to_arrow(self._end_rows("done"))
+            yield chunks.to_arrow(self._end_rows(chunks.EOF, "done"))
         else:
-            yield chunks.to_arrow([("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps("abort"))])
+            yield chunks.to_arrow(self._end_rows(chunks.ABORT, "abort"))
 
-    def _fused_pass(self, origin: str, seq_base: int, payload: bytes, meter: Optional[Meter]) -> List[chunks.Row]:
-        """Push the piece's batches, one at a time as they are unpickled, through the fused steps."""
+    def _fused_pass(self, origin: str, seq_base: int, payload: bytes, first_round: int, rank: int,
+                    meter: Optional[Meter]) -> List[chunks.Row]:
+        """Push the piece's batches, one at a time as they are unpickled, through the fused steps.
+
+        Each batch is one run, placed at its round and partition (`order`).
+        """
         stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
         router = Router(self._plan, self._groups, meter)
-        out = Collector(origin, self._link)
-        for blob in pickle.loads(payload):
+        out = Collector(origin, self._link, self._plan.ordered)
+        for round_, blob in enumerate(pickle.loads(payload), first_round):
             router.push(stream_id, chunks.loads(blob), out)
+            out.end_run((round_, SOURCE, rank, ""))
         return out.rows(itertools.count(seq_base))
 
     def _report(self, reading: Reading) -> None:
         self._call("metrics", worker_index(), reading)
 
-    def _end_rows(self, control: str) -> List[chunks.Row]:
+    def _end_rows(self, kind: int, control: str) -> List[chunks.Row]:
+        """A `kind` marker for every stateful bucket, and the control row that ends the run."""
         rows: List[chunks.Row] = [
-            (grp, chunks.LAST_SEQ, chunks.EOF, b"")
+            (grp, chunks.LAST_SEQ, kind, b"")
             for names in self._groups.names
             for grp in names
         ]

@@ -9,10 +9,17 @@ one pickled snapshot per key, as Bytewax's recovery store does), and each
 key's `notify_at` is one entry of a second map state backed by
 processing-time timers.  Rows bound for later layers, outputs or the driver
 pass through unchanged.
+
+A bucket's micro-batch is handled tick by tick (`order`), as one Bytewax
+worker's activations would handle it: each key's values of a round in one
+`on_batch`, keys in sorted order, then the keys whose wake-up fell due.
+Logics that declare `MERGE_BATCHES` instead get all of a key's values at
+once, unless the run keeps one worker's order.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import time
 from datetime import datetime
@@ -33,6 +40,7 @@ from flowspark.engine.failures import StepFailure, guarded, reported_to
 from flowspark.engine.groups import Groups, step_of
 from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
+from flowspark.engine.order import EOF_ROUND, START_ROUND, batch_phase, notify_phase
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -167,6 +175,14 @@ class _Bucket:
             self._wake_at[key] = None if stored is None else stored[0]
         return self._wake_at[key]
 
+    def asks_wake_at(self, key: str) -> Optional[int]:
+        """When `key`'s live logic asks to be woken now, in epoch ms; None for never (or no live logic)."""
+        logic = self._live.get(key)
+        if logic is None:
+            return None
+        at = guarded(self.step_id, "notify_at", logic.notify_at, key=key)
+        return None if at is None else _epoch_ms(at, self.step_id, key)
+
     def stored_keys(self) -> List[str]:
         """Every key with a logic now, in order; their snapshots are read in the same single scan."""
         keys: Set[str] = set()
@@ -236,6 +252,8 @@ class LayerProcessor(StatefulProcessor):
         self._groups = groups
         self._metered = metered
         """Count the steps' items and report them to the driver once per task (`close`)."""
+        self._batch_phase = batch_phase(layer)
+        self._notify_phase = notify_phase(layer)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         freeze_start_up_objects()
@@ -272,10 +290,20 @@ class LayerProcessor(StatefulProcessor):
         for _, kind, payload in ordered:
             if kind == chunks.DATA:
                 arrivals.add(payload)
-        self._on_batches(step, bucket, arrivals, out, now_ms)
+        keys = arrivals.keys()
+        for k in keys:
+            if bucket.overdue(k, now_ms):
+                self._call(step, bucket, k, "on_notify", (START_ROUND, self._notify_phase), out)
+        if keys and not self._plan.ordered and all(getattr(bucket.logic(k), "MERGE_BATCHES", False) for k in keys):
+            self._merged(step, bucket, keys, arrivals, out)
+        else:
+            self._by_rounds(step, bucket, arrivals, out)
         if any(kind == chunks.EOF for _, kind, _ in ordered):
-            keyed = [kv for k in bucket.stored_keys() for kv in bucket.call(k, "on_eof")]
-            self._emit(step, keyed, out)
+            self._calls(step, bucket, bucket.stored_keys(), "on_eof", (EOF_ROUND, self._batch_phase), out)
+        if any(kind == chunks.ABORT for _, kind, _ in ordered):
+            # As in Bytewax, the epoch an abort cut short is not kept: a
+            # resumed run reads its input again from the state before it.
+            return self._rows(out)
         return self._finish(bucket, out, now_ms)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
@@ -286,38 +314,83 @@ class LayerProcessor(StatefulProcessor):
         with reported_to(self._link), collector_paused():
             bucket, out = self._open(step, grp)
             now_ms = timerValues.getCurrentProcessingTimeInMs()
-            keyed = [kv for k in bucket.due_keys(now_ms) for kv in bucket.call(k, "on_notify")]
-            self._emit(step, keyed, out)
+            self._calls(step, bucket, bucket.due_keys(now_ms), "on_notify", (START_ROUND, self._notify_phase), out)
             return iter(self._finish(bucket, out, now_ms))
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
         bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify, self._meter)
-        return bucket, Collector(grp, self._link)
+        return bucket, Collector(grp, self._link, self._plan.ordered)
 
-    def _on_batches(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector, now_ms: int) -> None:
-        """Feed each key's values to its logic, keys in sorted order.
+    def _merged(self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector) -> None:
+        """Feed each key all its values of the micro-batch in one `on_batch`, keys in sorted order.
 
-        A logic that declares `MERGE_BATCHES` gets all of a key's values of
-        the micro-batch in one `on_batch`; others get one call per pushed
-        batch, as in Bytewax.  Each call's output goes on as its own batch at
-        once, so what it made is passed on and freed while still cached.
+        For logics that declare `MERGE_BATCHES` (their output does not
+        depend on batch boundaries) when no worker's order is to be kept:
+        one call per key instead of one per key and round.  Each call's
+        output goes on at once, so what it made is passed on and freed while
+        still cached.
         """
-        for k in arrivals.keys():
-            if bucket.overdue(k, now_ms):
-                self._emit(step, bucket.call(k, "on_notify"), out)
-            if getattr(bucket.logic(k), "MERGE_BATCHES", False):
-                self._emit(step, bucket.call(k, "on_batch", arrivals.merged(k)), out)
-                continue
-            for batch in arrivals.batches(k):
-                self._emit(step, bucket.call(k, "on_batch", batch), out)
+        for k in keys:
+            self._call(step, bucket, k, "on_batch", (START_ROUND, self._batch_phase), out, arrivals.merged(k))
 
-    def _emit(self, step: int, keyed: List[Tuple[str, Any]], out: Collector) -> None:
+    def _by_rounds(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector) -> None:
+        """Handle the micro-batch one tick at a time, as one Bytewax worker's activations do.
+
+        Per tick, each key with values gets one `on_batch` (keys in sorted
+        order); then every key that ran in this micro-batch and whose
+        `notify_at` (asked after its last call, as Bytewax does) is due by
+        now gets `on_notify`, before the next tick.  Wake-ups still ahead at
+        the end are left to Spark's timers (`persist`).
+        """
+        wakes: Dict[str, int] = {}
+        soonest: List[Tuple[int, str]] = []
+        """A heap of `(wake-up, key)`; entries that `wakes` no longer holds are stale."""
+
+        def ran(key: str) -> None:
+            at = bucket.asks_wake_at(key)
+            if at is None:
+                wakes.pop(key, None)
+            elif wakes.get(key) != at:
+                wakes[key] = at
+                heapq.heappush(soonest, (at, key))
+
+        for (round_, _), per_key in arrivals.by_tick():
+            for k in sorted(per_key):
+                self._call(step, bucket, k, "on_batch", (round_, self._batch_phase), out, per_key[k])
+                ran(k)
+            now_ms = int(time.time() * 1000)
+            due: Set[str] = set()
+            while soonest and soonest[0][0] <= now_ms:
+                at, k = heapq.heappop(soonest)
+                if wakes.get(k) == at:
+                    del wakes[k]
+                    due.add(k)
+            for k in sorted(due):
+                self._call(step, bucket, k, "on_notify", (round_, self._notify_phase), out)
+                ran(k)
+
+    def _call(self, step: int, bucket: _Bucket, key: str, method: str, tick: Tuple[int, int], out: Collector, *args: Any) -> None:
+        """Run one logic method and pass its output on as one run placed at `tick` and `key`."""
+        self._router.push(self._plan.stateful[step].config["downs"][0], bucket.call(key, method, *args), out)
+        out.end_run((tick[0], tick[1], 0, key if self._plan.ordered else ""))
+
+    def _calls(self, step: int, bucket: _Bucket, keys: List[str], method: str, tick: Tuple[int, int], out: Collector) -> None:
+        """Run one logic method for each of `keys` (sorted); a run per key if order is kept, else one for all."""
+        if self._plan.ordered:
+            for k in keys:
+                self._call(step, bucket, k, method, tick, out)
+            return
+        keyed = [kv for k in keys for kv in bucket.call(k, method)]
         self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
+        out.end_run((tick[0], tick[1], 0, ""))
 
     def _finish(self, bucket: _Bucket, out: Collector, now_ms: int) -> List[Row]:
         """Save the bucket's state; the rows of what its keys emitted."""
         bucket.persist(self._handle, now_ms)
+        return self._rows(out)
+
+    def _rows(self, out: Collector) -> List[Row]:
         return [Row(grp=grp, seq=seq, kind=kind, payload=payload) for grp, seq, kind, payload in out.rows(_seq)]
 
     def _report(self, reading: Reading) -> None:

@@ -62,8 +62,10 @@ class StatefulBatchLogic(ABC, Generic[V, W, S]):
     """A flowspark addition: set it when the logic's output does not depend
     on how a key's values are split into batches.  flowspark then calls
     `on_batch` once per key per micro-batch with all its values (in arrival
-    order), which is much faster than one call per source batch.  Every
-    built-in stateful operator sets it."""
+    order), which is much faster than one call per source round.  Runs
+    that keep one worker's order (`run_main`, `-w 1`) don't merge, so that
+    outputs come in Bytewax's order.  Every built-in stateful operator sets
+    it."""
 
     @abstractmethod
     def on_batch(self, values: List[V]) -> Tuple[Iterable[W], bool]:

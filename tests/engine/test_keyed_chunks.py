@@ -18,7 +18,7 @@ def _chunk(batches: List[List[Tuple[str, Any]]]) -> bytes:
             add_id, add_value, key_id = slots[key]
             add_id(key_id)
             add_value(value)
-        chunk.end_batch()
+        chunk.end_run((0, 0, 0, ""))
     return chunk.dumps()
 
 
@@ -32,22 +32,14 @@ def test_values_come_back_by_key_in_arrival_order_across_chunks() -> None:
     assert arrivals.merged("c") == [5]
 
 
-def test_batches_are_cut_where_pushed_batches_ended() -> None:
-    arrivals = Arrivals()
-    arrivals.add(_chunk([[("a", 1), ("b", 2), ("a", 3)], [("b", 4)], [("a", 5), ("a", 6)]]))
-    arrivals.add(_chunk([[("a", 7)]]))
-    assert arrivals.batches("a") == [[1, 3], [5, 6], [7]]
-    assert arrivals.batches("b") == [[2], [4]]
-
-
 def test_a_batch_that_brought_nothing_leaves_no_mark() -> None:
     chunk = KeyedChunk("step")
-    chunk.end_batch()
+    chunk.end_run((0, 0, 0, ""))
     add_id, add_value, key_id = chunk.slot("a")
     add_id(key_id)
     add_value("x")
-    chunk.end_batch()
-    chunk.end_batch()
+    chunk.end_run((0, 0, 0, ""))
+    chunk.end_run((0, 0, 0, ""))
     assert chunk.ends == [1]
 
 
@@ -57,5 +49,32 @@ def test_many_values_and_keys_survive_the_trip() -> None:
     arrivals.add(_chunk([items[i : i + 1000] for i in range(0, len(items), 1000)]))
     for key in arrivals.keys():
         assert arrivals.merged(key) == [v for k, v in items if k == key]
-    assert sum(len(b) for b in arrivals.batches("k7")) == len(arrivals.merged("k7"))
+    assert sum(len(per_key.get("k7", [])) for _, per_key in arrivals.by_tick()) == len(arrivals.merged("k7"))
 
+
+
+def _ordered_chunk(runs: List[Tuple[Any, List[Tuple[str, Any]]]]) -> bytes:
+    chunk = KeyedChunk("step")
+    slots: Dict[str, Any] = {}
+    for order, batch in runs:
+        for key, value in batch:
+            if key not in slots:
+                slots[key] = chunk.slot(key)
+            add_id, add_value, key_id = slots[key]
+            add_id(key_id)
+            add_value(value)
+        chunk.end_run(order)
+    return chunk.dumps()
+
+
+def test_ticks_come_in_order_across_chunks_each_with_its_values_by_key() -> None:
+    arrivals = Arrivals()
+    # Two partitions' pieces (ranks 1 and 0) arrive in no particular order.
+    arrivals.add(_ordered_chunk([((0, 0, 1, ""), [("b", "b0"), ("a", "a1")]), ((2, 0, 1, ""), [("a", "a3")])]))
+    arrivals.add(_ordered_chunk([((0, 0, 0, ""), [("a", "a0")]), ((1, 0, 0, ""), [("c", "c1"), ("c", "c2")])]))
+    assert arrivals.by_tick() == [
+        ((0, 0), {"a": ["a0", "a1"], "b": ["b0"]}),
+        ((1, 0), {"c": ["c1", "c2"]}),
+        ((2, 0), {"a": ["a3"]}),
+    ]
+    assert arrivals.merged("a") == ["a1", "a3", "a0"]  # merged keeps chunk order: for order-free logics only
