@@ -250,7 +250,7 @@ class SinkWriter:
             index = int(grp[1:].split("@", 1)[0])
             if grp.startswith("O"):
                 started = time.perf_counter()
-                self._outputs[index].write(items, grp.split("@", 1)[1])
+                self._outputs[index].write(items, grp.partition("@")[2])
                 written += len(items)
                 if self._meter is not None:
                     step_id = self._outputs[index].step_id
