@@ -172,11 +172,28 @@ class Measured:
     leftovers: int = 0
     peak_by_role: Dict[str, int] = field(default_factory=dict)
     cpu_by_role: Dict[str, float] = field(default_factory=dict)
+    first_output: Optional[float] = None
+    """Seconds from the start until the output file first held bytes (None: never seen)."""
+
+
+def _wait_watching(proc: "subprocess.Popen[bytes]", timeout: float, start: float, output: Optional[Path]) -> Optional[float]:
+    """Wait for `proc` (raising `TimeoutExpired` after `timeout`); when `output` first held bytes, in seconds from `start`."""
+    deadline = start + timeout
+    first: Optional[float] = None
+    while proc.poll() is None:
+        if first is None and output is not None and output.exists() and output.stat().st_size > 0:
+            first = time.perf_counter() - start
+        if time.perf_counter() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        time.sleep(0.02)
+    if first is None and output is not None and output.exists() and output.stat().st_size > 0:
+        first = time.perf_counter() - start
+    return first
 
 
 def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, interval: float,
-            pss_interval: float = 0.0) -> Measured:
-    """Run `cmd` in a new session; wall time to exit, peak tree RSS, tree CPU seconds."""
+            pss_interval: float = 0.0, output: Optional[Path] = None) -> Measured:
+    """Run `cmd` in a new session; wall time to exit (and to the first byte in `output`), peak tree RSS, tree CPU seconds."""
     load = os.getloadavg()[0]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
@@ -186,8 +203,10 @@ def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, 
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         sampler = TreeSampler(proc.pid, interval, pss_interval)
         sampler.start()
+        first: Optional[float] = None
         try:
-            rc: Optional[int] = proc.wait(timeout)
+            first = _wait_watching(proc, timeout, start, output)
+            rc: Optional[int] = proc.returncode
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -203,7 +222,7 @@ def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, 
     if leftovers:
         os.killpg(proc.pid, signal.SIGKILL)
     return Measured(wall, sampler.peak_rss, sampler.peak_pss, sampler.cpu_seconds, rc, load, len(leftovers),
-                    sampler.peak_by_role, sampler.cpu_by_role)
+                    sampler.peak_by_role, sampler.cpu_by_role, first)
 
 
 # --- outputs -----------------------------------------------------------------------------
@@ -327,6 +346,7 @@ class Result:
     extra: Dict[str, str] = field(default_factory=dict)
     peak_by_role: Dict[str, int] = field(default_factory=dict)
     cpu_by_role: Dict[str, float] = field(default_factory=dict)
+    first_output: Optional[float] = None
 
     @property
     def roles(self) -> str:
@@ -400,9 +420,9 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
     env.update(extra_env or {})
     print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events ...", end="", file=sys.stderr, flush=True)
     m = measure(command(flow, engine), env, work / f"{flow}-{size}{tag}-{engine}.log", args.timeout, args.sample,
-                args.pss_sample)
+                args.pss_sample, output if flow != "kafka" else None)
     result = Result(flow, engine, size, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc, peak_by_role=m.peak_by_role,
-                    cpu_by_role=m.cpu_by_role)
+                    cpu_by_role=m.cpu_by_role, first_output=m.first_output)
     if m.rc is None:
         result.note = f"timed out after {args.timeout:.0f} s"
     elif m.rc != 0:
@@ -519,12 +539,13 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
                             "CPU us/event"], cost_rows)]
     if fixed:
         frows = [[r.flow, r.engine, f"{r.events:,}", f"{r.wall:.1f}" if r.wall is not None else "-",
+                  f"{r.first_output:.1f}" if r.first_output is not None else "-",
                   f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
                   f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-", f"{r.cpu:.1f}" if r.cpu is not None else "-",
                   f"{r.load:.1f}" if r.load is not None else "-", r.same + (f" [{r.note}]" if r.note else "")]
                  for r in fixed]
-        out += ["", f"### Fixed cost: a cold run of a {args.fixed_cost_lines:,}-line flow (process start to exit)", "",
-                _fmt_table(["flow", "engine", "events", "wall s", "peak RSS MiB", "peak PSS MiB", "CPU s", "load",
+        out += ["", f"### Fixed cost: a cold run of a {args.fixed_cost_lines:,}-line flow (process start to exit, and to its first output)", "",
+                _fmt_table(["flow", "engine", "events", "wall s", "first output s", "peak RSS MiB", "peak PSS MiB", "CPU s", "load",
                             "same output as Bytewax"], frows)]
     if skipped:
         out += ["", *(f"- skipped: {s}" for s in skipped)]
