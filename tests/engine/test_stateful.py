@@ -1,0 +1,83 @@
+"""The stateful processor on its own, driven by PySpark's `TwsTester` (no streaming query).
+
+Rows are made as the source's fused pass makes them, fed to one bucket's
+group, and what the processor emits for the sink is taken back from the
+driver's stash, as the writer would.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator, List, Tuple
+
+import pytest
+from pyspark.sql import Row
+from pyspark.sql.streaming.tws_tester import TwsTester
+
+import flowspark.operators as op
+from flowspark.dataflow import Dataflow
+from flowspark.engine import chunks
+from flowspark.engine.driver_link import DriverServer
+from flowspark.engine.groups import Groups
+from flowspark.engine.plan import Plan, build_plan, for_workers
+from flowspark.engine.route import Collector, Router
+from flowspark.engine.sink_writer import OutputStash
+from flowspark.engine.stateful import LayerProcessor, unpacked
+from flowspark.testing import TestingSink, TestingSource
+
+
+@pytest.fixture
+def server() -> Iterator[DriverServer]:
+    running = DriverServer()
+    yield running
+    running.close()
+
+
+def _running_sums() -> Tuple[Plan, Groups]:
+    flow = Dataflow("sums")
+    keyed = op.input("inp", flow, TestingSource([]))
+    sums = op.stateful_map("sum", keyed, lambda state, v: ((state or 0) + v, (state or 0) + v))
+    op.output("out", sums, TestingSink([]))
+    plan = for_workers(build_plan(flow))
+    return plan, Groups.balanced(len(plan.stateful), 4)
+
+
+def _rows_for(plan: Plan, groups: Groups, items: List[Tuple[str, int]]) -> List[Tuple[str, List[Row]]]:
+    """The chunk rows the source's pass makes for `items`, by the bucket group they go to."""
+    out = Collector("000.00000.000")
+    Router(plan, groups).push(plan.inputs[0].config["downs"][0], items, out)
+    rows = [Row(grp=g, seq=s, kind=k, payload=p) for g, s, k, p in out.rows(itertools.count())]
+    return [(grp, list(group)) for grp, group in itertools.groupby(sorted(rows, key=lambda r: r.grp), key=lambda r: r.grp)]
+
+
+def _emitted(stash: OutputStash, rows: List[Row]) -> List[Any]:
+    items: List[Any] = []
+    for row in rows:
+        for part in chunks.item_parts(stash.take(row.payload)):
+            items.extend(part)
+    return items
+
+
+def test_a_bucket_keeps_each_keys_running_state_across_micro_batches(server: DriverServer) -> None:
+    plan, groups = _running_sums()
+    stash = OutputStash(server)
+    tester = TwsTester(LayerProcessor(plan, 1, groups, server.link), timeMode="ProcessingTime")
+    first = [("a", 1), ("b", 10), ("a", 2)]
+    emitted: List[Any] = []
+    for grp, rows in _rows_for(plan, groups, first):
+        emitted.extend(_emitted(stash, tester.test(grp, rows)))
+    assert sorted(emitted) == [("a", 1), ("a", 3), ("b", 10)]
+    emitted = []
+    for grp, rows in _rows_for(plan, groups, [("a", 5)]):
+        emitted.extend(_emitted(stash, tester.test(grp, rows)))
+        stored = tester.peekMapState("logic", grp)
+        snapshot, wake_up, _ = unpacked(stored[("a",)][0])
+        assert (snapshot, wake_up) == (8, None)
+    assert emitted == [("a", 8)]
+
+
+def test_a_bucket_row_for_another_layer_passes_through_unchanged(server: DriverServer) -> None:
+    plan, groups = _running_sums()
+    tester = TwsTester(LayerProcessor(plan, 1, groups, server.link), timeMode="ProcessingTime")
+    passing = Row(grp="O0@elsewhere", seq=7, kind=chunks.DATA, payload=b"opaque")
+    assert tester.test("O0@elsewhere", [passing]) == [passing]
