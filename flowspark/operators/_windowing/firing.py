@@ -272,13 +272,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         for window_id in window_ids:
             while window_id in absorbed_into:
                 window_id = absorbed_into[window_id]
-            logic = self._logics.get(window_id)
-            if logic is None:
-                logic = self._logics[window_id] = self._config.builder(None)
-                if isinstance(windower, SeededWindowerLogic):
-                    events.extend(self._seed(windower, window_id, logic))
-            events.extend(self._wrap(window_id, logic.on_value(value)))
-            events.extend(self._took_in(window_id, logic, value))
+            events.extend(self._take_into(windower, window_id, value))
         if isinstance(windower, SeededWindowerLogic):
             self._remember(windower, value, timestamp)
         return events

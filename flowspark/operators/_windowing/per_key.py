@@ -235,13 +235,7 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             else:
                 window_ids = windower.open_for(timestamp)
             for window_id in window_ids:
-                logic = self._logics.get(window_id)
-                if logic is None:
-                    logic = self._logics[window_id] = self._config.builder(None)
-                    if isinstance(windower, SeededWindowerLogic):
-                        events.extend(self._seed(windower, window_id, logic))
-                events.extend(self._wrap(window_id, logic.on_value(value)))
-                events.extend(self._took_in(window_id, logic, value))
+                events.extend(self._take_into(windower, window_id, value))
             if isinstance(windower, SeededWindowerLogic):
                 self._remember(windower, value, timestamp)
         return events
@@ -250,6 +244,18 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         """The remembered values in the span of `window_id`, in application order."""
         first, last = windower.span(window_id)
         return [value for value, timestamp in self._history if first <= timestamp <= last]
+
+    def _take_into(self, windower: Any, window_id: int, value: V) -> List[WindowEvent[V, W]]:
+        """Give `value` to window `window_id`'s logic, opening (and seeding) the window if it is new."""
+        events: List[WindowEvent[V, W]] = []
+        logic = self._logics.get(window_id)
+        if logic is None:
+            logic = self._logics[window_id] = self._config.builder(None)
+            if isinstance(windower, SeededWindowerLogic):
+                events.extend(self._seed(windower, window_id, logic))
+        events.extend(self._wrap(window_id, logic.on_value(value)))
+        events.extend(self._took_in(window_id, logic, value))
+        return events
 
     def _seed(
         self, windower: SeededWindowerLogic[Any], window_id: int, logic: WindowLogic[V, W, S]
