@@ -21,7 +21,6 @@ from typing import (
     Dict,
     Generic,
     List,
-    Optional,
     Tuple,
     TypeVar,
     cast,

@@ -11,7 +11,7 @@ the window closed and when it was emitted.
 
 import os
 from datetime import datetime, timedelta, timezone
-from typing import Optional, Tuple
+from typing import Tuple
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win

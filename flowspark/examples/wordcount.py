@@ -5,7 +5,7 @@ Run it with `python -m flowspark.run flowspark.examples.wordcount:flow`.
 
 import re
 from pathlib import Path
-from typing import List, Tuple
+from typing import List
 
 import flowspark.operators as op
 from flowspark.connectors.files import FileSource

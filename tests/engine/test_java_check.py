@@ -62,7 +62,7 @@ def test_old_java_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_old_java_in_java_home_wins_over_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _fake_java(tmp_path, 'openjdk version "11.0.2" 2019-01-15')
+    _fake_java(tmp_path, 'openjdk version "11.0.2" 2019-01-15')
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
     with pytest.raises(FlowsparkRuntimeError, match="is Java 11"):
         check_java()
