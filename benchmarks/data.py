@@ -1,6 +1,7 @@
-"""The benchmark input: `key,second,value` lines, generated once per size into a cache dir.
+"""The benchmark input: `key,second,value` lines, generated once per size and key count into a cache dir.
 
-200 keys (`k000`..`k199`), 50 events per second of event time, values
+200 keys by default (`k000`..`k199`; `--keys` gives other counts, with
+names as wide as the largest), 50 events per second of event time, values
 0..999.  About one line in ten is up to 5 s early relative to its
 neighbours (mild disorder, well inside the windowed flow's 30 s wait, so no
 item is late on any engine).  The same seed and size always give the same
@@ -20,25 +21,27 @@ SEED = 20240101
 CHUNK = 1_000_000
 
 
-def input_path(cache_dir: Path, size: int) -> Path:
-    return cache_dir / "inputs" / f"events-{size}.csv"
+def input_path(cache_dir: Path, size: int, keys: int = KEYS) -> Path:
+    suffix = "" if keys == KEYS else f"-{keys}keys"
+    return cache_dir / "inputs" / f"events-{size}{suffix}.csv"
 
 
-def ensure_input(cache_dir: Path, size: int) -> Path:
-    """The input file of `size` lines, written on first use."""
-    path = input_path(cache_dir, size)
+def ensure_input(cache_dir: Path, size: int, keys: int = KEYS) -> Path:
+    """The input file of `size` lines over `keys` keys, written on first use."""
+    path = input_path(cache_dir, size, keys)
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(SEED)
+    width = max(3, len(str(keys - 1)))
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     with open(tmp, "w") as f:
         for start in range(0, size, CHUNK):
             n = min(CHUNK, size - start)
-            keys = rng.integers(0, KEYS, n)
+            drawn = rng.integers(0, keys, n)
             early = np.where(rng.random(n) < 0.1, rng.integers(1, 6, n), 0)
             seconds = (np.arange(start, start + n) // EVENTS_PER_SECOND) + 5 - early
             values = rng.integers(0, 1000, n)
-            f.write("".join(f"k{k:03d},{s},{v}\n" for k, s, v in zip(keys.tolist(), seconds.tolist(), values.tolist())))
+            f.write("".join(f"k{k:0{width}d},{s},{v}\n" for k, s, v in zip(drawn.tolist(), seconds.tolist(), values.tolist())))
     tmp.replace(path)
     return path

@@ -62,10 +62,22 @@ def running_count(lines: Iterable[str]) -> Iterator[str]:
         yield flow.fmt((key, out))[1]
 
 
+def user_totals(lines: Iterable[str]) -> Iterator[str]:
+    from benchmarks.flows import user_totals as flow
+
+    seen: Dict[str, Tuple[int, int]] = {}
+    for line in lines:
+        key, value = flow.keyed(line)
+        seen[key], now = flow.totals(seen.get(key), value)
+        if flow.tenth((key, now)):
+            yield flow.fmt((key, now))[1]
+
+
 FLOWS: Dict[str, Callable[[Iterable[str]], Iterator[str]]] = {
     "windowed": windowed,
     "stateless": stateless,
     "running_count": running_count,
+    "user_totals": user_totals,
 }
 
 

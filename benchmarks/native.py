@@ -33,6 +33,15 @@ QUERIES = {
                          CAST(row_number() OVER (PARTITION BY key ORDER BY pos) AS STRING))
         FROM (SELECT *, monotonically_increasing_id() AS pos FROM events)
     """,
+    # stateful_map running count and sum per key; every 10th count written.
+    "user_totals": """
+        SELECT concat_ws(',', key, CAST(n AS STRING), CAST(total AS STRING))
+        FROM (SELECT key,
+                     row_number() OVER (PARTITION BY key ORDER BY pos) AS n,
+                     sum(value) OVER (PARTITION BY key ORDER BY pos ROWS UNBOUNDED PRECEDING) AS total
+              FROM (SELECT *, monotonically_increasing_id() AS pos FROM events))
+        WHERE n % 10 = 0
+    """,
 }
 
 

@@ -30,12 +30,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from benchmarks.data import ensure_input
+from benchmarks.data import KEYS, ensure_input
 
 ROOT = Path(__file__).resolve().parent.parent
-FLOWS = ("windowed", "stateless", "running_count", "kafka")
+FLOWS = ("windowed", "stateless", "running_count", "user_totals", "kafka")
 ENGINES = ("bytewax", "flowspark", "spark", "python")
-NATIVE = {"windowed", "stateless", "running_count"}  # flows with a Spark SQL equivalent and a Python floor
+NATIVE = {"windowed", "stateless", "running_count", "user_totals"}  # flows with a Spark SQL equivalent and a Python floor
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -334,6 +334,7 @@ class Result:
     flow: str
     engine: str
     events: int
+    keys: int = KEYS
     wall: Optional[float] = None
     peak_rss: Optional[int] = None
     peak_pss: Optional[int] = None
@@ -365,18 +366,24 @@ class Result:
         return self.wall is not None and self.rc == 0
 
 
-def command(flow: str, engine: str) -> List[str]:
+def command(flow: str, engine: str, max_batch_items: Optional[int] = None) -> List[str]:
     if engine == "spark":
         return [sys.executable, "-m", "benchmarks.native", flow]
     if engine == "python":
         return [sys.executable, "-m", "benchmarks.floor", flow]
     module = "kafka_noop" if flow == "kafka" else flow
-    return [sys.executable, "-m", f"{engine}.run", f"benchmarks.flows.{module}:flow"]
+    batches = ["--max-batch-items", str(max_batch_items)] if engine == "flowspark" and max_batch_items else []
+    return [sys.executable, "-m", f"{engine}.run", f"benchmarks.flows.{module}:flow", *batches]
 
 
-def output_path(args: argparse.Namespace, flow: str, engine: str, size: int, tag: str = "") -> Path:
+def case_tag(size: int, keys: int) -> str:
+    """A run's size, and its key count when not the default, as file names and reference digests carry it."""
+    return f"{size}" if keys == KEYS else f"{size}-{keys}keys"
+
+
+def output_path(args: argparse.Namespace, flow: str, engine: str, size: int, tag: str = "", keys: int = KEYS) -> Path:
     cache: Path = args.cache_dir
-    return cache / "runs" / f"{flow}-{size}{tag}-{engine}.out"
+    return cache / "runs" / f"{flow}-{case_tag(size, keys)}{tag}-{engine}.out"
 
 
 def _remove(path: Path) -> None:
@@ -402,11 +409,12 @@ def write_diff(ours: Path, reference: Path, limit: int = 20) -> Path:
 
 
 def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_file: Path,
-            refs: Dict[Tuple[str, int], Tuple[str, int]],
-            extra_env: Optional[Dict[str, str]] = None, tag: str = "") -> Result:
+            refs: Dict[Tuple[str, str], Tuple[str, int]],
+            extra_env: Optional[Dict[str, str]] = None, tag: str = "", keys: int = KEYS) -> Result:
     """One measured run; compares its output with Bytewax's (from `refs`) and leaves it on disk."""
     work = args.cache_dir / "runs"
-    output = output_path(args, flow, engine, size, tag)
+    case = case_tag(size, keys)
+    output = output_path(args, flow, engine, size, tag, keys)
     _remove(output)
     _remove(output.parent / (output.name + ".diff.txt"))
     env = dict(os.environ)
@@ -418,15 +426,16 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
         env["FLOWBENCH_ENGINE"] = "bytewax"  # the floor imports the flow modules for their functions only
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra_env or {})
-    print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events ...", end="", file=sys.stderr, flush=True)
-    m = measure(command(flow, engine), env, work / f"{flow}-{size}{tag}-{engine}.log", args.timeout, args.sample,
-                args.pss_sample, output if flow != "kafka" else None)
-    result = Result(flow, engine, size, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc, peak_by_role=m.peak_by_role,
+    print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events {keys:>9,} keys ...", end="",
+          file=sys.stderr, flush=True)
+    m = measure(command(flow, engine, args.max_batch_items), env, work / f"{flow}-{case}{tag}-{engine}.log", args.timeout,
+                args.sample, args.pss_sample, output if flow != "kafka" else None)
+    result = Result(flow, engine, size, keys, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc, peak_by_role=m.peak_by_role,
                     cpu_by_role=m.cpu_by_role, first_output=m.first_output)
     if m.rc is None:
         result.note = f"timed out after {args.timeout:.0f} s"
     elif m.rc != 0:
-        result.note = f"exit code {m.rc}, see {work.name}/{flow}-{size}{tag}-{engine}.log"
+        result.note = f"exit code {m.rc}, see {work.name}/{flow}-{case}{tag}-{engine}.log"
     if m.leftovers:
         result.note = (result.note + "; " if result.note else "") + f"{m.leftovers} processes outlived the driver"
     if not result.ok:
@@ -440,7 +449,7 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
         result.same = "count ok" if total == size else f"NO: {total:,} messages"
     else:
         result.extra["digest"], result.lines = digest(output)
-        ref = refs.get((flow, size))
+        ref = refs.get((flow, case))
         if engine == "bytewax":
             result.same = "(reference)"
         elif ref is None:
@@ -449,7 +458,7 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
             result.same = "yes"
         else:
             result.same = f"NO ({result.lines:,} lines vs {ref[1]:,})"
-            reference = output_path(args, flow, "bytewax", size, tag)
+            reference = output_path(args, flow, "bytewax", size, tag, keys)
             result.extra["kept"] = str(output)
             if reference.exists():
                 result.note = f"see {write_diff(output, reference).relative_to(args.cache_dir)}"
@@ -466,18 +475,19 @@ def tidy(args: argparse.Namespace, group: List[Result], tag: str = "") -> None:
     for r in group:
         if "kept" in r.extra or (mismatch and r.engine == "bytewax"):
             continue
-        _remove(output_path(args, r.flow, r.engine, r.events, tag))
+        _remove(output_path(args, r.flow, r.engine, r.events, tag, r.keys))
 
 
-def load_refs(path: Path) -> Dict[Tuple[str, int], Tuple[str, int]]:
+def load_refs(path: Path) -> Dict[Tuple[str, str], Tuple[str, int]]:
+    """Bytewax's output digests, by flow and case (`case_tag`)."""
     if not path.exists():
         return {}
     raw = json.loads(path.read_text())
-    return {(k.split("@")[0], int(k.split("@")[1])): (str(v[0]), int(v[1])) for k, v in raw.items()}
+    return {(k.split("@")[0], k.split("@")[1]): (str(v[0]), int(v[1])) for k, v in raw.items()}
 
 
-def save_refs(path: Path, refs: Dict[Tuple[str, int], Tuple[str, int]]) -> None:
-    path.write_text(json.dumps({f"{f}@{n}": list(v) for (f, n), v in sorted(refs.items())}, indent=1))
+def save_refs(path: Path, refs: Dict[Tuple[str, str], Tuple[str, int]]) -> None:
+    path.write_text(json.dumps({f"{f}@{case}": list(v) for (f, case), v in sorted(refs.items())}, indent=1))
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -493,13 +503,16 @@ def _fmt_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def report(results: List[Result], fixed: List[Result], skipped: List[str], args: argparse.Namespace) -> str:
-    walls: Dict[Tuple[str, str, int], float] = {(r.flow, r.engine, r.events): r.wall for r in results
-                                                 if r.ok and r.wall is not None}
+    walls: Dict[Tuple[str, str, int, int], float] = {(r.flow, r.engine, r.events, r.keys): r.wall for r in results
+                                                      if r.ok and r.wall is not None}
+    cpus: Dict[Tuple[str, str, int, int], float] = {(r.flow, r.engine, r.events, r.keys): r.cpu for r in results
+                                                     if r.ok and r.cpu is not None}
     rows = []
     for r in results:
-        bw = walls.get((r.flow, "bytewax", r.events))
+        bw = walls.get((r.flow, "bytewax", r.events, r.keys))
+        bw_cpu = cpus.get((r.flow, "bytewax", r.events, r.keys))
         rows.append([
-            r.flow, r.engine, f"{r.events:,}",
+            r.flow, r.engine, f"{r.events:,}", f"{r.keys:,}",
             f"{r.wall:.1f}" if r.wall is not None else "-",
             f"{r.events / r.wall:,.0f}" if r.ok and r.wall else "-",
             f"{r.wall / bw:.2f}" if r.ok and r.wall is not None and bw else "-",
@@ -507,35 +520,37 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
             f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-",
             r.roles,
             f"{r.cpu:.1f}" if r.cpu is not None else "-",
+            f"{r.cpu / bw_cpu:.2f}" if r.ok and r.cpu is not None and bw_cpu else "-",
             r.cpu_roles,
             f"{r.load:.1f}" if r.load is not None else "-",
             r.same + (f" [{r.note}]" if r.note else ""),
         ])
+    batches = f"; flowspark --max-batch-items {args.max_batch_items:,}" if args.max_batch_items else ""
     out = [
-        f"### Throughput (sizes {', '.join(f'{n:,}' for n in args.sizes)}; {time.strftime('%Y-%m-%d %H:%M')}, "
-        f"{os.cpu_count()} cores)",
+        f"### Throughput (sizes {', '.join(f'{n:,}' for n in args.sizes)}; keys {', '.join(f'{k:,}' for k in args.keys)}"
+        f"{batches}; {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores)",
         "",
-        _fmt_table(["flow", "engine", "events", "wall s", "events/s", "vs Bytewax", "peak RSS MiB", "peak PSS MiB",
-                    "driver / JVM / worker MiB", "CPU s", "driver / JVM / worker CPU s", "load",
+        _fmt_table(["flow", "engine", "events", "keys", "wall s", "events/s", "vs Bytewax", "peak RSS MiB", "peak PSS MiB",
+                    "driver / JVM / worker MiB", "CPU s", "CPU vs Bytewax", "driver / JVM / worker CPU s", "load",
                     "same output as Bytewax"], rows),
     ]
     # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
-    cpus: Dict[Tuple[str, str, int], float] = {(r.flow, r.engine, r.events): r.cpu for r in results
-                                                if r.ok and r.cpu is not None}
     cost_rows = []
     for flow in args.flows:
-        for engine in args.engines:
-            sizes = sorted(n for (f, e, n) in walls if f == flow and e == engine)
-            if len(sizes) < 2:
-                continue
-            a, b = (1_000_000, 10_000_000) if {1_000_000, 10_000_000} <= set(sizes) else (sizes[-2], sizes[-1])
-            cost = (walls[(flow, engine, b)] - walls[(flow, engine, a)]) / (b - a)
-            cpu_cost = (cpus[(flow, engine, b)] - cpus[(flow, engine, a)]) / (b - a)
-            cost_rows.append([flow, engine, f"{a:,} -> {b:,}", f"{cost * 1e6:.2f}",
-                              f"{walls[(flow, engine, a)] - cost * a:.1f}", f"{cpu_cost * 1e6:.2f}"])
+        for keys in args.keys:
+            for engine in args.engines:
+                sizes = sorted(n for (f, e, n, k) in walls if f == flow and e == engine and k == keys)
+                if len(sizes) < 2:
+                    continue
+                a, b = (1_000_000, 10_000_000) if {1_000_000, 10_000_000} <= set(sizes) else (sizes[-2], sizes[-1])
+                wa, wb = walls[(flow, engine, a, keys)], walls[(flow, engine, b, keys)]
+                cost = (wb - wa) / (b - a)
+                cpu_cost = (cpus[(flow, engine, b, keys)] - cpus[(flow, engine, a, keys)]) / (b - a)
+                cost_rows.append([flow, engine, f"{keys:,}", f"{a:,} -> {b:,}", f"{cost * 1e6:.2f}",
+                                  f"{wa - cost * a:.1f}", f"{cpu_cost * 1e6:.2f}"])
     if cost_rows:
         out += ["", "### Per-event cost: (wall(b) - wall(a)) / (b - a)", "",
-                _fmt_table(["flow", "engine", "sizes a -> b", "us/event (wall)", "fixed s (wall(a) - a x cost)",
+                _fmt_table(["flow", "engine", "keys", "sizes a -> b", "us/event (wall)", "fixed s (wall(a) - a x cost)",
                             "CPU us/event"], cost_rows)]
     if fixed:
         frows = [[r.flow, r.engine, f"{r.events:,}", f"{r.wall:.1f}" if r.wall is not None else "-",
@@ -575,6 +590,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                              "python = the flow's own functions in a plain loop, see benchmarks/floor.py)")
     parser.add_argument("--fixed-cost-lines", type=int, default=1000,
                         help="lines of the cold-run fixed-cost measurement (windowed flow); 0 skips it")
+    parser.add_argument("--keys", type=_csv(int), default=[KEYS],
+                        help=f"comma-separated key counts of the input (default {KEYS}); each size runs with each")
+    parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
+                        help="pass `--max-batch-items N` to flowspark's runs (smaller micro-batches, as a streaming source gives)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed (default 1800)")
     parser.add_argument("--sample", type=float, default=0.1, help="seconds between RSS samples (default 0.1)")
     parser.add_argument("--pss-sample", type=float, default=1.0,
@@ -605,7 +624,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def record(r: Result) -> Result:
         if r.engine == "bytewax" and r.ok and "digest" in r.extra:
-            refs[(r.flow, r.events)] = (r.extra["digest"], r.lines or 0)
+            refs[(r.flow, case_tag(r.events, r.keys))] = (r.extra["digest"], r.lines or 0)
             save_refs(refs_path, refs)
         return r
 
@@ -623,8 +642,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for flow in args.flows:
         if flow == "kafka" and tansu is None:
             continue
-        for size in args.sizes:
-            input_file = ensure_input(args.cache_dir, size)
+        for keys, size in ((k, n) for k in args.keys for n in args.sizes):
+            input_file = ensure_input(args.cache_dir, size, keys)
             broker = KafkaBroker(tansu, input_file) if flow == "kafka" and tansu else None
             group: List[Result] = []
             try:
@@ -636,7 +655,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         skipped.append(f"{flow} flow's Python floor: its work is the broker client's, not user functions")
                         continue
                     kafka_env = {"FLOWBENCH_KAFKA_BROKERS": broker.address, "FLOWBENCH_KAFKA_TOPIC": broker.TOPIC} if broker else None
-                    group.append(record(run_one(args, flow, engine, size, input_file, refs, kafka_env)))
+                    group.append(record(run_one(args, flow, engine, size, input_file, refs, kafka_env, keys=keys)))
             finally:
                 if broker is not None:
                     broker.close()

@@ -61,8 +61,14 @@ class StandaloneCluster:
         ))
 
     def start(self) -> None:
+        """Start the master, and the workers once the master's page answers.
+
+        A worker's UI takes any free port: started together, it could take
+        the one picked for the master's page before the master binds it.
+        """
         self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        self._wait_for_master()
         for i in range(self.workers):
             work_dir = self.root / f"worker{i}"
             work_dir.mkdir()
@@ -75,6 +81,18 @@ class StandaloneCluster:
         """The master's JSON status page (workers, apps)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as page:
             return json.load(page)  # type: ignore[no-any-return]
+
+    def _wait_for_master(self, timeout: float = REGISTER_TIMEOUT) -> None:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self._procs[0].poll() is not None:
+                raise RuntimeError(f"the master ended with {self._procs[0].returncode}; logs in {self.root}")
+            try:
+                self.status()
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"the master's page did not answer in {timeout:.0f} s; logs in {self.root}")
 
     def wait_for_workers(self, timeout: float = REGISTER_TIMEOUT) -> float:
         """Block until every worker registered with the master; return the seconds it took."""

@@ -36,7 +36,7 @@ def _pushed(batches: List[List[int]]) -> Dict[Tuple[Count, str], int]:
     plan = build_plan(flow)
     readings: List[Reading] = []
     meter = Meter(readings.append)
-    router = Router(plan, Groups.plain(0, 1), meter)
+    router = Router(plan, Groups.balanced(0, 1), meter)
     for batch in batches:
         router.push(plan.inputs[0].config["downs"][0], batch, Collector("000.00000.000"))
     meter.flush()

@@ -13,8 +13,7 @@ congruent to the bucket modulo `BALANCED_MODULUS`: for every parallelism
 that divides it (1-8, 10, 12, 14, 15, 16, ...), bucket `b` lands in
 partition `b mod P`, as evenly as the bucket count allows.  A group's name
 is part of the state Spark keeps for it, so the names are recorded in the
-recovery directory and a resumed run uses the recorded ones (directories
-written before balanced names keep plain ones).
+recovery directory and a resumed run uses the recorded ones.
 """
 
 from __future__ import annotations
@@ -44,11 +43,6 @@ class Groups:
 
     buckets: int
     names: List[List[str]]
-
-    @classmethod
-    def plain(cls, steps: int, buckets: int) -> Groups:
-        """`S<step>/<bucket>`: the names of recovery directories from before balanced names."""
-        return cls(buckets, [[f"S{step}/{bucket}" for bucket in range(buckets)] for step in range(steps)])
 
     @classmethod
     def balanced(cls, steps: int, buckets: int) -> Groups:

@@ -1,8 +1,8 @@
 """Read what a recovery directory holds, with Spark's state data source.
 
-Spark's `statestore` reader gives every entry of the `logic` map state of
-each `transformWithState` operator: the bucket group, the user's key and the
-pickled snapshot.  The group names the stateful step (`S<index>/<bucket>`),
+Spark's `statestore` reader gives every entry of the `slots` map state of
+each `transformWithState` operator: the bucket group and the stored values
+of a slot's keys.  The group names the stateful step (`S<index>/<bucket>`),
 and `flowspark-meta.json` maps that index to the step id.
 """
 
@@ -18,6 +18,7 @@ from flowspark.engine.groups import step_of
 from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
 from flowspark.engine.sink_writer import LEDGER, read_ledger
+from flowspark.engine.slots import decoded
 from flowspark.engine.stateful import unpacked
 
 
@@ -65,9 +66,10 @@ def _entries(directory: str) -> List[Any]:
         for operator in sorted(n for n in os.listdir(state) if n.isdigit()):
             frame = (
                 spark.read.format("statestore").option("path", readable).option("operatorId", int(operator))
-                .option("stateVarName", "logic").load()
+                .option("stateVarName", "slots").load()
             )
-            rows.extend((r.key.grp, r.user_map_key.key, r.user_map_value.snap) for r in frame.collect())
+            for r in frame.collect():
+                rows.extend((r.key.grp, key, stored) for key, stored in decoded(r.user_map_value.entries).items())
     return rows
 
 

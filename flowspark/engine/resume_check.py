@@ -24,6 +24,8 @@ from flowspark.errors import FlowsparkRuntimeError
 
 META = "flowspark-meta.json"
 DEFAULT_BUCKETS = 16
+STATE_LAYOUT = 2
+"""How stateful steps store their keys (`engine.slots`): recorded, so that a directory of another layout is refused, not misread."""
 
 
 def describe(value: Any, depth: int = 0) -> Any:
@@ -88,7 +90,8 @@ def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> Group
     if not os.path.exists(path):
         private_dir(directory)
         groups = Groups.balanced(len(plan.stateful), DEFAULT_BUCKETS)
-        meta = {"flow": plan.flow_id, "buckets": groups.buckets, "groups": groups.names, "shape": current}
+        meta = {"flow": plan.flow_id, "buckets": groups.buckets, "groups": groups.names, "shape": current,
+                "state_layout": STATE_LAYOUT}
         write_private(path, json.dumps(meta, indent=1).encode())
         return groups
     try:
@@ -104,6 +107,12 @@ def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> Group
             f"{listing}. Resume with the flow that wrote it, or start with an empty recovery directory."
         )
         raise FlowsparkRuntimeError(msg)
+    if plan.stateful and recorded.get("state_layout") != STATE_LAYOUT:
+        msg = (
+            f"recovery directory {directory!r} was written by an earlier flowspark, which stored the keys of stateful "
+            "steps in another layout; finish its run with that version, or start with an empty recovery directory."
+        )
+        raise FlowsparkRuntimeError(msg)
     if "groups" in recorded:
         return Groups(int(recorded["buckets"]), recorded["groups"])
-    return Groups.plain(len(plan.stateful), int(recorded["buckets"]))
+    return Groups.balanced(len(plan.stateful), int(recorded["buckets"]))

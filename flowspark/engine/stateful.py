@@ -4,11 +4,10 @@ One processor serves one *layer* of stateful steps.  Spark groups rows by
 `grp`; a stateful step's group is one bucket of its keys (`groups`),
 so the shuffle and the state operator see a few hundred chunk rows per
 micro-batch whatever the number of items or keys.  Inside a bucket each
-key's logic snapshot is one entry of a map state (so the state store holds
-one pickled snapshot per key, as Bytewax's recovery store does), and each
-key's `notify_at` is one entry of a second map state backed by
-processing-time timers.  Rows bound for later layers, outputs or the driver
-pass through unchanged.
+key's pickled logic snapshot and `notify_at` are stored together, in slots
+of many keys each (`slots`), and Spark's processing-time timers wake the
+bucket when a slot's earliest wake-up is due.  Rows bound for later layers,
+outputs or the driver pass through unchanged.
 
 A bucket's micro-batch is handled tick by tick (`order`), as one Bytewax
 worker's activations would handle it: each key's values of a round in one
@@ -33,7 +32,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from flowspark.engine import chunks
+from flowspark.engine import chunks, slots
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, guarded, reported_to
@@ -67,44 +66,27 @@ def _epoch_ms(at: datetime, step_id: str, key: str) -> int:
     return int(at.timestamp() * 1000)
 
 
-_WAKE = b"FSW"
-"""Prefix of a stored snapshot that also carries its key's wake-up (those stored before did not)."""
-
-_NO_WAKE = -1
-
-
-def packed(snapshot: bytes, at_ms: Optional[int]) -> bytes:
-    """A key's stored value: its wake-up (so reading the key reads both) and its pickled snapshot."""
-    return _WAKE + (_NO_WAKE if at_ms is None else at_ms).to_bytes(8, "little", signed=True) + snapshot
-
-
-def unpacked(stored: bytes) -> Tuple[Any, Optional[int], bool]:
-    """A key's stored value as `(snapshot, wake-up in epoch ms or None, whether the wake-up was stored with it)`."""
-    if not stored.startswith(_WAKE):
-        return chunks.loads(stored), None, False
-    at = int.from_bytes(stored[3:11], "little", signed=True)
-    return chunks.loads(stored[11:]), None if at == _NO_WAKE else at, True
+def unpacked(stored: bytes) -> Tuple[Any, Optional[int]]:
+    """A key's stored value as `(snapshot, wake-up in epoch ms or None)`."""
+    return chunks.loads(slots.snapshot_bytes(stored)), slots.wake_of(stored)
 
 
 class _Bucket:
     """The live logics of one bucket of keys during one handler call.
 
-    Each state store call is a round trip to the JVM, so a key costs at
-    most one read (its snapshot and wake-up together) and one write per
-    call.  The end of input reads the whole bucket in one scan, as every
-    key's `on_eof` needs its snapshot; a snapshot (with its wake-up) that
-    pickles to the bytes already stored is not written again; the map of
-    wake-ups that Spark's timers walk is written only when a key's wake-up
-    changes.
+    Their snapshots and wake-ups are read from and written to the bucket's
+    `SlottedState`: a key is read at most once per call, the end of input
+    reads the whole bucket in one scan (every key's `on_eof` needs its
+    snapshot), and a snapshot (with its wake-up) that pickles to the bytes
+    already stored is not written again.
     """
 
-    def __init__(self, step_id: str, builder: Callable[[Any], Any], logic_state: Any, notify_state: Any,
+    def __init__(self, step_id: str, builder: Callable[[Any], Any], state: slots.SlottedState,
                  meter: Optional[Meter] = None) -> None:
         self.step_id = step_id
         self._meter = meter
         self._builder = builder
-        self._logic_state = logic_state
-        self._notify_state = notify_state
+        self._state = state
         self._live: Dict[str, Any] = {}
         self._resume: Dict[str, Any] = {}
         self._stored: Dict[str, bytes] = {}
@@ -113,22 +95,18 @@ class _Bucket:
         self._wake_at: Dict[str, Optional[int]] = {}
 
     def _load(self, key: str) -> None:
-        """Read `key`'s snapshot (and, if stored with it, its wake-up), once per call."""
-        if key in self._resume:
-            return
-        stored = self._logic_state.getValue((key,))
-        self._loaded(key, None if stored is None else stored[0])
+        """Read `key`'s snapshot and wake-up, once per call."""
+        if key not in self._resume:
+            self._loaded(key, self._state.get(key))
 
     def _loaded(self, key: str, stored: Optional[bytes]) -> None:
         """Keep what was read for `key`: the bytes (to spot an unchanged snapshot), the snapshot and its wake-up."""
         if stored is None:
             self._resume[key] = None
-            self._wake_at.setdefault(key, None)  # no snapshot, no wake-up
+            self._wake_at[key] = None
             return
         self._stored[key] = stored
-        self._resume[key], at, with_wake = unpacked(stored)
-        if with_wake:
-            self._wake_at.setdefault(key, at)
+        self._resume[key], self._wake_at[key] = unpacked(stored)
 
     def logic(self, key: str) -> Any:
         if key in self._live and self._live[key] is not None:
@@ -164,16 +142,9 @@ class _Bucket:
         if key in self._checked:
             return False
         self._checked.add(key)
-        at = self._stored_wake_at(key)
-        return at is not None and at <= now_ms
-
-    def _stored_wake_at(self, key: str) -> Optional[int]:
-        """`key`'s stored wake-up in epoch ms: from its snapshot, or (stored before those held it) its own entry."""
         self._load(key)
-        if key not in self._wake_at:
-            stored = self._notify_state.getValue((key,))
-            self._wake_at[key] = None if stored is None else stored[0]
-        return self._wake_at[key]
+        at = self._wake_at[key]
+        return at is not None and at <= now_ms
 
     def asks_wake_at(self, key: str) -> Optional[int]:
         """When `key`'s live logic asks to be woken now, in epoch ms; None for never (or no live logic)."""
@@ -186,7 +157,7 @@ class _Bucket:
     def stored_keys(self) -> List[str]:
         """Every key with a logic now, in order; their snapshots are read in the same single scan."""
         keys: Set[str] = set()
-        for (key,), (stored,) in self._logic_state.iterator():
+        for key, stored in self._state.items():
             keys.add(key)
             if key not in self._resume:
                 self._loaded(key, stored)
@@ -194,13 +165,16 @@ class _Bucket:
         keys.difference_update(k for k, v in self._live.items() if v is None)
         return sorted(keys)
 
+    def keys_by_slot(self) -> Iterator[List[str]]:
+        """The bucket's keys, one slot's (sorted) at a time; each slot is read only when its turn comes."""
+        for slot in self._state.slot_ids():
+            entries = self._state.entries_of(slot)
+            for key, stored in entries.items():
+                self._loaded(key, stored)
+            yield sorted(entries)
+
     def due_keys(self, now_ms: int) -> List[str]:
-        due = []
-        for (key,), (at,) in self._notify_state.iterator():
-            self._wake_at[key] = at
-            if at <= now_ms:
-                due.append(key)
-        return sorted(due)
+        return self._state.due(now_ms)
 
     def persist(self, handle: StatefulProcessorHandle, now_ms: int) -> None:
         """Store the snapshot and next wake-up of every key that ran.
@@ -208,18 +182,12 @@ class _Bucket:
         A wake-up at or before `now_ms` (the batch's time) means "as soon as
         possible", which Bytewax serves at the key's next activation: here,
         the next micro-batch.  Storing it as `now_ms + 1` keeps Spark from
-        calling the key again within this batch for every timer of its
-        bucket, and gives every such key of the bucket one shared timer.
+        calling the bucket again within this batch.
         """
-        registered: Set[int] = set()
         for key in self._touched:
-            stored_at = self._stored_wake_at(key)
             logic = self._live[key]
             if logic is None:
-                self._logic_state.removeKey((key,))
-                if stored_at is not None:
-                    self._notify_state.removeKey((key,))
-                self._wake_at[key] = None
+                self._state.put(key, None)
                 continue
             snap = guarded(self.step_id, "snapshot", logic.snapshot, key=key)
             started = time.perf_counter()
@@ -227,19 +195,20 @@ class _Bucket:
             if self._meter is not None:
                 self._meter.time(Timing.NOTIFY_AT, self.step_id, time.perf_counter() - started)
             at_ms = None if at is None else max(_epoch_ms(at, self.step_id, key), now_ms + 1)
-            value = packed(chunks.dumps(snap), at_ms)
+            value = slots.packed(chunks.dumps(snap), at_ms)
             if value != self._stored.get(key):
-                self._logic_state.updateValue((key,), (value,))
-            if at_ms == stored_at:
-                continue
-            self._wake_at[key] = at_ms
-            if at_ms is None:
-                self._notify_state.removeKey((key,))
-                continue
-            self._notify_state.updateValue((key,), (at_ms,))
-            if at_ms not in registered:
-                handle.registerTimer(at_ms)
-                registered.add(at_ms)
+                self._state.put(key, value)
+        self._state.save(handle.registerTimer)
+        self._forget()
+
+    def _forget(self) -> None:
+        """Let go of every key handled so far: each is saved, and a discarded key is not built again."""
+        discarded = {key for key, logic in self._live.items() if logic is None}
+        self._live = dict.fromkeys(discarded)
+        for known in (self._resume, self._stored, self._wake_at):
+            known.clear()
+        self._resume.update(dict.fromkeys(discarded))
+        self._touched.clear()
 
 
 class LayerProcessor(StatefulProcessor):
@@ -258,8 +227,9 @@ class LayerProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         freeze_start_up_objects()
         self._handle = handle
-        self._logics = handle.getMapState("logic", "key string", "snap binary")
-        self._notify = handle.getMapState("notify", "key string", "at long")
+        self._layout = handle.getValueState("layout", "slots int, keys long")
+        self._slots = handle.getMapState("slots", "slot int", "entries binary")
+        self._wakes = handle.getMapState("wakes", "slot int", "at long")
         self._meter = Meter(self._report) if self._metered else None
         self._router = Router(self._plan, self._groups, self._meter)
 
@@ -298,13 +268,32 @@ class LayerProcessor(StatefulProcessor):
             self._merged(step, bucket, keys, arrivals, out)
         else:
             self._by_rounds(step, bucket, arrivals, out)
+        aborted = any(kind == chunks.ABORT for _, kind, _ in ordered)
         if any(kind == chunks.EOF for _, kind, _ in ordered):
-            self._calls(step, bucket, bucket.stored_keys(), "on_eof", (EOF_ROUND, self._batch_phase), out)
-        if any(kind == chunks.ABORT for _, kind, _ in ordered):
+            self._end_of_input(step, bucket, out, now_ms, saving=not aborted)
+        if aborted:
             # As in Bytewax, the epoch an abort cut short is not kept: a
             # resumed run reads its input again from the state before it.
             return self._rows(out)
         return self._finish(bucket, out, now_ms)
+
+    def _end_of_input(self, step: int, bucket: _Bucket, out: Collector, now_ms: int, saving: bool) -> None:
+        """Call `on_eof` for every key of the bucket.
+
+        Keeping one worker's order means sorted keys across the bucket.
+        Otherwise the bucket goes slot by slot, each slot's keys saved and
+        let go before the next is read, so that the end of input needs no
+        more memory than one slot's keys.  A micro-batch that an abort cut
+        short saves nothing, so it takes the first way.
+        """
+        tick = (EOF_ROUND, self._batch_phase)
+        if self._plan.ordered or not saving:
+            self._calls(step, bucket, bucket.stored_keys(), "on_eof", tick, out)
+            return
+        bucket.persist(self._handle, now_ms)
+        for keys in bucket.keys_by_slot():
+            self._calls(step, bucket, keys, "on_eof", tick, out)
+            bucket.persist(self._handle, now_ms)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
         grp = key[0]
@@ -319,7 +308,8 @@ class LayerProcessor(StatefulProcessor):
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
-        bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify, self._meter)
+        state = slots.SlottedState(self._layout, self._slots, self._wakes)
+        bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], state, self._meter)
         return bucket, Collector(grp, self._link, self._plan.ordered)
 
     def _merged(self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector) -> None:

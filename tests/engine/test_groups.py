@@ -30,7 +30,6 @@ def test_balanced_names_land_in_bucket_mod_p_by_sparks_own_partitioning(partitio
 def test_names_are_stable_and_name_their_step() -> None:
     assert Groups.balanced(3, 16) == Groups.balanced(3, 16)
     assert [step_of(n) for n in Groups.balanced(3, 16).names[2]] == [2] * 16
-    assert Groups.plain(1, 4).names == [["S0/0", "S0/1", "S0/2", "S0/3"]]
     assert step_of("S11/3") == 11
 
 

@@ -22,6 +22,7 @@ from flowspark.engine.groups import Groups
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.route import Collector, Router
 from flowspark.engine.sink_writer import OutputStash
+from flowspark.engine.slots import decoded
 from flowspark.engine.stateful import LayerProcessor, unpacked
 from flowspark.testing import TestingSink, TestingSource
 
@@ -70,9 +71,8 @@ def test_a_bucket_keeps_each_keys_running_state_across_micro_batches(server: Dri
     emitted = []
     for grp, rows in _rows_for(plan, groups, [("a", 5)]):
         emitted.extend(_emitted(stash, tester.test(grp, rows)))
-        stored = tester.peekMapState("logic", grp)
-        snapshot, wake_up, _ = unpacked(stored[("a",)][0])
-        assert (snapshot, wake_up) == (8, None)
+        (entries,) = tester.peekMapState("slots", grp).values()
+        assert unpacked(decoded(entries[0])["a"]) == (8, None)
     assert emitted == [("a", 8)]
 
 

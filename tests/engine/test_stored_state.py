@@ -1,15 +1,142 @@
-"""How a stateful step's key state is stored: its snapshot with its wake-up, and the older form."""
+"""How a stateful step's keys are stored: each value carries its snapshot and wake-up, in slots of many keys."""
 
 from __future__ import annotations
 
+from typing import Any, Dict, List
+
+from pyspark.sql.streaming.tws_tester import _InMemoryStatefulProcessorHandle
+
 from flowspark.engine import chunks
-from flowspark.engine.stateful import packed, unpacked
+from flowspark.engine.slots import SLOT_KEYS, SlottedState, decoded, packed, slot_of, wake_of
+from flowspark.engine.stateful import unpacked
 
 
-def test_stored_snapshots_carry_their_wake_up_and_older_ones_still_read() -> None:
+class _Bucket:
+    """One bucket's state variables in PySpark's in-memory state handle (the one `TwsTester` uses)."""
+
+    def __init__(self) -> None:
+        self.handle = _InMemoryStatefulProcessorHandle(timeMode="ProcessingTime")
+        self.handle.setGroupingKey(("S0/0",))
+        self.layout = self.handle.getValueState("layout", "slots int, keys long")
+        self.slots = self.handle.getMapState("slots", "slot int", "entries binary")
+        self.wakes = self.handle.getMapState("wakes", "slot int", "at long")
+        self.slot_calls = 0
+        self._count_calls_of(self.slots)
+
+    def _count_calls_of(self, state: Any) -> None:
+        """Count the slot reads and writes, each of which is a round trip to the JVM in a real run."""
+        for name in ("getValue", "updateValue", "removeKey", "iterator"):
+            call = getattr(state, name)
+
+            def counted(*args: Any, _call: Any = call) -> Any:
+                self.slot_calls += 1
+                return _call(*args)
+
+            setattr(state, name, counted)
+
+    def open(self) -> SlottedState:
+        return SlottedState(self.layout, self.slots, self.wakes)
+
+    def save(self, state: SlottedState) -> None:
+        state.save(self.handle.registerTimer)
+
+    def stored_slots(self) -> Dict[int, Dict[str, bytes]]:
+        return {slot: decoded(blob) for (slot,), (blob,) in self.slots.iterator()}
+
+    def timers(self) -> List[int]:
+        return sorted(self.handle.listTimers())
+
+
+def test_a_stored_value_carries_its_snapshot_and_wake_up() -> None:
     snap = {"windows": [1, 2]}
-    assert unpacked(packed(chunks.dumps(snap), 1_700_000_000_123)) == (snap, 1_700_000_000_123, True)
-    assert unpacked(packed(chunks.dumps(snap), None)) == (snap, None, True)
-    assert unpacked(chunks.dumps(snap)) == (snap, None, False)  # as stored before wake-ups moved in
+    assert unpacked(packed(chunks.dumps(snap), 1_700_000_000_123)) == (snap, 1_700_000_000_123)
+    assert unpacked(packed(chunks.dumps(snap), None)) == (snap, None)
     big = list(range(chunks.PIECE_ITEMS * 2))
     assert unpacked(packed(chunks.dumps(big), 5))[0] == big
+
+
+def test_keys_written_in_one_call_are_read_back_in_the_next() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    for i in range(10):
+        state.put(f"k{i}", packed(b"s", None))
+    bucket.save(state)
+    again = bucket.open()
+    assert [again.get(f"k{i}") for i in range(10)] == [packed(b"s", None)] * 10
+    assert again.get("other") is None
+    assert len(bucket.stored_slots()) == 1  # ten keys fit one slot: one read for all of them
+
+
+def test_a_bucket_doubles_its_slots_as_keys_grow_and_keeps_every_key() -> None:
+    bucket = _Bucket()
+    keys = [f"user{i}" for i in range(SLOT_KEYS * 5)]
+    for start in range(0, len(keys), SLOT_KEYS // 2):
+        state = bucket.open()
+        for key in keys[start : start + SLOT_KEYS // 2]:
+            state.put(key, packed(key.encode(), None))
+        bucket.save(state)
+    assert bucket.layout.get() == (8, len(keys))
+    assert sum(len(entries) for entries in bucket.stored_slots().values()) == len(keys)
+    state = bucket.open()
+    assert all(state.get(key) == packed(key.encode(), None) for key in keys)
+    assert dict(state.items()) == {key: packed(key.encode(), None) for key in keys}
+    assert all(slot_of(key, 8) == slot for slot, entries in bucket.stored_slots().items() for key in entries)
+
+
+def test_a_call_reads_and_writes_only_the_slots_of_the_keys_it_touches() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    for i in range(SLOT_KEYS * 4):
+        state.put(f"k{i}", packed(b"0", None))
+    bucket.save(state)
+    bucket.slot_calls = 0
+    state = bucket.open()
+    state.put("k1", packed(b"1", None))
+    bucket.save(state)
+    assert bucket.slot_calls == 2  # one read and one write of k1's slot
+
+
+def test_removed_keys_leave_the_bucket_and_an_empty_slot_is_dropped() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("a", packed(b"1", None))
+    state.put("b", packed(b"2", None))
+    bucket.save(state)
+    state = bucket.open()
+    state.put("a", None)
+    state.put("b", None)
+    state.put("never stored", None)
+    bucket.save(state)
+    assert bucket.stored_slots() == {}
+    assert bucket.layout.get() == (1, 0)
+
+
+def test_due_keys_come_from_the_slots_whose_earliest_wake_up_passed() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("late", packed(b"", 5_000))
+    state.put("soon", packed(b"", 1_000))
+    state.put("never", packed(b"", None))
+    bucket.save(state)
+    assert bucket.timers() == [1_000]
+    assert [wake_of(v) for v in map(bucket.open().get, ("late", "soon", "never"))] == [5_000, 1_000, None]
+    assert bucket.open().due(999) == []
+    assert bucket.open().due(1_000) == ["soon"]
+    assert bucket.open().due(9_999) == ["late", "soon"]
+    state = bucket.open()
+    state.put("soon", packed(b"", None))
+    bucket.save(state)
+    assert bucket.timers() == [1_000, 5_000]  # the slot's earliest wake-up moved on
+    assert bucket.open().due(9_999) == ["late"]
+
+
+def test_doubling_the_slots_keeps_each_keys_wake_up_due() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    for i in range(SLOT_KEYS * 3):
+        state.put(f"k{i}", packed(b"", 1_000 + i))
+    bucket.save(state)
+    assert bucket.layout.get() == (4, SLOT_KEYS * 3)
+    assert bucket.open().due(1_000 + 9) == sorted(f"k{i}" for i in range(10))
+    assert bucket.timers()[0] == 1_000
+    assert len(bucket.open().due(10**9)) == SLOT_KEYS * 3

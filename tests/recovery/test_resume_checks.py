@@ -74,7 +74,9 @@ def test_inspect_lists_epochs_keys_and_snapshots(tmp_path: Path) -> None:
     info = summary(str(tmp_path))
     assert info.flow_id == "inspected"
     assert info.last_epoch is not None and info.last_epoch >= 1  # epochs count from 1, as in Bytewax
-    assert info.sinks_epoch is not None and 1 <= info.sinks_epoch <= info.last_epoch
+    # A run stops once its last micro-batch is written, which can be before
+    # Spark records that batch's commit: the sinks may be one epoch ahead.
+    assert info.sinks_epoch is not None and 1 <= info.sinks_epoch <= info.last_epoch + 1
     assert list(info.keys_per_step.values()) == [2]
     assert snapshot_of(str(tmp_path), "inspected.count", "x") == 6
     with pytest.raises(KeyError, match="no state for key 'z'"):
@@ -102,20 +104,15 @@ def test_new_directories_record_balanced_group_names_and_resume_with_them(tmp_pa
     assert out == [("a", 3)]
 
 
-def test_a_directory_from_before_balanced_groups_resumes_with_plain_group_names(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_directory_of_an_earlier_state_layout_is_refused_with_what_to_do(tmp_path: Path) -> None:
     config = RecoveryConfig(tmp_path)
-    with monkeypatch.context() as patched:
-        patched.setattr(Groups, "balanced", Groups.plain)  # how flowspark named groups before
-        run_main(_counting(COUNTED, []), recovery_config=config)
+    run_main(_counting(COUNTED, []), recovery_config=config)
     meta_path = next(tmp_path.rglob(META))
     meta = json.loads(meta_path.read_text())
-    del meta["groups"]  # such directories did not record names
+    del meta["state_layout"]  # as directories of earlier versions are
     meta_path.write_text(json.dumps(meta))
-    out: List[Any] = []
-    run_main(_counting(COUNTED, out), recovery_config=config)
-    assert out == [("a", 3)]
+    with pytest.raises(FlowsparkRuntimeError, match="earlier flowspark.*empty recovery directory"):
+        run_main(_counting(COUNTED, []), recovery_config=config)
 
 
 def test_a_file_uri_recovery_directory_runs_resumes_and_inspects(tmp_path: Path) -> None:
