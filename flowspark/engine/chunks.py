@@ -100,9 +100,12 @@ def _needs_cloudpickle(blob: bytes) -> bool:
     in a pickle as its UTF-8 text, so a byte search finds every reference;
     data that merely contains such text just takes the slower path.
     """
-    names = cloudpickle.list_registry_pickle_by_value()
-    names.add("__main__")
-    return any(name.encode() in blob for name in names)
+    if b"__main__" in blob:
+        return True
+    for name in cloudpickle.list_registry_pickle_by_value():
+        if name.encode() in blob:
+            return True
+    return False
 
 
 def _dump_one(value: Any) -> bytes:

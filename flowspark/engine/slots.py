@@ -82,6 +82,8 @@ class SlottedState:
         self._stored_layout = (self._slot_count, self._key_count)
         self._loaded: Dict[int, Dict[str, bytes]] = {}
         self._earliest_before: Dict[int, Optional[int]] = {}
+        self._put_wakes: Dict[int, Dict[str, int]] = {}
+        """Per slot, the wake-ups put since it was read (enough for its earliest when it held none then)."""
         self._dirty: Set[int] = set()
 
     def _slot(self, slot: int) -> Dict[str, bytes]:
@@ -114,6 +116,9 @@ class SlottedState:
         else:
             entries[key] = value
             self._key_count += 0 if had else 1
+            at = wake_of(value)
+            if at is not None:
+                self._put_wakes.setdefault(slot, {})[key] = at
         self._dirty.add(slot)
 
     def items(self) -> Iterator[Tuple[str, bytes]]:
@@ -155,6 +160,7 @@ class SlottedState:
         self._dirty.clear()
         self._loaded.clear()
         self._earliest_before.clear()
+        self._put_wakes.clear()
         while self._key_count > self._slot_count * SLOT_KEYS:
             self._double(registered, register_timer)
         if (self._slot_count, self._key_count) != self._stored_layout:
@@ -162,13 +168,20 @@ class SlottedState:
             self._stored_layout = (self._slot_count, self._key_count)
 
     def _write(self, slot: int, entries: Dict[str, bytes], registered: Set[int],
-               register_timer: Callable[[int], None]) -> None:
+               register_timer: Callable[[int], None], scan: bool = False) -> None:
+        """Store one slot's entries and, if it changed, its earliest wake-up (`scan`: look at every entry for it)."""
         if entries:
             self._slots.updateValue((slot,), (_encoded(entries),))
         else:
             self._slots.removeKey((slot,))
-        earliest = _earliest(entries)
-        if earliest == self._earliest_before.get(slot):
+        before = self._earliest_before.get(slot)
+        if before is None and not scan:
+            # No key of the slot had a wake-up when it was read: only those put since can have one.
+            put = [at for key, at in self._put_wakes.get(slot, {}).items() if entries.get(key) is not None and wake_of(entries[key]) == at]
+            earliest = min(put, default=None)
+        else:
+            earliest = _earliest(entries)
+        if earliest == before:
             return
         if earliest is None:
             self._wakes.removeKey((slot,))
@@ -192,7 +205,8 @@ class SlottedState:
                 kept = {key: value for key, value in entries.items() if key not in moved}
                 self._write(slot, kept, registered, register_timer)
                 self._earliest_before[slot + n] = None
-                self._write(slot + n, moved, registered, register_timer)
+                self._write(slot + n, moved, registered, register_timer, scan=True)
             self._loaded.clear()
             self._earliest_before.clear()
+            self._put_wakes.clear()
         self._slot_count = 2 * n

@@ -317,12 +317,24 @@ class LayerProcessor(StatefulProcessor):
 
         For logics that declare `MERGE_BATCHES` (their output does not
         depend on batch boundaries) when no worker's order is to be kept:
-        one call per key instead of one per key and round.  Each call's
-        output goes on at once, so what it made is passed on and freed while
-        still cached.
+        one call per key instead of one per key and round.  What the keys
+        emit goes on down the flow in batches of about `chunks.PIECE_ITEMS`,
+        so each step below runs once per batch rather than once per key.
         """
+        tick = (START_ROUND, self._batch_phase)
+        keyed: List[Tuple[str, Any]] = []
         for k in keys:
-            self._call(step, bucket, k, "on_batch", (START_ROUND, self._batch_phase), out, arrivals.merged(k))
+            keyed.extend(bucket.call(k, "on_batch", arrivals.merged(k)))
+            if len(keyed) >= chunks.PIECE_ITEMS:
+                self._push(step, keyed, tick, out)
+                keyed = []
+        if keyed:
+            self._push(step, keyed, tick, out)
+
+    def _push(self, step: int, keyed: List[Tuple[str, Any]], tick: Tuple[int, int], out: Collector) -> None:
+        """Pass what several keys emitted on as one run at `tick` (for runs that keep no key order)."""
+        self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
+        out.end_run((tick[0], tick[1], 0, ""))
 
     def _by_rounds(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector) -> None:
         """Handle the micro-batch one tick at a time, as one Bytewax worker's activations do.
@@ -371,9 +383,7 @@ class LayerProcessor(StatefulProcessor):
             for k in keys:
                 self._call(step, bucket, k, method, tick, out)
             return
-        keyed = [kv for k in keys for kv in bucket.call(k, method)]
-        self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
-        out.end_run((tick[0], tick[1], 0, ""))
+        self._push(step, [kv for k in keys for kv in bucket.call(k, method)], tick, out)
 
     def _finish(self, bucket: _Bucket, out: Collector, now_ms: int) -> List[Row]:
         """Save the bucket's state; the rows of what its keys emitted."""

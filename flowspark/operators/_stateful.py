@@ -8,7 +8,6 @@ of its state in what `snapshot()` returns and its builder restores it fully.
 
 from __future__ import annotations
 
-import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -170,8 +169,9 @@ class _FlatMapLogic(StatefulLogic[V, W, S]):
 
     @override
     def snapshot(self) -> S:
+        """The state itself: the engine pickles a snapshot as soon as it takes it, which copies it."""
         assert self.state is not None, "a discarded state was snapshotted"
-        return copy.deepcopy(self.state)
+        return self.state
 
 
 @operator
@@ -257,7 +257,7 @@ class _CollectLogic(StatefulLogic[V, List[V], _CollectState[V]]):
 
     @override
     def snapshot(self) -> _CollectState[V]:
-        return copy.deepcopy(self.state)
+        return self.state  # pickled as soon as it is taken
 
 
 @operator
@@ -296,7 +296,7 @@ class _FoldFinalLogic(StatefulLogic[V, S, S]):
 
     @override
     def snapshot(self) -> S:
-        return copy.deepcopy(self.state)
+        return self.state  # pickled as soon as it is taken
 
 
 @operator
