@@ -203,7 +203,7 @@ class SinkWriter:
         """The latest source round taps saw (`_epoch`)."""
         self._ledger = _Ledger(checkpoint)
         self._outputs = [
-            _Output(step.step_id, step.config["sink"], self._ledger.snapshots.get(step.step_id, {}), workers)
+            _Output(step.step_id, step.config.sink, self._ledger.snapshots.get(step.step_id, {}), workers)
             for step in plan.outputs
         ]
         self.finished = threading.Event()
@@ -332,7 +332,10 @@ class SinkWriter:
 
     def _inspect(self, index: int, batch: List[Any], epoch: int) -> None:
         step = self._plan.taps[index]
-        inspector = step.config["inspector"]
+        inspector = step.config.inspector
+        if inspector is None:
+            msg = f"step {step.step_id!r}: the workers' copy of the flow has no inspector; the driver's plan is needed"
+            raise AssertionError(msg)
         for item in batch:
             try:
                 inspector(step.step_id, item, epoch, 0)

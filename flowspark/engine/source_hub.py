@@ -156,7 +156,7 @@ class SourceHub:
     def _part_specs(self) -> List[Tuple[str, int, str, Any, bool]]:
         specs: List[Tuple[str, int, str, Any, bool]] = []
         for i, step in enumerate(self._plan.inputs):
-            source = step.config["source"]
+            source = step.config.source
             if isinstance(source, FixedPartitionedSource):
                 try:
                     names = source.list_parts()

@@ -105,7 +105,7 @@ class _Reader(DataSourceStreamReader):
 
         Each batch is one run, placed at its round and partition (`order`).
         """
-        stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
+        stream_id = self._plan.inputs[int(origin.split(".")[0])].config.downs[0]
         router = Router(self._plan, self._groups, meter)
         out = Collector(origin, self._link, self._plan.ordered)
         for round_, blob in enumerate(pickle.loads(payload), first_round):

@@ -319,7 +319,7 @@ class LayerProcessor(StatefulProcessor):
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
-        bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], self._logics, self._notify, self._meter)
+        bucket = _Bucket(self._plan.stateful[step].step_id, config.builder, self._logics, self._notify, self._meter)
         return bucket, Collector(grp, self._link, self._plan.ordered)
 
     def _merged(self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector) -> None:
@@ -372,7 +372,7 @@ class LayerProcessor(StatefulProcessor):
 
     def _call(self, step: int, bucket: _Bucket, key: str, method: str, tick: Tuple[int, int], out: Collector, *args: Any) -> None:
         """Run one logic method and pass its output on as one run placed at `tick` and `key`."""
-        self._router.push(self._plan.stateful[step].config["downs"][0], bucket.call(key, method, *args), out)
+        self._router.push(self._plan.stateful[step].config.downs[0], bucket.call(key, method, *args), out)
         out.end_run((tick[0], tick[1], 0, key if self._plan.ordered else ""))
 
     def _calls(self, step: int, bucket: _Bucket, keys: List[str], method: str, tick: Tuple[int, int], out: Collector) -> None:
@@ -382,7 +382,7 @@ class LayerProcessor(StatefulProcessor):
                 self._call(step, bucket, k, method, tick, out)
             return
         keyed = [kv for k in keys for kv in bucket.call(k, method)]
-        self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
+        self._router.push(self._plan.stateful[step].config.downs[0], keyed, out)
         out.end_run((tick[0], tick[1], 0, ""))
 
     def _finish(self, bucket: _Bucket, out: Collector, now_ms: int) -> List[Row]:
