@@ -365,6 +365,8 @@ def to_physical(flow: Dataflow, buckets: Optional[int] = None) -> str:
     steps fused after them, and last the driver's `foreachBatch`, which runs
     the outputs and the `inspect_debug` taps.
     """
+    from flowspark.engine.destinations import stateful_group
+
     pp = physical_plan(flow, buckets)
     last = pp.buckets - 1
 
@@ -385,7 +387,7 @@ def to_physical(flow: Dataflow, buckets: Optional[int] = None) -> str:
         lines.append(f"Shuffle {number}: groupBy(grp), one group per key bucket; other rows pass through")
         for run in runs:
             index = pp.stateful_index[run.head]
-            lines.append(f"  S{index}/0..S{index}/{last}: {run.head}")
+            lines.append(f"  {stateful_group(index, 0)}..{stateful_group(index, last)}: {run.head}")
         lines.append(
             f"Stage {layer_stage(number)}: transformWithState runs these stateful steps "
             "and the steps fused after them"

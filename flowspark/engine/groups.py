@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from itertools import count
 from typing import List
 
+from flowspark.engine.destinations import stateful_group
+
 BALANCED_MODULUS = 16 * 3 * 5 * 7
 """The names' hashes are congruent to their bucket modulo this (1680): every P dividing it balances."""
 
@@ -31,11 +33,6 @@ BALANCED_MODULUS = 16 * 3 * 5 * 7
 def bucket_of(key: str, buckets: int) -> int:
     """The bucket a key's state lives in; stable across processes and runs."""
     return zlib.crc32(key.encode()) % buckets
-
-
-def step_of(grp: str) -> int:
-    """The stateful step index of a group name (`S<step>/...`)."""
-    return int(grp[1 : grp.index("/")])
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,7 @@ class Groups:
     @classmethod
     def plain(cls, steps: int, buckets: int) -> Groups:
         """`S<step>/<bucket>`: the names of recovery directories from before balanced names."""
-        return cls(buckets, [[f"S{step}/{bucket}" for bucket in range(buckets)] for step in range(steps)])
+        return cls(buckets, [[stateful_group(step, bucket) for bucket in range(buckets)] for step in range(steps)])
 
     @classmethod
     def balanced(cls, steps: int, buckets: int) -> Groups:
@@ -62,7 +59,7 @@ class Groups:
 def _balanced_name(step: int, bucket: int, buckets: int) -> str:
     modulus = BALANCED_MODULUS if BALANCED_MODULUS % buckets == 0 else buckets
     for salt in count():
-        name = f"S{step}/{bucket}.{salt}"
+        name = stateful_group(step, bucket, salt)
         if spark_string_hash(name) % modulus == bucket % modulus:
             return name
     raise AssertionError("unreachable: some salt always matches")

@@ -14,6 +14,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from flowspark.engine import chunks
+from flowspark.engine.destinations import output_group, tap_group
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.groups import Groups, bucket_of
@@ -76,9 +77,9 @@ class Collector:
         for (_, grp), chunk in self.stateful.items():
             rows.append((grp, next(seq), chunks.DATA, chunk.dumps()))
         for index, items in self.outputs.items():
-            rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
+            rows.append((output_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         for index, items in self.taps.items():
-            rows.append((chunks.tap_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
+            rows.append((tap_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         return rows
 
     def _ship(self, items: chunks.ItemChunk) -> bytes:

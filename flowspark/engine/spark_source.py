@@ -21,6 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from flowspark.engine import chunks
+from flowspark.engine.destinations import CONTROL_GROUP
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import reported_to
 from flowspark.engine.groups import Groups
@@ -123,7 +124,7 @@ class _Reader(DataSourceStreamReader):
             for names in self._groups.names
             for grp in names
         ]
-        rows.append(("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(control)))
+        rows.append((CONTROL_GROUP, chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(control)))
         return rows
 
 

@@ -34,10 +34,11 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from flowspark.engine import chunks
+from flowspark.engine.destinations import DestinationKind, parse
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, guarded, reported_to
-from flowspark.engine.groups import Groups, step_of
+from flowspark.engine.groups import Groups
 from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
 from flowspark.engine.order import EOF_ROUND, START_ROUND, batch_phase, notify_phase
@@ -264,10 +265,10 @@ class LayerProcessor(StatefulProcessor):
         self._router = Router(self._plan, self._groups, self._meter)
 
     def _mine(self, grp: str) -> Optional[int]:
-        if not grp.startswith("S"):
+        dest = parse(grp)
+        if dest.kind is not DestinationKind.STATEFUL:
             return None
-        step = step_of(grp)
-        return step if step in self._steps else None
+        return dest.index if dest.index in self._steps else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         grp = key[0]
