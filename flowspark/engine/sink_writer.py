@@ -28,6 +28,7 @@ from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, parse
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.gc_pause import collector_paused
+from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan
@@ -208,7 +209,7 @@ class SinkWriter:
             for step in plan.outputs
         ]
         self.finished = threading.Event()
-        self.ending: Optional[str] = None
+        self.ending: Optional[InputEnd] = None
         self.failure: Optional[BaseException] = None
         self.last_batch = self._ledger.batch
 
@@ -246,7 +247,7 @@ class SinkWriter:
         written = 0
         for dest, order, kind, items in self._in_order(ordered) if self._plan.ordered else self._as_sent(ordered):
             if kind == chunks.CONTROL:
-                self.ending = chunks.loads(items[0])
+                self.ending = InputEnd(chunks.loads(items[0]))
                 continue
             if dest.kind is DestinationKind.OUTPUT:
                 started = time.perf_counter()
@@ -260,7 +261,7 @@ class SinkWriter:
                 self._inspect(dest.index, items, self._epoch(order, batch_id))
         for output in self._outputs:
             output.end_batch(batch_id, self._ledger.run_id)
-        if self.ending == "abort":
+        if self.ending is InputEnd.ABORT:
             # The aborted epoch is not kept: a resumed run writes it again
             # from the partitions' snapshots before it (no duplicates in files).
             self._ledger.commit(batch_id, self._ledger.snapshots)
