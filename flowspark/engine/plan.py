@@ -24,9 +24,8 @@ from flowspark.step_config import (
     StatefulBatchConfig,
 )
 
-C = TypeVar("C", bound=CoreConfig)
-"""The configuration type of a core step."""
 C_co = TypeVar("C_co", bound=CoreConfig, covariant=True)
+"""The configuration type of a core step."""
 
 
 @dataclass(frozen=True)
@@ -213,7 +212,7 @@ def for_workers(plan: Plan, keyless_outputs: Collection[int] = ()) -> Plan:
     """
     dropping = {plan.outputs[i].step_id for i in keyless_outputs}
 
-    def strip(step: CoreStep[C]) -> CoreStep[C]:
+    def strip(step: CoreStep[C_co]) -> CoreStep[C_co]:
         config = step.config.for_workers()
         if step.step_id in dropping and isinstance(config, OutputConfig):
             config = dataclasses.replace(config, drop_keys=True)

@@ -337,7 +337,7 @@ class SinkWriter:
         step = self._plan.taps[index]
         inspector = step.config.inspector
         if inspector is None:
-            msg = f"step {step.step_id!r}: the workers' copy of the flow has no inspector; the driver's plan is needed"
+            msg = f"step {step.step_id!r} has no inspector: the writer was given the workers' plan, not the driver's"
             raise AssertionError(msg)
         for item in batch:
             try:
