@@ -67,6 +67,8 @@ class CoreConfig:
 
 @dataclass(frozen=True)
 class InputConfig(CoreConfig):
+    """`input`: the items of a source, read on the driver."""
+
     source: Optional[Source[Any]]
     """The flow's source (the planner checks its type); None in the copy Spark's workers get."""
 
@@ -78,6 +80,8 @@ class InputConfig(CoreConfig):
 
 @dataclass(frozen=True)
 class OutputConfig(CoreConfig):
+    """`output`: items written to a sink on the driver."""
+
     sink: Optional[Sink[Any]]
     """The flow's sink (the planner checks its type); None in the copy Spark's workers get."""
     drop_keys: bool = False
@@ -91,6 +95,8 @@ class OutputConfig(CoreConfig):
 
 @dataclass(frozen=True)
 class FlatMapBatchConfig(CoreConfig):
+    """`flat_map_batch`: each batch replaced by what `mapper` returns for it."""
+
     mapper: Callable[[List[Any]], Iterable[Any]]
 
     kind: ClassVar[StepKind] = StepKind.FLAT_MAP_BATCH
@@ -98,6 +104,8 @@ class FlatMapBatchConfig(CoreConfig):
 
 @dataclass(frozen=True)
 class StatefulBatchConfig(CoreConfig):
+    """`stateful_batch`: one logic per key, its state kept by Spark."""
+
     builder: Callable[[Optional[Any]], StatefulBatchLogic[Any, Any, Any]]
     """Builds a key's logic from its snapshot (None for a new key)."""
 
@@ -106,6 +114,8 @@ class StatefulBatchConfig(CoreConfig):
 
 @dataclass(frozen=True)
 class BranchConfig(CoreConfig):
+    """`branch`: each item sent to `trues` or `falses`."""
+
     predicate: Callable[[Any], bool]
     """Sends an item to the first of `downs` (`trues`) or the second (`falses`)."""
 
@@ -114,16 +124,22 @@ class BranchConfig(CoreConfig):
 
 @dataclass(frozen=True)
 class MergeConfig(CoreConfig):
+    """`merge`: the items of every upstream stream, in one stream."""
+
     kind: ClassVar[StepKind] = StepKind.MERGE
 
 
 @dataclass(frozen=True)
 class RedistributeConfig(CoreConfig):
+    """`redistribute`: items passed on unchanged (the fused pass has nothing to move)."""
+
     kind: ClassVar[StepKind] = StepKind.REDISTRIBUTE
 
 
 @dataclass(frozen=True)
 class InspectDebugConfig(CoreConfig):
+    """`inspect_debug`: each item shown to `inspector` on the driver, and passed on."""
+
     inspector: Optional[Callable[[str, Any, int, int], None]]
     """Called on the driver with each item; None in the copy Spark's workers get."""
 
