@@ -21,12 +21,15 @@ from typing import (
     Dict,
     Generic,
     List,
+    Optional,
     Tuple,
     TypeVar,
     cast,
 )
 
 from typing_extensions import Concatenate, ParamSpec, Self, TypeAlias
+
+from flowspark.step_config import CoreConfig
 
 __all__ = [
     "Dataflow",
@@ -78,8 +81,13 @@ class Operator:
     op_type: str = ""
     ups: Dict[str, List[str]] = field(default_factory=dict)
     downs: Dict[str, str] = field(default_factory=dict)
-    core: bool = False
-    config: Dict[str, Any] = field(default_factory=dict)
+    config: Optional[CoreConfig] = None
+    """What a core step runs (`step_config`); None for a step made of substeps."""
+
+    @property
+    def core(self) -> bool:
+        """Whether this is one of the eight core steps, the only ones the planner looks at."""
+        return self.config is not None
 
 
 @dataclass(frozen=True)
@@ -325,16 +333,12 @@ def operator(builder: Callable[P, R]) -> Callable[P, R]:
     return cast(Callable[P, R], call)
 
 
-def core_step(kind: str, ports: List[str], **config: Any) -> List[Stream[Any]]:
-    """Mark the operator being built as the core step `kind`; return its outputs.
+def core_step(config: CoreConfig) -> List[Stream[Any]]:
+    """Mark the operator being built as a core step running `config`; return its outputs.
 
     Only the core operators in `flowspark.operators` call this, from inside
-    their builder.  `config` holds what the planner needs (the upstream stream
-    ids under `ups`, the user's functions, the source or sink).
+    their builder, with the streams they write named by `port_ids`.
     """
     scope, step = _building[-1]
-    step.core = True
-    step.config = dict(config, kind=kind)
-    outs: List[Stream[Any]] = [Stream(f"{step.step_id}.{port}", scope) for port in ports]
-    step.config["downs"] = [s.stream_id for s in outs]
-    return outs
+    step.config = config
+    return [Stream(stream_id, scope) for stream_id in config.downs]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Sequence, Set, get_args
 
 from flowspark.dataflow import Dataflow, Operator
+from flowspark.step_config import STATELESS_KINDS, CoreConfig
 
 __all__ = [
     "PhysicalPlan",
@@ -301,7 +302,7 @@ def physical_plan(flow: Dataflow, buckets: Optional[int] = None) -> PhysicalPlan
     (the runner's default unless given).  Raises as `build_plan` does for a
     flow that can't run (no input, no output, a wrong source or sink).
     """
-    from flowspark.engine.plan import STATELESS_KINDS, build_plan
+    from flowspark.engine.plan import CoreStep, build_plan
 
     if buckets is None:
         from flowspark.engine.resume_check import DEFAULT_BUCKETS
@@ -309,22 +310,22 @@ def physical_plan(flow: Dataflow, buckets: Optional[int] = None) -> PhysicalPlan
         buckets = DEFAULT_BUCKETS
     plan = build_plan(flow)
     order = {step.step_id: i for i, step in enumerate(flow.core_steps())}
-    kinds = {step.step_id: step.config["kind"] for step in flow.core_steps()}
+    kinds = {step.step_id: step.config.kind.value for step in flow.core_steps() if step.config is not None}
     layer_of = {step.step_id: layer for step, layer in zip(plan.stateful, plan.layers)}
     stages_of: Dict[str, Set[str]] = {}
 
-    def fused_after(head: Operator, stage: str) -> List[str]:
+    def fused_after(head: CoreStep[CoreConfig], stage: str) -> List[str]:
         """Stateless steps reached from `head` before any stateful step, output or tap end."""
         seen: Set[str] = set()
-        todo = list(head.config["downs"])
+        todo = list(head.config.downs)
         while todo:
             stream_id = todo.pop()
             for consumer in plan.consumers.get(stream_id, ()):
                 step = consumer.step
                 stages_of.setdefault(step.step_id, set()).add(stage)
-                if step.config["kind"] in STATELESS_KINDS and step.step_id not in seen:
+                if step.config.kind in STATELESS_KINDS and step.step_id not in seen:
                     seen.add(step.step_id)
-                    todo.extend(step.config["downs"])
+                    todo.extend(step.config.downs)
         return sorted(seen, key=order.__getitem__)
 
     source_runs = [(step, fused_after(step, SOURCE)) for step in plan.inputs]
@@ -364,6 +365,8 @@ def to_physical(flow: Dataflow, buckets: Optional[int] = None) -> str:
     steps fused after them, and last the driver's `foreachBatch`, which runs
     the outputs and the `inspect_debug` taps.
     """
+    from flowspark.engine.destinations import stateful_group
+
     pp = physical_plan(flow, buckets)
     last = pp.buckets - 1
 
@@ -384,7 +387,7 @@ def to_physical(flow: Dataflow, buckets: Optional[int] = None) -> str:
         lines.append(f"Shuffle {number}: groupBy(grp), one group per key bucket; other rows pass through")
         for run in runs:
             index = pp.stateful_index[run.head]
-            lines.append(f"  S{index}/0..S{index}/{last}: {run.head}")
+            lines.append(f"  {stateful_group(index, 0)}..{stateful_group(index, last)}: {run.head}")
         lines.append(
             f"Stage {layer_stage(number)}: transformWithState runs these stateful steps "
             "and the steps fused after them"

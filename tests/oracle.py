@@ -135,7 +135,7 @@ def core_arg(flow: Any, step_id: str, name: str) -> Any:
     """Argument `name` (`mapper`, `builder`, `predicate`, ...) of core step `step_id`."""
     (step,) = [s for s in core_steps(flow) if s.step_id == step_id]
     config = getattr(step, "config", None)
-    return config[name] if config is not None else getattr(step, name)
+    return getattr(config if config is not None else step, name)
 
 
 Make = Callable[[Any, Any], Any]

@@ -38,7 +38,7 @@ def _pushed(batches: List[List[int]]) -> Dict[Tuple[Count, str], int]:
     meter = Meter(readings.append)
     router = Router(plan, Groups.balanced(0, 1), meter)
     for batch in batches:
-        router.push(plan.inputs[0].config["downs"][0], batch, Collector("000.00000.000"))
+        router.push(plan.inputs[0].config.downs[0], batch, Collector("000.00000.000"))
     meter.flush()
     meter.flush()  # nothing new: no second reading
     assert len(readings) == 1

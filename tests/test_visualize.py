@@ -301,6 +301,6 @@ def test_every_example_renders_all_its_steps(example: str) -> None:
         assert f'{step.step_id}["{step.step_name} ({step.op_type})"]' in mermaid
     physical = to_physical(flow)
     for core in flow.core_steps():
-        kind = core.config["kind"]
+        kind = core.config.kind.value
         shown = f"output {core.step_id} <- " if kind == "output" else f"{core.step_id} ({kind})"
         assert shown in physical

@@ -2,7 +2,8 @@
 
 `plan` turns a `Dataflow` into tables the runtime reads; `route` is the fused
 pass that carries batches through runs of stateless steps; `chunks` is the
-row format between Spark stages; `source_hub`, `spark_source`, `stateful`
+row format between Spark stages, `destinations` the rows' group names and
+`input_end` how the input ends; `source_hub`, `spark_source`, `stateful`
 and `sink_writer` are the Spark side of inputs, `stateful_batch` steps and
 outputs; `runner` builds the one streaming query and drives it.
 """

@@ -2,9 +2,8 @@
 
 A row is one *chunk* bound for one destination: for a bucket of a
 stateful step, its items' keys and values in arrival order
-(`keyed_chunks`); for an output or a tap, a pickled list of items.  `grp` names the destination and is what Spark groups
-by: `S<step>/<bucket>...` for a stateful step's bucket of keys (`groups`), `O<output>@<origin>`
-and `T<tap>@<origin>` for rows bound for the driver, `C` for control rows.
+(`keyed_chunks`); for an output or a tap, a pickled list of items.  `grp`
+names the destination and is what Spark groups by (`destinations`).
 `seq` orders the chunks of one origin; `kind` tells data, end-of-input
 markers and control rows apart.  Pickling whole batches keeps the number of
 JVM rows in the hundreds, whatever the number of items.
@@ -35,14 +34,6 @@ LAST_SEQ = 1 << 62
 """Sequence number of end-of-input markers: after every data chunk."""
 
 Row = Tuple[str, int, int, bytes]
-
-
-def output_group(output: int, origin: str) -> str:
-    return f"O{output}@{origin}"
-
-
-def tap_group(tap: int, origin: str) -> str:
-    return f"T{tap}@{origin}"
 
 
 PIECE_ITEMS = 4096

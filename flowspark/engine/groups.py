@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from itertools import count
 from typing import List
 
+from flowspark.engine.destinations import stateful_group
+
 BALANCED_MODULUS = 16 * 3 * 5 * 7
 """The names' hashes are congruent to their bucket modulo this (1680): every P dividing it balances."""
 
@@ -30,11 +32,6 @@ BALANCED_MODULUS = 16 * 3 * 5 * 7
 def bucket_of(key: str, buckets: int) -> int:
     """The bucket a key's state lives in; stable across processes and runs."""
     return zlib.crc32(key.encode()) % buckets
-
-
-def step_of(grp: str) -> int:
-    """The stateful step index of a group name (`S<step>/...`)."""
-    return int(grp[1 : grp.index("/")])
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ class Groups:
 def _balanced_name(step: int, bucket: int, buckets: int) -> str:
     modulus = BALANCED_MODULUS if BALANCED_MODULUS % buckets == 0 else buckets
     for salt in count():
-        name = f"S{step}/{bucket}.{salt}"
+        name = stateful_group(step, bucket, salt)
         if spark_string_hash(name) % modulus == bucket % modulus:
             return name
     raise AssertionError("unreachable: some salt always matches")

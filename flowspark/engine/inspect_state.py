@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from flowspark.engine.groups import step_of
+from flowspark.engine.destinations import parse
 from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
 from flowspark.engine.sink_writer import LEDGER, read_ledger
@@ -81,7 +81,7 @@ def summary(directory: str) -> RecoveryInfo:
     info = RecoveryInfo(meta["flow"], None if last is None else last + 1)
     info.keys_per_step = {step: 0 for step in steps}
     for grp, _, _ in _entries(directory):
-        index = step_of(grp)
+        index = parse(grp).index
         info.keys_per_step[steps[index]] += 1
     ledger = os.path.join(directory, LEDGER)
     if os.path.exists(ledger):
@@ -102,7 +102,7 @@ def snapshot_of(directory: str, step_id: str, key: str) -> Any:
         msg = f"{step_id!r} names {len(matches)} stateful steps of this recovery directory; it has {steps}"
         raise KeyError(msg)
     for grp, found_key, snap in _entries(directory):
-        index = step_of(grp)
+        index = parse(grp).index
         if index == matches[0] and found_key == key:
             return unpacked(snap)[0]
     msg = f"step {step_id!r} holds no state for key {key!r}"

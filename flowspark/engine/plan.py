@@ -9,21 +9,38 @@ shuffles as its longest chain of stateful steps.  Outputs and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Collection, Dict, List, Set, Tuple
+from typing import Collection, Dict, Generic, List, Set, Tuple, TypeVar
 
-from flowspark.dataflow import Dataflow, Operator
+from flowspark.dataflow import Dataflow
 from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink
+from flowspark.step_config import (
+    CoreConfig,
+    InputConfig,
+    InspectDebugConfig,
+    OutputConfig,
+    StatefulBatchConfig,
+)
 
-STATELESS_KINDS = ("flat_map_batch", "branch", "merge", "redistribute", "inspect_debug")
+C_co = TypeVar("C_co", bound=CoreConfig, covariant=True)
+"""The configuration type of a core step."""
+
+
+@dataclass(frozen=True)
+class CoreStep(Generic[C_co]):
+    """A core step as the runtime sees it: its id and its configuration."""
+
+    step_id: str
+    config: C_co
 
 
 @dataclass
 class Consumer:
     """A core step reading a stream; `index` numbers stateful steps, outputs and taps."""
 
-    step: Operator
+    step: CoreStep[CoreConfig]
     index: int = -1
 
 
@@ -32,11 +49,11 @@ class Plan:
     """Everything the runtime needs to know about a flow, picklable to workers."""
 
     flow_id: str
-    inputs: List[Operator] = field(default_factory=list)
-    stateful: List[Operator] = field(default_factory=list)
+    inputs: List[CoreStep[InputConfig]] = field(default_factory=list)
+    stateful: List[CoreStep[StatefulBatchConfig]] = field(default_factory=list)
     layers: List[int] = field(default_factory=list)
-    outputs: List[Operator] = field(default_factory=list)
-    taps: List[Operator] = field(default_factory=list)
+    outputs: List[CoreStep[OutputConfig]] = field(default_factory=list)
+    taps: List[CoreStep[InspectDebugConfig]] = field(default_factory=list)
     consumers: Dict[str, List[Consumer]] = field(default_factory=dict)
     ordered: bool = False
     """One Bytewax worker's order is kept (`order`): a run of `run_main`, or with one worker."""
@@ -59,18 +76,18 @@ def _flow_error(flow_id: str, cause: Exception) -> Exception:
     return err
 
 
-def _check_io(step: Operator) -> None:
-    kind = step.config["kind"]
-    if kind == "input":
-        source = step.config["source"]
+def _check_io(step: CoreStep[CoreConfig]) -> None:
+    config = step.config
+    if isinstance(config, InputConfig):
+        source = config.source
         if not isinstance(source, Source):
             msg = f"step {step.step_id!r}: source must subclass `flowspark.inputs.Source`; got a {type(source)!r}"
             raise TypeError(msg)
         if not isinstance(source, (FixedPartitionedSource, DynamicSource)):
             msg = f"step {step.step_id!r}: unknown source type {type(source)!r}; subclass `FixedPartitionedSource` or `DynamicSource`"
             raise TypeError(msg)
-    if kind == "output":
-        sink = step.config["sink"]
+    if isinstance(config, OutputConfig):
+        sink = config.sink
         if not isinstance(sink, Sink):
             msg = f"step {step.step_id!r}: sink must subclass `flowspark.outputs.Sink`; got a {type(sink)!r}"
             raise TypeError(msg)
@@ -85,28 +102,28 @@ def _check_io(step: Operator) -> None:
 def build_plan(flow: Dataflow) -> Plan:
     """Number the flow's core steps and compute stateful layers; check the flow's shape."""
     plan = Plan(flow.flow_id)
-    steps = flow.core_steps()
-    producers: Dict[str, Operator] = {}
+    steps = [CoreStep(s.step_id, s.config) for s in flow.core_steps() if s.config is not None]
+    producers: Dict[str, CoreStep[CoreConfig]] = {}
     for step in steps:
-        for down in step.config["downs"]:
+        for down in step.config.downs:
             producers[down] = step
     try:
         for step in steps:
             _check_io(step)
-            kind = step.config["kind"]
+            config = step.config
             index = -1
-            if kind == "input":
-                plan.inputs.append(step)
-            elif kind == "stateful_batch":
+            if isinstance(config, InputConfig):
+                plan.inputs.append(CoreStep(step.step_id, config))
+            elif isinstance(config, StatefulBatchConfig):
                 index = len(plan.stateful)
-                plan.stateful.append(step)
-            elif kind == "output":
+                plan.stateful.append(CoreStep(step.step_id, config))
+            elif isinstance(config, OutputConfig):
                 index = len(plan.outputs)
-                plan.outputs.append(step)
-            elif kind == "inspect_debug":
+                plan.outputs.append(CoreStep(step.step_id, config))
+            elif isinstance(config, InspectDebugConfig):
                 index = len(plan.taps)
-                plan.taps.append(step)
-            for up in step.config["ups"]:
+                plan.taps.append(CoreStep(step.step_id, config))
+            for up in config.ups:
                 plan.consumers.setdefault(up, []).append(Consumer(step, index))
         if not plan.inputs:
             msg = "Dataflow needs to contain at least one input step; add an `op.input`"
@@ -120,15 +137,15 @@ def build_plan(flow: Dataflow) -> Plan:
     return plan
 
 
-def _layers(plan: Plan, producers: Dict[str, Operator]) -> List[int]:
+def _layers(plan: Plan, producers: Dict[str, CoreStep[CoreConfig]]) -> List[int]:
     """Layer of each stateful step: 1 + the deepest stateful step upstream of it."""
     depth_of: Dict[str, int] = {}
     stateful_ids = {s.step_id: i for i, s in enumerate(plan.stateful)}
 
-    def depth(step: Operator) -> int:
+    def depth(step: CoreStep[CoreConfig]) -> int:
         if step.step_id in depth_of:
             return depth_of[step.step_id]
-        ups = [producers[u] for u in step.config["ups"] if u in producers]
+        ups = [producers[u] for u in step.config.ups if u in producers]
         below = max((depth(u) for u in ups), default=0)
         mine = below + 1 if step.step_id in stateful_ids else below
         depth_of[step.step_id] = mine
@@ -145,27 +162,28 @@ def input_ranks(plan: Plan) -> List[int]:
     steps (in flow order) first reaches them, through each step's upstream
     streams in order.  Inputs nothing reaches keep their own order after.
     """
-    producers: Dict[str, Operator] = {}
-    steps = list(plan.inputs) + [c.step for consumers in plan.consumers.values() for c in consumers]
+    producers: Dict[str, CoreStep[CoreConfig]] = {}
+    steps: List[CoreStep[CoreConfig]] = [*plan.inputs, *(c.step for consumers in plan.consumers.values() for c in consumers)]
     for step in steps:
-        for down in step.config["downs"]:
+        for down in step.config.downs:
             producers[down] = step
     position = {step.step_id: i for i, step in enumerate(plan.inputs)}
     order: List[int] = []
     visited: Set[str] = set()
 
-    def walk(step: Operator) -> None:
+    def walk(step: CoreStep[CoreConfig]) -> None:
         if step.step_id in visited:
             return
         visited.add(step.step_id)
         if step.step_id in position:
             order.append(position[step.step_id])
             return
-        for up in step.config["ups"]:
+        for up in step.config.ups:
             if up in producers:
                 walk(producers[up])
 
-    for step in plan.outputs + plan.taps + plan.stateful:
+    ends: List[CoreStep[CoreConfig]] = [*plan.outputs, *plan.taps, *plan.stateful]
+    for step in ends:
         walk(step)
     order.extend(i for i in range(len(plan.inputs)) if i not in order)
     ranks = [0] * len(plan.inputs)
@@ -178,34 +196,27 @@ def source_parts(plan: Plan) -> List[Tuple[int, str]]:
     """Every `(input index, partition name)` of the flow's fixed-partitioned sources."""
     parts: List[Tuple[int, str]] = []
     for i, step in enumerate(plan.inputs):
-        source: Any = step.config["source"]
+        source = step.config.source
         if isinstance(source, FixedPartitionedSource):
             parts.extend((i, name) for name in source.list_parts())
     return parts
 
 
-_DRIVER_ONLY = ("source", "sink", "inspector")
-
-
 def for_workers(plan: Plan, keyless_outputs: Collection[int] = ()) -> Plan:
-    """A copy without sources, sinks and inspectors: what Spark's workers need.
+    """A copy without sources, sinks and inspectors: what Spark's workers need (`CoreConfig.for_workers`).
 
-    Those three run in the driver; leaving them out keeps unpicklable
-    connections and in-process lists out of what Spark ships.  The outputs
-    numbered in `keyless_outputs` (partitioned sinks with one partition,
-    where a key can't change where a value goes) get `drop_keys`: the
-    workers check the `(key, value)` items and send only the values.
+    The outputs numbered in `keyless_outputs` (partitioned sinks with one
+    partition, where a key can't change where a value goes) get
+    `drop_keys`: the workers check the `(key, value)` items and send only
+    the values.
     """
-    copies: Dict[str, Operator] = {}
     dropping = {plan.outputs[i].step_id for i in keyless_outputs}
 
-    def strip(step: Operator) -> Operator:
-        if step.step_id not in copies:
-            config = {k: v for k, v in step.config.items() if k not in _DRIVER_ONLY}
-            if step.step_id in dropping:
-                config["drop_keys"] = True
-            copies[step.step_id] = Operator(step.step_name, step.step_id, op_type=step.op_type, core=True, config=config)
-        return copies[step.step_id]
+    def strip(step: CoreStep[C_co]) -> CoreStep[C_co]:
+        config = step.config.for_workers()
+        if step.step_id in dropping and isinstance(config, OutputConfig):
+            config = dataclasses.replace(config, drop_keys=True)
+        return CoreStep(step.step_id, config)
 
     return Plan(
         plan.flow_id,

@@ -55,7 +55,7 @@ def shape(plan: Plan, parts: List[List[str]]) -> Dict[str, Any]:
     """The parts of a flow that its checkpoint depends on."""
     return {
         "stateful": [
-            {"step": step.step_id, "layer": layer, "params": describe(step.config["builder"])}
+            {"step": step.step_id, "layer": layer, "params": describe(step.config.builder)}
             for step, layer in zip(plan.stateful, plan.layers)
         ],
         "inputs": [{"step": step.step_id, "partitions": names} for step, names in zip(plan.inputs, parts)],

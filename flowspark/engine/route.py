@@ -14,6 +14,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from flowspark.engine import chunks
+from flowspark.engine.destinations import output_group, tap_group
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.groups import Groups, bucket_of
@@ -21,6 +22,15 @@ from flowspark.engine.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.metrics import Meter, Timing
 from flowspark.engine.order import Order
 from flowspark.engine.plan import Plan
+from flowspark.step_config import (
+    BranchConfig,
+    FlatMapBatchConfig,
+    InspectDebugConfig,
+    MergeConfig,
+    OutputConfig,
+    RedistributeConfig,
+    StatefulBatchConfig,
+)
 
 
 class Collector:
@@ -67,9 +77,9 @@ class Collector:
         for (_, grp), chunk in self.stateful.items():
             rows.append((grp, next(seq), chunks.DATA, chunk.dumps()))
         for index, items in self.outputs.items():
-            rows.append((chunks.output_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
+            rows.append((output_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         for index, items in self.taps.items():
-            rows.append((chunks.tap_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
+            rows.append((tap_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         return rows
 
     def _ship(self, items: chunks.ItemChunk) -> bytes:
@@ -120,45 +130,44 @@ class Router:
         if not batch:
             return
         for consumer in self._plan.consumers.get(stream_id, ()):
-            step = consumer.step
-            config = step.config
-            kind = config["kind"]
-            if kind == "flat_map_batch":
+            step_id = consumer.step.step_id
+            config = consumer.step.config
+            if isinstance(config, FlatMapBatchConfig):
                 started = time.perf_counter()
-                result = guarded(step.step_id, "mapper", config["mapper"], batch)
-                produced: List[Any] = guarded(step.step_id, "mapper", list, result)
+                result = guarded(step_id, "mapper", config.mapper, batch)
+                produced: List[Any] = guarded(step_id, "mapper", list, result)
                 if self._meter is not None:
-                    self._meter.time(Timing.MAPPER, step.step_id, time.perf_counter() - started)
-                    self._meter.passed(step.step_id, len(batch), len(produced))
-                self.push(config["downs"][0], produced, out)
-            elif kind == "branch":
-                self._branch(step.step_id, config, batch, out)
-            elif kind in ("merge", "redistribute"):
+                    self._meter.time(Timing.MAPPER, step_id, time.perf_counter() - started)
+                    self._meter.passed(step_id, len(batch), len(produced))
+                self.push(config.downs[0], produced, out)
+            elif isinstance(config, BranchConfig):
+                self._branch(step_id, config, batch, out)
+            elif isinstance(config, (MergeConfig, RedistributeConfig)):
                 if self._meter is not None:
-                    self._meter.passed(step.step_id, len(batch), len(batch))
-                self.push(config["downs"][0], batch, out)
-            elif kind == "inspect_debug":
+                    self._meter.passed(step_id, len(batch), len(batch))
+                self.push(config.downs[0], batch, out)
+            elif isinstance(config, InspectDebugConfig):
                 if self._meter is not None:
-                    self._meter.passed(step.step_id, len(batch), len(batch))
+                    self._meter.passed(step_id, len(batch), len(batch))
                 tap = out.taps.get(consumer.index)
                 if tap is None:
-                    tap = out.taps[consumer.index] = chunks.ItemChunk(step.step_id)
+                    tap = out.taps[consumer.index] = chunks.ItemChunk(step_id)
                 tap.extend(batch)
-                self.push(config["downs"][0], batch, out)
-            elif kind == "stateful_batch":
-                self._to_stateful(step.step_id, consumer.index, batch, out)
-            elif kind == "output":
-                if config.get("drop_keys"):
-                    check_keyed(step.step_id, batch)
+                self.push(config.downs[0], batch, out)
+            elif isinstance(config, StatefulBatchConfig):
+                self._to_stateful(step_id, consumer.index, batch, out)
+            elif isinstance(config, OutputConfig):
+                if config.drop_keys:
+                    check_keyed(step_id, batch)
                 sink = out.outputs.get(consumer.index)
                 if sink is None:
-                    sink = out.outputs[consumer.index] = chunks.ItemChunk(step.step_id)
+                    sink = out.outputs[consumer.index] = chunks.ItemChunk(step_id)
                 sink.extend(
-                    [value for _, value in batch] if config.get("drop_keys") else batch
+                    [value for _, value in batch] if config.drop_keys else batch
                 )
 
-    def _branch(self, step_id: str, config: Dict[str, Any], batch: List[Any], out: Collector) -> None:
-        predicate = config["predicate"]
+    def _branch(self, step_id: str, config: BranchConfig, batch: List[Any], out: Collector) -> None:
+        predicate = config.predicate
         trues: List[Any] = []
         falses: List[Any] = []
         for item in batch:
@@ -169,8 +178,8 @@ class Router:
             (trues if keep else falses).append(item)
         if self._meter is not None:
             self._meter.passed(step_id, len(batch), len(batch))
-        self.push(config["downs"][0], trues, out)
-        self.push(config["downs"][1], falses, out)
+        self.push(config.downs[0], trues, out)
+        self.push(config.downs[1], falses, out)
 
     def _to_stateful(self, step_id: str, index: int, batch: List[Any], out: Collector) -> None:
         check_keyed(step_id, batch)

@@ -25,8 +25,10 @@ import zlib
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from flowspark.engine import chunks
+from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, parse
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.gc_pause import collector_paused
+from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan
@@ -180,8 +182,8 @@ class OutputStash:
             self._chunks.clear()
 
 
-_Part = Tuple[str, Optional[Order], int, List[Any]]
-"""What the writer handles at once: a group (or destination), the items' order if known, the kind and the items."""
+_Part = Tuple[Destination, Optional[Order], int, List[Any]]
+"""What the writer handles at once: a destination (with its origin, if known), the items' order if known, the kind and the items."""
 
 _LAST: Order = (EOF_ROUND + 1, 0, 0, "")
 """Order of items a chunk holds beyond its last marked run: after all others."""
@@ -203,11 +205,11 @@ class SinkWriter:
         """The latest source round taps saw (`_epoch`)."""
         self._ledger = _Ledger(checkpoint)
         self._outputs = [
-            _Output(step.step_id, step.config["sink"], self._ledger.snapshots.get(step.step_id, {}), workers)
+            _Output(step.step_id, step.config.sink, self._ledger.snapshots.get(step.step_id, {}), workers)
             for step in plan.outputs
         ]
         self.finished = threading.Event()
-        self.ending: Optional[str] = None
+        self.ending: Optional[InputEnd] = None
         self.failure: Optional[BaseException] = None
         self.last_batch = self._ledger.batch
 
@@ -236,31 +238,30 @@ class SinkWriter:
                 self._stash.clear()
 
     def _write(self, rows: Iterable[chunks.Row], batch_id: int) -> None:
-        ordered = sorted(rows, key=lambda r: (r[0] == "C", r[0], r[1]))
+        ordered = sorted(rows, key=lambda r: (r[0] == CONTROL_GROUP, r[0], r[1]))
         fresh = batch_id > self._ledger.batch
         # A batch written before a restart is skipped whole, its end marker
         # included: that end belonged to the earlier run.
         if not fresh:
             return
         written = 0
-        for grp, order, kind, items in self._in_order(ordered) if self._plan.ordered else self._as_sent(ordered):
+        for dest, order, kind, items in self._in_order(ordered) if self._plan.ordered else self._as_sent(ordered):
             if kind == chunks.CONTROL:
-                self.ending = chunks.loads(items[0])
+                self.ending = InputEnd(chunks.loads(items[0]))
                 continue
-            index = int(grp[1:].split("@", 1)[0])
-            if grp.startswith("O"):
+            if dest.kind is DestinationKind.OUTPUT:
                 started = time.perf_counter()
-                self._outputs[index].write(items, grp.partition("@")[2])
+                self._outputs[dest.index].write(items, dest.origin)
                 written += len(items)
                 if self._meter is not None:
-                    step_id = self._outputs[index].step_id
+                    step_id = self._outputs[dest.index].step_id
                     self._meter.time(Timing.WRITE_BATCH, step_id, time.perf_counter() - started)
                     self._meter.count(Count.ITEMS_IN, step_id, len(items))
             else:
-                self._inspect(index, items, self._epoch(order, batch_id))
+                self._inspect(dest.index, items, self._epoch(order, batch_id))
         for output in self._outputs:
             output.end_batch(batch_id, self._ledger.run_id)
-        if self.ending == "abort":
+        if self.ending is InputEnd.ABORT:
             # The aborted epoch is not kept: a resumed run writes it again
             # from the partitions' snapshots before it (no duplicates in files).
             self._ledger.commit(batch_id, self._ledger.snapshots)
@@ -280,11 +281,12 @@ class SinkWriter:
     def _as_sent(self, rows: List[chunks.Row]) -> Iterator[_Part]:
         """Each row's items a part at a time: the driver never holds a whole chunk's items."""
         for grp, _, kind, payload in rows:
+            dest = parse(grp)
             if kind == chunks.CONTROL:
-                yield grp, None, kind, [payload]
+                yield dest, None, kind, [payload]
                 continue
             for items in chunks.item_parts(self._payload(payload)):
-                yield grp, None, kind, items
+                yield dest, None, kind, items
 
     def _in_order(self, rows: List[chunks.Row]) -> Iterator[_Part]:
         """Every run of items of the batch, each destination's runs sorted by their `Order`.
@@ -293,24 +295,25 @@ class SinkWriter:
         origin and sequence number).  Sorting needs the batch's items at
         once, which one worker's runs (`run_main`, tests) can afford.
         """
-        runs: List[Tuple[str, Order, int, List[Any]]] = []
+        runs: List[Tuple[Destination, Order, int, List[Any]]] = []
         for grp, _, kind, payload in rows:
             if kind == chunks.CONTROL:
-                yield grp, None, kind, [payload]
+                yield parse(grp), None, kind, [payload]
                 continue
+            target = parse(grp).without_origin()
             marks, inner = chunks.runs_of(self._payload(payload))
             items = chunks.loads(inner)
             start = 0
             for order, end in marks or []:
-                runs.append((grp.split("@", 1)[0], order, len(runs), items[start:end]))
+                runs.append((target, order, len(runs), items[start:end]))
                 start = end
             if start < len(items):
-                runs.append((grp.split("@", 1)[0], _LAST, len(runs), items[start:]))
-        runs.sort(key=lambda run: run[:3])
+                runs.append((target, _LAST, len(runs), items[start:]))
+        runs.sort(key=lambda run: (run[0].sort_key(), run[1], run[2]))
         # An output's runs go to its sink together (one `write_batch`);
         # a tap's stay apart, as each may report its own epoch.
         for dest, group in itertools.groupby(runs, key=lambda run: run[0]):
-            if dest.startswith("O"):
+            if dest.kind is DestinationKind.OUTPUT:
                 yield dest, None, chunks.DATA, [item for _, _, _, items in group for item in items]
                 continue
             for _, order, _, items in group:
@@ -332,7 +335,10 @@ class SinkWriter:
 
     def _inspect(self, index: int, batch: List[Any], epoch: int) -> None:
         step = self._plan.taps[index]
-        inspector = step.config["inspector"]
+        inspector = step.config.inspector
+        if inspector is None:
+            msg = f"step {step.step_id!r} has no inspector: the writer was given the workers' plan, not the driver's"
+            raise AssertionError(msg)
         for item in batch:
             try:
                 inspector(step.step_id, item, epoch, 0)

@@ -26,6 +26,7 @@ from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSour
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.read_ahead import ReadAhead
@@ -156,7 +157,7 @@ class SourceHub:
     def _part_specs(self) -> List[Tuple[str, int, str, Any, bool]]:
         specs: List[Tuple[str, int, str, Any, bool]] = []
         for i, step in enumerate(self._plan.inputs):
-            source = step.config["source"]
+            source = step.config.source
             if isinstance(source, FixedPartitionedSource):
                 try:
                     names = source.list_parts()
@@ -211,14 +212,14 @@ class SourceHub:
                 if self._ended:
                     return start
                 polled = self._poll()
-            end = ""
+            end: Optional[InputEnd] = None
             if polled.abort:
-                end = "abort"
+                end = InputEnd.ABORT
             elif all(p.done for p in self._parts.values()):
-                end = "eof"  # the last data and the end-of-input markers share one micro-batch
-            if not polled.data and not end:
+                end = InputEnd.EOF  # the last data and the end-of-input markers share one micro-batch
+            if not polled.data and end is None:
                 return start
-            if end == "abort":
+            if end is InputEnd.ABORT:
                 # As in Bytewax, the epoch an abort cuts short is not a
                 # resume point: a resumed run reads it again.  An epoch is
                 # a micro-batch here (a poll of every partition), so what
@@ -231,12 +232,12 @@ class SourceHub:
                     before = start["parts"].get(key, {"c": 0})["c"]
                     parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
             rounds = max((len(batches) for _, _, batches in polled.data), default=0)
-            new = {"n": start["n"] + 1, "end": end, "parts": parts, "r": start.get("r", 0) + rounds}
+            new = {"n": start["n"] + 1, "end": "" if end is None else end.value, "parts": parts, "r": start.get("r", 0) + rounds}
             self.items_read += sum(polled.counts.values())
             with self._lock:
                 self._buffer[new["n"]] = polled.data
             self._position = new
-            if end:
+            if end is not None:
                 self._ended = True
             elif polled.backlog:
                 self._ahead = ReadAhead(self._poll_ahead)

@@ -4,9 +4,9 @@ Its driver-side methods (offsets, planning partitions) run in a Python
 process Spark starts, and forward to the `SourceHub` in the user's process.
 `read()` runs in Spark's Python workers: it fetches a piece of pickled
 batches from the hub, pushes them through the stateless steps right after
-the inputs (the fused pass) and yields chunk rows as Arrow.  End-of-input ranges yield
-one end marker per stateful bucket and the `done` control row; aborted
-ranges one abort marker per bucket and the `abort` control row.
+the inputs (the fused pass) and yields chunk rows as Arrow.  A range that
+ends the input (`InputEnd`) also yields the end's marker for every stateful
+bucket and the control row that tells the driver.
 """
 
 from __future__ import annotations
@@ -14,21 +14,26 @@ from __future__ import annotations
 import base64
 import itertools
 import pickle
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from flowspark.engine import chunks
+from flowspark.engine.destinations import CONTROL_GROUP
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import reported_to
 from flowspark.engine.groups import Groups
+from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.metrics import Meter, Reading, worker_index
 from flowspark.engine.order import SOURCE
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
+
+if TYPE_CHECKING:
+    from flowspark.engine.source_hub import Piece
 
 FORMAT = "flowspark"
 
@@ -47,9 +52,9 @@ def encode_options(link: DriverLink, plan: Plan, groups: Groups, metered: bool =
 
 
 class _Piece(InputPartition):
-    """One task's work: `("data",) + source_hub.Piece`, or `("eof",)` / `("abort",)`."""
+    """One task's work: a piece of the range's data (`source_hub.Piece`), or the end of the input."""
 
-    def __init__(self, value: Tuple[Any, ...]) -> None:
+    def __init__(self, value: Union[Piece, InputEnd]) -> None:
         super().__init__(value)
 
 
@@ -72,11 +77,10 @@ class _Reader(DataSourceStreamReader):
     def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
         if start == end:
             return []
-        pieces: List[InputPartition] = [_Piece(("data",) + p) for p in self._call("partition_data", start, end)]
-        if end["end"] == "eof":
-            pieces.append(_Piece(("eof",)))
-        elif end["end"] == "abort":
-            pieces.append(_Piece(("abort",)))
+        pieces: List[InputPartition] = [_Piece(p) for p in self._call("partition_data", start, end)]
+        ending = recorded_end(end["end"])
+        if ending is not None:
+            pieces.append(_Piece(ending))
         return pieces
 
     def commit(self, end: Dict[str, Any]) -> None:
@@ -85,19 +89,17 @@ class _Reader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         freeze_start_up_objects()
         value = partition.value
-        if value[0] == "data":
-            _, origin, seq_base, number, index, first_round, rank = value
-            payload = self._call("piece", number, index)
-            meter = Meter(self._report) if self._metered else None
-            with reported_to(self._link), collector_paused():
-                batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload, first_round, rank, meter))
-            if meter is not None:
-                meter.flush()
-            yield batch
-        elif value[0] == "eof":
-            yield chunks.to_arrow(self._end_rows(chunks.EOF, "done"))
-        else:
-            yield chunks.to_arrow(self._end_rows(chunks.ABORT, "abort"))
+        if isinstance(value, InputEnd):
+            yield chunks.to_arrow(self._end_rows(value))
+            return
+        origin, seq_base, number, index, first_round, rank = value
+        payload = self._call("piece", number, index)
+        meter = Meter(self._report) if self._metered else None
+        with reported_to(self._link), collector_paused():
+            batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload, first_round, rank, meter))
+        if meter is not None:
+            meter.flush()
+        yield batch
 
     def _fused_pass(self, origin: str, seq_base: int, payload: bytes, first_round: int, rank: int,
                     meter: Optional[Meter]) -> List[chunks.Row]:
@@ -105,7 +107,7 @@ class _Reader(DataSourceStreamReader):
 
         Each batch is one run, placed at its round and partition (`order`).
         """
-        stream_id = self._plan.inputs[int(origin.split(".")[0])].config["downs"][0]
+        stream_id = self._plan.inputs[int(origin.split(".")[0])].config.downs[0]
         router = Router(self._plan, self._groups, meter)
         out = Collector(origin, self._link, self._plan.ordered)
         for round_, blob in enumerate(pickle.loads(payload), first_round):
@@ -116,14 +118,14 @@ class _Reader(DataSourceStreamReader):
     def _report(self, reading: Reading) -> None:
         self._call("metrics", worker_index(), reading)
 
-    def _end_rows(self, kind: int, control: str) -> List[chunks.Row]:
-        """A `kind` marker for every stateful bucket, and the control row that ends the run."""
+    def _end_rows(self, end: InputEnd) -> List[chunks.Row]:
+        """The end's marker for every stateful bucket, and the control row that ends the run."""
         rows: List[chunks.Row] = [
-            (grp, chunks.LAST_SEQ, kind, b"")
+            (grp, chunks.LAST_SEQ, end.marker, b"")
             for names in self._groups.names
             for grp in names
         ]
-        rows.append(("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(control)))
+        rows.append((CONTROL_GROUP, chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(end.value)))
         return rows
 
 

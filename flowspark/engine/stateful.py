@@ -33,10 +33,11 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from flowspark.engine import chunks, slots
+from flowspark.engine.destinations import DestinationKind, parse
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, guarded, reported_to
-from flowspark.engine.groups import Groups, step_of
+from flowspark.engine.groups import Groups
 from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
 from flowspark.engine.order import EOF_ROUND, START_ROUND, batch_phase, notify_phase
@@ -234,10 +235,10 @@ class LayerProcessor(StatefulProcessor):
         self._router = Router(self._plan, self._groups, self._meter)
 
     def _mine(self, grp: str) -> Optional[int]:
-        if not grp.startswith("S"):
+        dest = parse(grp)
+        if dest.kind is not DestinationKind.STATEFUL:
             return None
-        step = step_of(grp)
-        return step if step in self._steps else None
+        return dest.index if dest.index in self._steps else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         grp = key[0]
@@ -309,7 +310,7 @@ class LayerProcessor(StatefulProcessor):
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
         state = slots.SlottedState(self._layout, self._slots, self._wakes)
-        bucket = _Bucket(self._plan.stateful[step].step_id, config["builder"], state, self._meter)
+        bucket = _Bucket(self._plan.stateful[step].step_id, config.builder, state, self._meter)
         return bucket, Collector(grp, self._link, self._plan.ordered)
 
     def _merged(self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector) -> None:
@@ -333,7 +334,7 @@ class LayerProcessor(StatefulProcessor):
 
     def _push(self, step: int, keyed: List[Tuple[str, Any]], tick: Tuple[int, int], out: Collector) -> None:
         """Pass what several keys emitted on as one run at `tick` (for runs that keep no key order)."""
-        self._router.push(self._plan.stateful[step].config["downs"][0], keyed, out)
+        self._router.push(self._plan.stateful[step].config.downs[0], keyed, out)
         out.end_run((tick[0], tick[1], 0, ""))
 
     def _by_rounds(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector) -> None:
@@ -374,7 +375,7 @@ class LayerProcessor(StatefulProcessor):
 
     def _call(self, step: int, bucket: _Bucket, key: str, method: str, tick: Tuple[int, int], out: Collector, *args: Any) -> None:
         """Run one logic method and pass its output on as one run placed at `tick` and `key`."""
-        self._router.push(self._plan.stateful[step].config["downs"][0], bucket.call(key, method, *args), out)
+        self._router.push(self._plan.stateful[step].config.downs[0], bucket.call(key, method, *args), out)
         out.end_run((tick[0], tick[1], 0, key if self._plan.ordered else ""))
 
     def _calls(self, step: int, bucket: _Bucket, keys: List[str], method: str, tick: Tuple[int, int], out: Collector) -> None:

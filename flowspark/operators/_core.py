@@ -28,6 +28,17 @@ from flowspark._bytewax_io import adapt_sink, adapt_source
 from flowspark.dataflow import Dataflow, KeyedStream, Stream, core_step, operator
 from flowspark.inputs import Source
 from flowspark.outputs import Sink
+from flowspark.step_config import (
+    BranchConfig,
+    FlatMapBatchConfig,
+    InputConfig,
+    InspectDebugConfig,
+    MergeConfig,
+    OutputConfig,
+    RedistributeConfig,
+    StatefulBatchConfig,
+    port_ids,
+)
 
 X = TypeVar("X")
 """Type of upstream items."""
@@ -107,20 +118,20 @@ def input(  # noqa: A001
     source: Source[X],
 ) -> Stream[X]:
     """Introduce items from `source` into the flow (a Bytewax source is adapted)."""
-    (down,) = core_step("input", ["down"], source=adapt_source(source), ups=[])
+    (down,) = core_step(InputConfig(ups=(), downs=port_ids(step_id, "down"), source=adapt_source(source)))
     return down
 
 
 @operator
 def output(step_id: str, up: Stream[X], sink: Sink[X]) -> None:
     """Write every item of `up` to `sink` (a Bytewax sink is adapted)."""
-    core_step("output", [], sink=adapt_sink(sink), ups=[up.stream_id])
+    core_step(OutputConfig(ups=(up.stream_id,), downs=(), sink=adapt_sink(sink)))
 
 
 @operator
 def flat_map_batch(step_id: str, up: Stream[X], mapper: Callable[[List[X]], Iterable[Y]]) -> Stream[Y]:
     """Transform a whole batch of items at once; emit what `mapper` returns."""
-    (down,) = core_step("flat_map_batch", ["down"], mapper=mapper, ups=[up.stream_id])
+    (down,) = core_step(FlatMapBatchConfig(ups=(up.stream_id,), downs=port_ids(step_id, "down"), mapper=mapper))
     return down
 
 
@@ -131,7 +142,7 @@ def stateful_batch(
     builder: Callable[[Optional[S]], StatefulBatchLogic[V, W, S]],
 ) -> KeyedStream[W]:
     """Run a `StatefulBatchLogic` per key; emits `(key, value)` for what it returns."""
-    (down,) = core_step("stateful_batch", ["down"], builder=builder, ups=[up.stream_id])
+    (down,) = core_step(StatefulBatchConfig(ups=(up.stream_id,), downs=port_ids(step_id, "down"), builder=builder))
     return down
 
 
@@ -146,7 +157,7 @@ def branch(step_id: str, up: Stream[X], predicate: Callable[[X], bool]) -> Branc
 @operator
 def branch(step_id: str, up: Stream[X], predicate: Callable[[X], bool]) -> BranchOut[Any, Any]:
     """Send each item to `trues` or `falses` by `predicate`, keeping order."""
-    trues, falses = core_step("branch", ["trues", "falses"], predicate=predicate, ups=[up.stream_id])
+    trues, falses = core_step(BranchConfig(ups=(up.stream_id,), downs=port_ids(step_id, "trues", "falses"), predicate=predicate))
     return BranchOut(trues, falses)
 
 
@@ -156,14 +167,14 @@ def merge(step_id: str, *ups: Stream[Any]) -> Stream[Any]:
     if not ups:
         msg = f"step {step_id!r}: `merge` needs at least one upstream stream"
         raise AssertionError(msg)
-    (down,) = core_step("merge", ["down"], ups=[u.stream_id for u in ups])
+    (down,) = core_step(MergeConfig(ups=tuple(u.stream_id for u in ups), downs=port_ids(step_id, "down")))
     return down
 
 
 @operator
 def redistribute(step_id: str, up: Stream[X]) -> Stream[X]:
     """Spread items evenly over the workers; content unchanged, order not kept."""
-    (down,) = core_step("redistribute", ["down"], ups=[up.stream_id])
+    (down,) = core_step(RedistributeConfig(ups=(up.stream_id,), downs=port_ids(step_id, "down")))
     return down
 
 
@@ -174,6 +185,6 @@ def inspect_debug(
     inspector: Callable[[str, X, int, int], None] = _default_debug_inspector,
 ) -> Stream[X]:
     """Call `inspector(step_id, item, epoch, worker_index)` on each item; pass items on."""
-    (down,) = core_step("inspect_debug", ["down"], inspector=inspector, ups=[up.stream_id])
+    (down,) = core_step(InspectDebugConfig(ups=(up.stream_id,), downs=port_ids(step_id, "down"), inspector=inspector))
     return down
 

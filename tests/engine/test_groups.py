@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from flowspark.engine.groups import BALANCED_MODULUS, Groups, spark_string_hash, step_of
+from flowspark.engine.destinations import parse
+from flowspark.engine.groups import BALANCED_MODULUS, Groups, spark_string_hash
 from flowspark.engine.session import get_session
 
 
@@ -23,14 +24,14 @@ def test_balanced_names_land_in_bucket_mod_p_by_sparks_own_partitioning(partitio
     frame = get_session().createDataFrame([(n,) for n in names], "n string")
     spread = frame.selectExpr("n", f"pmod(hash(n), {partitions}) AS p").collect()
     assert {row.n: row.p for row in spread} == {groups.name(s, b): b % partitions for s in range(2) for b in range(16)}
-    first_step = [row.p for row in spread if step_of(row.n) == 0]
+    first_step = [row.p for row in spread if parse(row.n).index == 0]
     assert max(Counter(first_step).values()) == -(-16 // partitions)
 
 
 def test_names_are_stable_and_name_their_step() -> None:
     assert Groups.balanced(3, 16) == Groups.balanced(3, 16)
-    assert [step_of(n) for n in Groups.balanced(3, 16).names[2]] == [2] * 16
-    assert step_of("S11/3") == 11
+    assert [parse(n).index for n in Groups.balanced(3, 16).names[2]] == [2] * 16
+    assert parse("S11/3").index == 11
 
 
 def test_a_bucket_count_that_does_not_divide_the_modulus_still_gets_names() -> None:

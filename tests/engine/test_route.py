@@ -29,7 +29,7 @@ def _plan(tmp_path: Path) -> Plan:
 
 def _push(plan: Plan, batch: List[Any]) -> Collector:
     out = Collector("000.00000.000")
-    Router(plan, Groups.balanced(len(plan.stateful), 2)).push(plan.inputs[0].config["downs"][0], batch, out)
+    Router(plan, Groups.balanced(len(plan.stateful), 2)).push(plan.inputs[0].config.downs[0], batch, out)
     return out
 
 

@@ -46,7 +46,7 @@ def _running_sums() -> Tuple[Plan, Groups]:
 def _rows_for(plan: Plan, groups: Groups, items: List[Tuple[str, int]]) -> List[Tuple[str, List[Row]]]:
     """The chunk rows the source's pass makes for `items`, by the bucket group they go to."""
     out = Collector("000.00000.000")
-    Router(plan, groups).push(plan.inputs[0].config["downs"][0], items, out)
+    Router(plan, groups).push(plan.inputs[0].config.downs[0], items, out)
     rows = [Row(grp=g, seq=s, kind=k, payload=p) for g, s, k, p in out.rows(itertools.count())]
     return [(grp, list(group)) for grp, group in itertools.groupby(sorted(rows, key=lambda r: r.grp), key=lambda r: r.grp)]
 

@@ -1,0 +1,40 @@
+"""Group names: what each function writes, `parse` reads back."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowspark.engine.destinations import (
+    CONTROL_GROUP,
+    Destination,
+    DestinationKind,
+    output_group,
+    parse,
+    stateful_group,
+    tap_group,
+)
+
+
+def test_each_kind_of_name_reads_back() -> None:
+    assert parse(stateful_group(3, 15)) == Destination(DestinationKind.STATEFUL, 3)
+    assert parse(stateful_group(12, 0, salt=517)) == Destination(DestinationKind.STATEFUL, 12)
+    assert parse(output_group(2, "000.00001.002")) == Destination(DestinationKind.OUTPUT, 2, "000.00001.002")
+    assert parse(tap_group(0, stateful_group(1, 4, salt=9))) == Destination(DestinationKind.TAP, 0, "S1/4.9")
+    assert parse(CONTROL_GROUP) == Destination(DestinationKind.CONTROL, 0)
+
+
+def test_stateful_names_keep_the_text_spark_keeps_with_the_state() -> None:
+    assert stateful_group(0, 3) == "S0/3"
+    assert stateful_group(0, 3, salt=517) == "S0/3.517"
+
+
+def test_outputs_and_taps_sort_as_their_names_without_origin_do() -> None:
+    names = [output_group(i, "x") for i in (2, 10, 1)] + [tap_group(i, "x") for i in (11, 3)]
+    by_key = sorted(names, key=lambda n: parse(n).without_origin().sort_key())
+    assert by_key == sorted(names, key=lambda n: n.split("@")[0])
+
+
+@pytest.mark.parametrize("text", ["", "X1@a", "O@a", "Sx/1"])
+def test_unknown_text_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse(text)
