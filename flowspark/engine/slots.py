@@ -86,6 +86,10 @@ class SlottedState:
         """Per slot, the wake-ups put since it was read (enough for its earliest when it held none then)."""
         self._dirty: Set[int] = set()
 
+    @property
+    def slot_count(self) -> int:
+        return self._slot_count
+
     def _slot(self, slot: int) -> Dict[str, bytes]:
         entries = self._loaded.get(slot)
         if entries is None:

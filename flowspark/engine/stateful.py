@@ -44,6 +44,9 @@ from flowspark.engine.order import EOF_ROUND, START_ROUND, batch_phase, notify_p
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
+SLOT_GROUP = 64
+"""How many slots' keys a micro-batch handles before saving them and letting them go."""
+
 _seq = itertools.count()
 """Orders the rows this worker emits: rows of one group come from one worker."""
 
@@ -166,6 +169,22 @@ class _Bucket:
         keys.difference_update(k for k, v in self._live.items() if v is None)
         return sorted(keys)
 
+    def slot_groups(self, keys: List[str]) -> Iterator[List[str]]:
+        """`keys` in groups that each fall in at most `SLOT_GROUP` slots, groups in slot order."""
+        slot_count = self._state.slot_count
+        by_slot = sorted(keys, key=lambda k: slots.slot_of(k, slot_count))
+        group: List[str] = []
+        group_slots: Set[int] = set()
+        for key in by_slot:
+            slot = slots.slot_of(key, slot_count)
+            if slot not in group_slots and len(group_slots) == SLOT_GROUP:
+                yield group
+                group, group_slots = [], set()
+            group.append(key)
+            group_slots.add(slot)
+        if group:
+            yield group
+
     def keys_by_slot(self) -> Iterator[List[str]]:
         """The bucket's keys, one slot's (sorted) at a time; each slot is read only when its turn comes."""
         for slot in self._state.slot_ids():
@@ -262,12 +281,13 @@ class LayerProcessor(StatefulProcessor):
             if kind == chunks.DATA:
                 arrivals.add(payload)
         keys = arrivals.keys()
-        for k in keys:
-            if bucket.overdue(k, now_ms):
-                self._call(step, bucket, k, "on_notify", (START_ROUND, self._notify_phase), out)
-        if keys and not self._plan.ordered and all(getattr(bucket.logic(k), "MERGE_BATCHES", False) for k in keys):
-            self._merged(step, bucket, keys, arrivals, out)
+        # A step's logics are all of one class: the first key's tells.
+        if keys and not self._plan.ordered and getattr(bucket.logic(keys[0]), "MERGE_BATCHES", False):
+            self._merged(step, bucket, keys, arrivals, out, now_ms)
         else:
+            for k in keys:
+                if bucket.overdue(k, now_ms):
+                    self._call(step, bucket, k, "on_notify", (START_ROUND, self._notify_phase), out)
             self._by_rounds(step, bucket, arrivals, out)
         aborted = any(kind == chunks.ABORT for _, kind, _ in ordered)
         if any(kind == chunks.EOF for _, kind, _ in ordered):
@@ -313,22 +333,29 @@ class LayerProcessor(StatefulProcessor):
         bucket = _Bucket(self._plan.stateful[step].step_id, config.builder, state, self._meter)
         return bucket, Collector(grp, self._link, self._plan.ordered)
 
-    def _merged(self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector) -> None:
-        """Feed each key all its values of the micro-batch in one `on_batch`, keys in sorted order.
+    def _merged(self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector, now_ms: int) -> None:
+        """Feed each key all its values of the micro-batch in one `on_batch` (after its overdue `on_notify`).
 
         For logics that declare `MERGE_BATCHES` (their output does not
         depend on batch boundaries) when no worker's order is to be kept:
-        one call per key instead of one per key and round.  What the keys
-        emit goes on down the flow in batches of about `chunks.PIECE_ITEMS`,
-        so each step below runs once per batch rather than once per key.
+        one call per key instead of one per key and round.  Keys go a group
+        of slots at a time, each group saved and let go before the next is
+        read, so a micro-batch needs memory for its own items, not for the
+        bucket's state.  What the keys emit goes on down the flow in batches
+        of about `chunks.PIECE_ITEMS`, so each step below runs once per
+        batch rather than once per key.
         """
         tick = (START_ROUND, self._batch_phase)
         keyed: List[Tuple[str, Any]] = []
-        for k in keys:
-            keyed.extend(bucket.call(k, "on_batch", arrivals.merged(k)))
-            if len(keyed) >= chunks.PIECE_ITEMS:
-                self._push(step, keyed, tick, out)
-                keyed = []
+        for group in bucket.slot_groups(keys):
+            for k in group:
+                if bucket.overdue(k, now_ms):
+                    self._call(step, bucket, k, "on_notify", (START_ROUND, self._notify_phase), out)
+                keyed.extend(bucket.call(k, "on_batch", arrivals.merged(k)))
+                if len(keyed) >= chunks.PIECE_ITEMS:
+                    self._push(step, keyed, tick, out)
+                    keyed = []
+            bucket.persist(self._handle, now_ms)
         if keyed:
             self._push(step, keyed, tick, out)
 
