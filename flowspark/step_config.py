@@ -83,9 +83,7 @@ class OutputConfig(CoreConfig):
     """`output`: items written to a sink on the driver."""
 
     sink: Optional[Sink[Any]]
-    """The flow's sink (the planner checks its type); None in the copy Spark's workers get."""
-    drop_keys: bool = False
-    """The workers check the `(key, value)` items and send only the values (a one-partition sink)."""
+    """The flow's sink (the planner checks its type and lays out its partitions); None in the copy Spark's workers get."""
 
     kind: ClassVar[StepKind] = StepKind.OUTPUT
 

@@ -7,14 +7,15 @@ each input port is linked to the port that produced its stream *at the same
 nesting level*: inside a step, a stream that came in through the step's own
 input port is credited to that port, not to the step outside that made it.
 
-`to_physical` is a flowspark addition.  It shows how the planner lays the
-core steps out over the one Spark query it builds: the source stage, one
+`to_physical` is a flowspark addition.  It prints the plan the runner
+makes, from the runner's own planning functions: the source stage, one
 `transformWithState` stage per stateful layer with the shuffle in front of
-it, and the driver's `foreachBatch`.
+it (and the Spark group of every key bucket), and the driver's
+`foreachBatch` with each output's sink partitions.
 
 From the command line:
 
-    python -m flowspark.visualize my_module:flow [-o mermaid|plantuml|json] [-r] [-p]
+    python -m flowspark.visualize my_module:flow [-o mermaid|plantuml|json] [-r] [-p [--list-parts]]
 """
 
 from __future__ import annotations
@@ -28,11 +29,20 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Sequence, Set, get_args
 
 from flowspark.dataflow import Dataflow, Operator
-from flowspark.step_config import STATELESS_KINDS, CoreConfig
+from flowspark.engine.destinations import CONTROL_GROUP, output_group, tap_group
+from flowspark.engine.groups import Groups
+from flowspark.engine.plan import CoreStep, Plan, SinkLayout, SinkRouting, build_plan, for_workers, source_parts
+from flowspark.engine.resume_check import DEFAULT_BUCKETS, new_groups
+from flowspark.inputs import DynamicSource, FixedPartitionedSource
+from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
+from flowspark.step_config import STATELESS_KINDS, CoreConfig, StepKind
 
 __all__ = [
+    "PhysicalInput",
+    "PhysicalOutput",
     "PhysicalPlan",
     "PhysicalRun",
+    "PhysicalTap",
     "RenderedDataflow",
     "RenderedOperator",
     "RenderedPort",
@@ -241,6 +251,9 @@ def to_mermaid(flow: Dataflow) -> str:
 SOURCE = "source"
 """Stage label of the flowspark streaming source (inputs and what is fused after them)."""
 
+PASS = "<pass>"
+"""Stands for the pass that made a row (a source piece or a stateful group) in an output's or tap's group name."""
+
 
 def layer_stage(layer: int) -> str:
     """Stage label of stateful layer `layer`'s `transformWithState` operator."""
@@ -249,40 +262,77 @@ def layer_stage(layer: int) -> str:
 
 @dataclass(frozen=True)
 class PhysicalRun:
-    """A step that starts a fused pass, and the stateless core steps it runs after itself.
+    """A step that starts a fused pass, and the stateless core steps the pass runs after it.
 
     `head` is an input's or a stateful step's id; `fused` lists, in flow
     order, the stateless core steps its items pass through before they reach
     a stateful step, an output or a tap.  `fed_by` names the stages whose
-    rows reach `head` (empty for inputs).
+    rows reach `head` (empty for inputs).  `groups` are a stateful step's
+    Spark groups, one per key bucket (empty for inputs).
     """
 
     head: str
-    kind: str
+    kind: StepKind
     fused: List[str]
     fed_by: List[str] = field(default_factory=list)
+    groups: List[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PhysicalInput:
+    """An input, its source and, if listed, its partitions."""
+
+    run: PhysicalRun
+    source: str
+    """The source's class and the flowspark base class it subclasses."""
+    partitioned: bool
+    """A `FixedPartitionedSource`; else a `DynamicSource`, with one partition per worker."""
+    parts: Optional[List[str]]
+    """A partitioned source's `list_parts()`, when asked for; None otherwise."""
+
+
+@dataclass(frozen=True)
+class PhysicalTap:
+    """An `inspect_debug` tap, run on the driver from the rows of group `group`."""
+
+    step_id: str
+    group: str
+    """The group name of its rows, with `PASS` for the pass that made them."""
+    fed_by: List[str]
+
+
+@dataclass(frozen=True)
+class PhysicalOutput(PhysicalTap):
+    """An output, run on the driver like a tap, and where its items are written."""
+
+    sink: str
+    """The sink's class and the flowspark base class it subclasses."""
+    layout: SinkLayout
+    """How the items reach the sink's partitions (the plan's `sinks`)."""
 
 
 @dataclass(frozen=True)
 class PhysicalPlan:
-    """Which core steps run in which part of the Spark query.
+    """The runtime's plan of a flow, laid out stage by stage.
 
-    `source` has one run per input; `layers[i]` has one run per stateful
-    step of layer `i + 1`, in plan order (the `S<n>` of their Spark groups
-    is `stateful_index`).  `outputs` and `taps` run on the driver, each fed
-    by the stages listed in `driver_fed_by`.  `kinds` gives each core
-    step's kind.
+    `plan` is what `build_plan` gives the runner and `groups` what a fresh
+    run records (`resume_check.new_groups`).  `layers[i]` has one run per
+    stateful step of layer `i + 1`, in the order of `plan.steps_in_layer`,
+    as that layer's `transformWithState` processor runs them.
     """
 
-    flow_id: str
-    buckets: int
-    source: List[PhysicalRun]
+    plan: Plan
+    groups: Groups
+    inputs: List[PhysicalInput]
     layers: List[List[PhysicalRun]]
-    outputs: List[str]
-    taps: List[str]
-    stateful_index: Dict[str, int]
-    driver_fed_by: Dict[str, List[str]]
-    kinds: Dict[str, str]
+    outputs: List[PhysicalOutput]
+    taps: List[PhysicalTap]
+    kinds: Dict[str, StepKind]
+    """Each core step's kind."""
+
+    @property
+    def flow_id(self) -> str:
+        return self.plan.flow_id
 
 
 def _stage_order(stages: Set[str]) -> List[str]:
@@ -292,35 +342,39 @@ def _stage_order(stages: Set[str]) -> List[str]:
     return sorted(stages, key=rank)
 
 
-def physical_plan(flow: Dataflow, buckets: Optional[int] = None) -> PhysicalPlan:
-    """Lay the flow's core steps out over the stages of its Spark query.
+def _class_of(connector: Any, bases: Sequence[type]) -> str:
+    base = next(b for b in bases if isinstance(connector, b))
+    name = type(connector).__name__
+    return name if name == base.__name__ else f"{name} ({base.__name__})"
 
-    A stateless step belongs to the source stage when an input reaches it
+
+def physical_plan(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bool = False) -> PhysicalPlan:
+    """The plan the runner makes for `flow`, laid out over the stages of its Spark query.
+
+    The steps, layers, sinks' layouts and group names come from the
+    runtime's own planner (`build_plan`, `for_workers`, `new_groups`); the
+    fused passes follow the workers' plan as `route.Router` does.  A
+    stateless step belongs to the source stage when an input reaches it
     without crossing a stateful step, and to layer L's stage when a stateful
     step of layer L reaches it likewise; a step reached both ways runs in
-    both.  `buckets` is the number of key buckets per stateful step
-    (the runner's default unless given).  Raises as `build_plan` does for a
-    flow that can't run (no input, no output, a wrong source or sink).
+    both.  `buckets` is the number of key buckets per stateful step.  With
+    `list_parts`, partitioned sources list their partitions (which may
+    reach an external system, as Kafka's do).  Raises as `build_plan` does
+    for a flow that can't run (no input, no output, a wrong source or sink).
     """
-    from flowspark.engine.plan import CoreStep, build_plan
-
-    if buckets is None:
-        from flowspark.engine.resume_check import DEFAULT_BUCKETS
-
-        buckets = DEFAULT_BUCKETS
     plan = build_plan(flow)
+    workers = for_workers(plan)
+    groups = new_groups(plan, buckets)
     order = {step.step_id: i for i, step in enumerate(flow.core_steps())}
-    kinds = {step.step_id: step.config.kind.value for step in flow.core_steps() if step.config is not None}
-    layer_of = {step.step_id: layer for step, layer in zip(plan.stateful, plan.layers)}
     stages_of: Dict[str, Set[str]] = {}
 
     def fused_after(head: CoreStep[CoreConfig], stage: str) -> List[str]:
-        """Stateless steps reached from `head` before any stateful step, output or tap end."""
+        """Stateless steps reached from `head` before any stateful step or output; taps pass items on."""
         seen: Set[str] = set()
         todo = list(head.config.downs)
         while todo:
             stream_id = todo.pop()
-            for consumer in plan.consumers.get(stream_id, ()):
+            for consumer in workers.consumers.get(stream_id, ()):
                 step = consumer.step
                 stages_of.setdefault(step.step_id, set()).add(stage)
                 if step.config.kind in STATELESS_KINDS and step.step_id not in seen:
@@ -328,77 +382,131 @@ def physical_plan(flow: Dataflow, buckets: Optional[int] = None) -> PhysicalPlan
                     todo.extend(step.config.downs)
         return sorted(seen, key=order.__getitem__)
 
-    source_runs = [(step, fused_after(step, SOURCE)) for step in plan.inputs]
-    layer_runs = [(step, fused_after(step, layer_stage(layer_of[step.step_id]))) for step in plan.stateful]
-    source = [PhysicalRun(step.step_id, "input", fused) for step, fused in source_runs]
-    layers: List[List[PhysicalRun]] = [[] for _ in range(plan.depth)]
-    for step, fused in layer_runs:
-        fed = _stage_order(stages_of.get(step.step_id, set()))
-        layers[layer_of[step.step_id] - 1].append(PhysicalRun(step.step_id, "stateful_batch", fused, fed))
-    outputs = [step.step_id for step in plan.outputs]
-    taps = [step.step_id for step in plan.taps]
-    return PhysicalPlan(
-        flow_id=plan.flow_id,
-        buckets=buckets,
-        source=source,
-        layers=layers,
-        outputs=outputs,
-        taps=taps,
-        stateful_index={step.step_id: i for i, step in enumerate(plan.stateful)},
-        driver_fed_by={sid: _stage_order(stages_of.get(sid, set())) for sid in outputs + taps},
-        kinds=kinds,
-    )
+    parts: Dict[int, List[str]] = {}
+    if list_parts:
+        for index, name in source_parts(plan):
+            parts.setdefault(index, []).append(name)
+    inputs = []
+    for index, step in enumerate(plan.inputs):
+        partitioned = isinstance(step.config.source, FixedPartitionedSource)
+        inputs.append(
+            PhysicalInput(
+                PhysicalRun(step.step_id, StepKind.INPUT, fused_after(step, SOURCE)),
+                _class_of(step.config.source, (FixedPartitionedSource, DynamicSource)),
+                partitioned,
+                parts.get(index, []) if list_parts and partitioned else None,
+            )
+        )
+    fused = {
+        index: fused_after(step, layer_stage(layer))
+        for index, (step, layer) in enumerate(zip(workers.stateful, workers.layers))
+    }
+    layers = [
+        [
+            PhysicalRun(
+                workers.stateful[index].step_id,
+                StepKind.STATEFUL_BATCH,
+                fused[index],
+                _stage_order(stages_of.get(workers.stateful[index].step_id, set())),
+                groups.names[index],
+            )
+            for index in workers.steps_in_layer(layer)
+        ]
+        for layer in range(1, workers.depth + 1)
+    ]
+    outputs = [
+        PhysicalOutput(
+            step.step_id,
+            output_group(index, PASS),
+            _stage_order(stages_of.get(step.step_id, set())),
+            _class_of(step.config.sink, (FixedPartitionedSink, DynamicSink, MicroBatchSink)),
+            layout,
+        )
+        for index, (step, layout) in enumerate(zip(plan.outputs, plan.sinks))
+    ]
+    taps = [
+        PhysicalTap(step.step_id, tap_group(index, PASS), _stage_order(stages_of.get(step.step_id, set())))
+        for index, step in enumerate(plan.taps)
+    ]
+    kinds = {step.step_id: step.config.kind for step in flow.core_steps() if step.config is not None}
+    return PhysicalPlan(plan, groups, inputs, layers, outputs, taps, kinds)
 
 
 def _fed(stages: Sequence[str]) -> str:
     return ", ".join(stages) if stages else "nothing"
 
 
-def to_physical(flow: Dataflow, buckets: Optional[int] = None) -> str:
-    """Describe, as text, which core steps run in which stage of the Spark query.
+def _layout_text(layout: SinkLayout) -> str:
+    names = ", ".join(repr(name) for name in layout.parts) or "none"
+    if layout.routing is SinkRouting.ONE_PART:
+        return f"partition {names}; the workers check the keys and send bare values"
+    if layout.routing is SinkRouting.BY_KEY:
+        return f"partitions {names}, picked by part_fn(key)"
+    if layout.routing is SinkRouting.BY_PASS:
+        return "one partition per worker, picked by the pass that made the items"
+    return "the whole micro-batch in one call"
+
+
+def to_physical(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bool = False) -> str:
+    """Describe, as text, the runtime's plan: which core steps run in which stage of the Spark query.
 
     The query reads: the source stage (every input, with the stateless steps
     fused after it, inside the flowspark data source's `read()`), then per
     stateful layer a shuffle (`groupBy("grp")`, one group per key bucket of
-    each of the layer's steps; rows bound elsewhere pass through) and a
-    `transformWithState` stage running the layer's steps and the stateless
-    steps fused after them, and last the driver's `foreachBatch`, which runs
-    the outputs and the `inspect_debug` taps.
+    each of the layer's steps, named as the runtime names them; rows bound
+    elsewhere pass through) and a `transformWithState` stage running the
+    layer's steps and the stateless steps fused after them, and last the
+    driver's `foreachBatch`, which runs the outputs (each with its sink's
+    partitions) and the `inspect_debug` taps.  `list_parts` is as for
+    `physical_plan`.
     """
-    from flowspark.engine.destinations import stateful_group
+    pp = physical_plan(flow, buckets, list_parts)
 
-    pp = physical_plan(flow, buckets)
-    last = pp.buckets - 1
+    def named(step_id: str, kind: StepKind) -> str:
+        return f"{step_id} ({kind.value})"
 
-    def named(step_id: str) -> str:
-        return f"{step_id} ({pp.kinds[step_id]})"
+    def fused(run: PhysicalRun) -> List[str]:
+        return [f"    fused {named(step_id, pp.kinds[step_id])}" for step_id in run.fused]
 
+    depth = len(pp.layers)
     lines = [
         f"Physical plan of {pp.flow_id!r}: one Spark Structured Streaming query, "
-        f"{len(pp.layers)} stateful layer(s), {len(pp.layers)} shuffle(s)",
+        f"{depth} stateful layer(s), {depth} shuffle(s), {pp.groups.buckets} key buckets per stateful step",
         "",
         "Stage source: flowspark streaming source; read() runs the inputs and the steps fused after them",
     ]
-    for run in pp.source:
-        lines.append(f"  input {named(run.head)}")
-        lines.extend(f"    fused {named(s)}" for s in run.fused)
+    for inp in pp.inputs:
+        if inp.parts is not None:
+            shown = ", ".join(repr(name) for name in inp.parts) or "none"
+            where = f"partitions {shown}"
+        elif not inp.partitioned:
+            where = "one partition per worker"
+        else:
+            where = "partitions listed at the start"
+        lines.append(f"  input {named(inp.run.head, inp.run.kind)}: {inp.source}, {where}")
+        lines.extend(fused(inp.run))
     for number, runs in enumerate(pp.layers, start=1):
         lines.append("")
         lines.append(f"Shuffle {number}: groupBy(grp), one group per key bucket; other rows pass through")
         for run in runs:
-            index = pp.stateful_index[run.head]
-            lines.append(f"  {stateful_group(index, 0)}..{stateful_group(index, last)}: {run.head}")
+            lines.append(f"  {run.head}: {' '.join(run.groups)}")
         lines.append(
             f"Stage {layer_stage(number)}: transformWithState runs these stateful steps "
             "and the steps fused after them"
         )
         for run in runs:
-            lines.append(f"  stateful {named(run.head)} <- {_fed(run.fed_by)}")
-            lines.extend(f"    fused {named(s)}" for s in run.fused)
+            lines.append(f"  stateful {named(run.head, run.kind)} <- {_fed(run.fed_by)}")
+            lines.extend(fused(run))
     lines.append("")
-    lines.append("Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch")
-    lines.extend(f"  output {step_id} <- {_fed(pp.driver_fed_by[step_id])}" for step_id in pp.outputs)
-    lines.extend(f"  tap {step_id} <- {_fed(pp.driver_fed_by[step_id])}" for step_id in pp.taps)
+    lines.append(
+        f"Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch; "
+        f"group {CONTROL_GROUP} ends the run"
+    )
+    lines.extend(
+        f"  output {out.step_id} <- {_fed(out.fed_by)} as {out.group}: {out.sink}, {_layout_text(out.layout)}"
+        for out in pp.outputs
+    )
+    lines.extend(f"  tap {tap.step_id} <- {_fed(tap.fed_by)} as {tap.group}" for tap in pp.taps)
     return "\n".join(lines)
 
 
@@ -433,15 +541,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "-p", "--physical", action="store_true",
-        help="print the Spark physical plan (stages, shuffles, driver) instead of a diagram",
+        help="print the runtime's plan (stages, shuffles and their groups, outputs and their sinks) instead of a diagram",
+    )
+    parser.add_argument(
+        "--list-parts", action="store_true",
+        help="with -p, list each partitioned source's partitions (this calls list_parts, "
+        "which may reach an external system such as Kafka)",
     )
     return parser
 
 
-def render(flow: Dataflow, output_format: str = "mermaid", recursive: bool = False, physical: bool = False) -> str:
+def render(flow: Dataflow, output_format: str = "mermaid", recursive: bool = False, physical: bool = False,
+           list_parts: bool = False) -> str:
     """The text the command line prints for these options."""
     if physical:
-        return to_physical(flow)
+        return to_physical(flow, list_parts=list_parts)
     if output_format == "json":
         return to_json(flow)
     if output_format == "mermaid":
@@ -459,7 +573,7 @@ def cli_main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
     flow = locate_flow(args.import_str)
     try:
-        print(render(flow, args.output_format, args.recursive, args.physical), flush=True)
+        print(render(flow, args.output_format, args.recursive, args.physical, args.list_parts), flush=True)
     except BrokenPipeError:
         # The reader (`| head`, say) left early; keep Python's exit-time
         # flush from complaining about the closed pipe.

@@ -3,10 +3,12 @@
 Each flow is built once per engine from the same code; Mermaid, JSON and
 PlantUML text must then be identical, character for character (flow and
 step ids carry no module names, so nothing needs rewriting).  The physical
-plan is flowspark's own and is checked against text written out here.
+plan is flowspark's own: it is checked against the runtime's plan and
+groups, and against text written out here.
 """
 
 import dataclasses
+import json
 import subprocess
 from datetime import timedelta
 from importlib import import_module
@@ -18,10 +20,18 @@ from conftest import ALIGN, run_module
 from oracle import ENGINES, Engine
 
 import flowspark.operators as op
+from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
+from flowspark.engine.destinations import output_group, tap_group
+from flowspark.engine.groups import Groups
+from flowspark.engine.plan import build_plan
+from flowspark.engine.resume_check import DEFAULT_BUCKETS, META, new_groups
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.testing import TestingSink, TestingSource
-from flowspark.visualize import physical_plan, to_mermaid, to_physical
+from flowspark.inputs import DynamicSource
+from flowspark.outputs import MicroBatchSink
+from flowspark.recovery import RecoveryConfig, init_db_dir
+from flowspark.testing import TestingSink, TestingSource, run_main
+from flowspark.visualize import PASS, physical_plan, to_mermaid, to_physical
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -193,29 +203,42 @@ def _two_layers() -> Dataflow:
     return flow
 
 
-def test_physical_plan_of_two_chained_stateful_steps_and_a_branch() -> None:
+def test_physical_plan_is_the_runtimes_plan() -> None:
     flow = _two_layers()
-    plan = physical_plan(flow)
-    assert [[run.head for run in runs] for runs in plan.layers] == [
-        ["two.first.stateful_flat_map.stateful.stateful_batch"],
-        ["two.second.stateful_flat_map.stateful.stateful_batch"],
+    pp = physical_plan(flow)
+    plan = build_plan(flow)
+    assert plan.layers == [1, 2]
+    assert [[run.head for run in runs] for runs in pp.layers] == [
+        [plan.stateful[index].step_id for index in plan.steps_in_layer(layer)] for layer in range(1, plan.depth + 1)
     ]
-    assert plan.driver_fed_by == {
+    assert [run.groups for runs in pp.layers for run in runs] == Groups.balanced(len(plan.stateful), DEFAULT_BUCKETS).names
+    assert pp.groups == new_groups(plan)
+    assert [out.step_id for out in pp.outputs] == [step.step_id for step in plan.outputs]
+    assert [out.layout for out in pp.outputs] == plan.sinks
+    assert [out.group for out in pp.outputs] == [output_group(i, PASS) for i in range(len(plan.outputs))]
+    assert [tap.group for tap in pp.taps] == [tap_group(0, PASS)]
+    assert {end.step_id: end.fed_by for end in [*pp.outputs, *pp.taps]} == {
         "two.out_big": ["layer 2"],
         "two.out_small": ["layer 1"],
         "two.out_raw": ["source"],
         "two.watch": ["layer 1"],
     }
-    assert to_physical(flow) == "\n".join(
+
+
+def test_physical_text_of_two_chained_stateful_steps_and_a_branch() -> None:
+    first, second = (" ".join(names) for names in Groups.balanced(2, DEFAULT_BUCKETS).names)
+    dynamic = "TestingSink (DynamicSink), one partition per worker, picked by the pass that made the items"
+    assert to_physical(_two_layers()) == "\n".join(
         [
-            "Physical plan of 'two': one Spark Structured Streaming query, 2 stateful layer(s), 2 shuffle(s)",
+            "Physical plan of 'two': one Spark Structured Streaming query, 2 stateful layer(s), 2 shuffle(s), "
+            f"{DEFAULT_BUCKETS} key buckets per stateful step",
             "",
             "Stage source: flowspark streaming source; read() runs the inputs and the steps fused after them",
-            "  input two.inp (input)",
+            "  input two.inp (input): TestingSource (FixedPartitionedSource), partitions listed at the start",
             "    fused two.key.map.flat_map_batch (flat_map_batch)",
             "",
             "Shuffle 1: groupBy(grp), one group per key bucket; other rows pass through",
-            "  S0/0..S0/15: two.first.stateful_flat_map.stateful.stateful_batch",
+            f"  two.first.stateful_flat_map.stateful.stateful_batch: {first}",
             "Stage layer 1: transformWithState runs these stateful steps and the steps fused after them",
             "  stateful two.first.stateful_flat_map.stateful.stateful_batch (stateful_batch) <- source",
             "    fused two.big (branch)",
@@ -223,17 +246,57 @@ def test_physical_plan_of_two_chained_stateful_steps_and_a_branch() -> None:
             "    fused two.watch (inspect_debug)",
             "",
             "Shuffle 2: groupBy(grp), one group per key bucket; other rows pass through",
-            "  S1/0..S1/15: two.second.stateful_flat_map.stateful.stateful_batch",
+            f"  two.second.stateful_flat_map.stateful.stateful_batch: {second}",
             "Stage layer 2: transformWithState runs these stateful steps and the steps fused after them",
             "  stateful two.second.stateful_flat_map.stateful.stateful_batch (stateful_batch) <- layer 1",
             "",
-            "Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch",
-            "  output two.out_big <- layer 2",
-            "  output two.out_small <- layer 1",
-            "  output two.out_raw <- source",
-            "  tap two.watch <- layer 1",
+            "Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch; group C ends the run",
+            f"  output two.out_big <- layer 2 as O0@<pass>: {dynamic}",
+            f"  output two.out_small <- layer 1 as O1@<pass>: {dynamic}",
+            f"  output two.out_raw <- source as O2@<pass>: {dynamic}",
+            "  tap two.watch <- layer 1 as T0@<pass>",
         ]
     )
+
+
+def test_physical_plan_names_the_groups_a_run_records(tmp_path: Path) -> None:
+    """The group names shown are those the runner gives Spark (and keeps in the recovery directory)."""
+    init_db_dir(tmp_path, 1)
+    flow = _two_layers()
+    run_main(flow, recovery_config=RecoveryConfig(str(tmp_path)))
+    (meta,) = tmp_path.rglob(META)
+    assert json.loads(meta.read_text())["groups"] == physical_plan(flow).groups.names
+
+
+class _Polled(DynamicSource[Any]):
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> Any:
+        raise AssertionError("never built to show the plan")
+
+
+class _Batches(MicroBatchSink[Any]):
+    def write_micro_batch(self, step_id: str, batch_id: int, run_id: str, items: List[Any]) -> None:
+        pass
+
+
+def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Path) -> None:
+    flow = Dataflow("io")
+    fixed = op.input("fixed", flow, TestingSource([("k", "v")]))
+    polled = op.input("polled", flow, _Polled())
+    op.output("file", fixed, FileSink(tmp_path / "out.txt"))
+    op.output("dir", fixed, DirSink(tmp_path, 2))
+    op.output("batches", polled, _Batches())
+    lines = to_physical(flow, list_parts=True).splitlines()
+    assert "  input io.fixed (input): TestingSource (FixedPartitionedSource), partitions 'iterable'" in lines
+    assert "  input io.polled (input): _Polled (DynamicSource), one partition per worker" in lines
+    assert (
+        f"  output io.file <- source as O0@<pass>: FileSink (FixedPartitionedSink), partition {str(tmp_path / 'out.txt')!r}; "
+        "the workers check the keys and send bare values"
+    ) in lines
+    assert (
+        "  output io.dir <- source as O1@<pass>: DirSink (FixedPartitionedSink), partitions 'part_0', 'part_1', "
+        "picked by part_fn(key)"
+    ) in lines
+    assert "  output io.batches <- source as O2@<pass>: _Batches (MicroBatchSink), the whole micro-batch in one call" in lines
 
 
 def test_physical_plan_step_in_two_stages_and_bucket_count() -> None:
@@ -244,10 +307,12 @@ def test_physical_plan_step_in_two_stages_and_bucket_count() -> None:
     both = op.merge("both", nums, summed)
     op.output("out", both, TestingSink([]))
     plan = physical_plan(flow, buckets=4)
-    assert plan.source[0].fused == ["mix.both"]
+    assert plan.inputs[0].run.fused == ["mix.both"]
     assert "mix.both" in plan.layers[0][0].fused
-    assert plan.driver_fed_by == {"mix.out": ["source", "layer 1"]}
-    assert "  S0/0..S0/3: mix.sum.stateful_flat_map.stateful.stateful_batch" in to_physical(flow, buckets=4)
+    assert plan.outputs[0].fed_by == ["source", "layer 1"]
+    assert plan.layers[0][0].groups == Groups.balanced(1, 4).names[0]
+    groups = " ".join(Groups.balanced(1, 4).names[0])
+    assert f"  mix.sum.stateful_flat_map.stateful.stateful_batch: {groups}" in to_physical(flow, buckets=4)
 
 
 def test_physical_plan_of_a_flow_that_cannot_run() -> None:
@@ -286,9 +351,10 @@ def test_cli_on_wordcount() -> None:
     physical = _cli("examples.wordcount:flow", "--physical")
     assert physical.returncode == 0, physical.stderr
     lines: List[str] = physical.stdout.splitlines()
-    assert "  input wordcount.inp (input)" in lines
-    assert "  S0/0..S0/15: wordcount.count.sum.fold_final.stateful.stateful_batch" in lines
-    assert "  output wordcount.out <- layer 1" in lines
+    assert any(line.startswith("  input wordcount.inp (input): ") for line in lines)
+    groups = " ".join(Groups.balanced(1, DEFAULT_BUCKETS).names[0])
+    assert f"  wordcount.count.sum.fold_final.stateful.stateful_batch: {groups}" in lines
+    assert any(line.startswith("  output wordcount.out <- layer 1 as O0@<pass>: ") for line in lines)
     bad = _cli("examples.wordcount:flow", "-o", "dot")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 

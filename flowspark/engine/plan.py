@@ -5,13 +5,16 @@ Only core steps matter here.  Stateful steps are numbered and given a
 layer becomes one `transformWithState` operator, so a flow needs as many
 shuffles as its longest chain of stateful steps.  Outputs and
 `inspect_debug` taps are numbered too; both are carried out on the driver.
+How each output's items reach its sink's partitions (`SinkLayout`) is
+decided here as well, from the sink's type and partitions, so the plan is
+complete before the runtime builds any partition.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Collection, Dict, Generic, List, Set, Tuple, TypeVar
+from enum import Enum
+from typing import Dict, Generic, List, Set, Tuple, TypeVar
 
 from flowspark.dataflow import Dataflow
 from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
@@ -36,6 +39,33 @@ class CoreStep(Generic[C_co]):
     config: C_co
 
 
+class SinkRouting(Enum):
+    """How the driver hands an output's items to its sink's partitions."""
+
+    BY_KEY = "by key"
+    """A `FixedPartitionedSink` of several partitions (or none): `part_fn` of each item's key picks one."""
+    ONE_PART = "one partition"
+    """A `FixedPartitionedSink` of one partition: the workers check the keys and send bare values."""
+    BY_PASS = "by pass"
+    """A `DynamicSink`: one partition per worker, picked by the pass that made the items."""
+    MICRO_BATCH = "micro-batch"
+    """A `MicroBatchSink`: the whole micro-batch in one call."""
+
+
+@dataclass(frozen=True)
+class SinkLayout:
+    """Where an output's items go: the routing and, for a `FixedPartitionedSink`, its partitions."""
+
+    routing: SinkRouting
+    parts: Tuple[str, ...] = ()
+    """The sink's `list_parts()`, in order; empty for other sinks."""
+
+    @property
+    def drop_keys(self) -> bool:
+        """The workers check the `(key, value)` items and send only the values: a key can't change where they go."""
+        return self.routing is SinkRouting.ONE_PART
+
+
 @dataclass
 class Consumer:
     """A core step reading a stream; `index` numbers stateful steps, outputs and taps."""
@@ -53,6 +83,8 @@ class Plan:
     stateful: List[CoreStep[StatefulBatchConfig]] = field(default_factory=list)
     layers: List[int] = field(default_factory=list)
     outputs: List[CoreStep[OutputConfig]] = field(default_factory=list)
+    sinks: List[SinkLayout] = field(default_factory=list)
+    """Each output's `SinkLayout`, in output order."""
     taps: List[CoreStep[InspectDebugConfig]] = field(default_factory=list)
     consumers: Dict[str, List[Consumer]] = field(default_factory=dict)
     ordered: bool = False
@@ -134,7 +166,28 @@ def build_plan(flow: Dataflow) -> Plan:
     except (TypeError, ValueError) as ex:
         raise _flow_error(flow.flow_id, ex) from ex
     plan.layers = _layers(plan, producers)
+    plan.sinks = [sink_layout(step) for step in plan.outputs]
     return plan
+
+
+def sink_layout(step: CoreStep[OutputConfig]) -> SinkLayout:
+    """How `step`'s items reach its sink, from the sink's type and, if it has fixed partitions, their names.
+
+    Calls a `FixedPartitionedSink`'s `list_parts`; an error there is named after the step.
+    """
+    sink = step.config.sink
+    if isinstance(sink, FixedPartitionedSink):
+        try:
+            parts = tuple(sink.list_parts())
+        except Exception as ex:
+            from flowspark.errors import FlowsparkRuntimeError
+
+            msg = f"error calling `list_parts` in step {step.step_id!r}"
+            raise FlowsparkRuntimeError(msg) from ex
+        return SinkLayout(SinkRouting.ONE_PART if len(parts) == 1 else SinkRouting.BY_KEY, parts)
+    if isinstance(sink, MicroBatchSink):
+        return SinkLayout(SinkRouting.MICRO_BATCH)
+    return SinkLayout(SinkRouting.BY_PASS)
 
 
 def _layers(plan: Plan, producers: Dict[str, CoreStep[CoreConfig]]) -> List[int]:
@@ -202,21 +255,11 @@ def source_parts(plan: Plan) -> List[Tuple[int, str]]:
     return parts
 
 
-def for_workers(plan: Plan, keyless_outputs: Collection[int] = ()) -> Plan:
-    """A copy without sources, sinks and inspectors: what Spark's workers need (`CoreConfig.for_workers`).
-
-    The outputs numbered in `keyless_outputs` (partitioned sinks with one
-    partition, where a key can't change where a value goes) get
-    `drop_keys`: the workers check the `(key, value)` items and send only
-    the values.
-    """
-    dropping = {plan.outputs[i].step_id for i in keyless_outputs}
+def for_workers(plan: Plan) -> Plan:
+    """A copy without sources, sinks and inspectors: what Spark's workers need (`CoreConfig.for_workers`)."""
 
     def strip(step: CoreStep[C_co]) -> CoreStep[C_co]:
-        config = step.config.for_workers()
-        if step.step_id in dropping and isinstance(config, OutputConfig):
-            config = dataclasses.replace(config, drop_keys=True)
-        return CoreStep(step.step_id, config)
+        return CoreStep(step.step_id, step.config.for_workers())
 
     return Plan(
         plan.flow_id,
@@ -224,6 +267,7 @@ def for_workers(plan: Plan, keyless_outputs: Collection[int] = ()) -> Plan:
         stateful=[strip(s) for s in plan.stateful],
         layers=list(plan.layers),
         outputs=[strip(s) for s in plan.outputs],
+        sinks=list(plan.sinks),
         taps=[strip(s) for s in plan.taps],
         consumers={k: [Consumer(strip(c.step), c.index) for c in v] for k, v in plan.consumers.items()},
         ordered=plan.ordered,

@@ -83,13 +83,18 @@ def _differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
     return changes
 
 
+def new_groups(plan: Plan, buckets: int = DEFAULT_BUCKETS) -> Groups:
+    """The state groups of a run that starts afresh (and records them); a resumed run keeps the recorded ones."""
+    return Groups.balanced(len(plan.stateful), buckets)
+
+
 def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> Groups:
     """Record the flow's shape on first use, else check it; return the state groups to use."""
     path = os.path.join(directory, META)
     current = shape(plan, parts)
     if not os.path.exists(path):
         private_dir(directory)
-        groups = Groups.balanced(len(plan.stateful), DEFAULT_BUCKETS)
+        groups = new_groups(plan)
         meta = {"flow": plan.flow_id, "buckets": groups.buckets, "groups": groups.names, "shape": current,
                 "state_layout": STATE_LAYOUT}
         write_private(path, json.dumps(meta, indent=1).encode())

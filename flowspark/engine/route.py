@@ -157,14 +157,13 @@ class Router:
             elif isinstance(config, StatefulBatchConfig):
                 self._to_stateful(step_id, consumer.index, batch, out)
             elif isinstance(config, OutputConfig):
-                if config.drop_keys:
+                drop_keys = self._plan.sinks[consumer.index].drop_keys
+                if drop_keys:
                     check_keyed(step_id, batch)
                 sink = out.outputs.get(consumer.index)
                 if sink is None:
                     sink = out.outputs[consumer.index] = chunks.ItemChunk(step_id)
-                sink.extend(
-                    [value for _, value in batch] if config.drop_keys else batch
-                )
+                sink.extend([value for _, value in batch] if drop_keys else batch)
 
     def _branch(self, step_id: str, config: BranchConfig, batch: List[Any], out: Collector) -> None:
         predicate = config.predicate

@@ -109,7 +109,7 @@ def _failure(plan: Plan, checkpoint: str, box: FailureBox, query_error: Optional
 def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: str, groups: Groups, parallelism: int, interval: float,
                  metered: bool = False) -> Any:
     """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items."""
-    workers = for_workers(plan, writer.keyless_outputs())
+    workers = for_workers(plan)
     spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
     frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups, metered)).load()
     for layer in range(1, plan.depth + 1):

@@ -31,11 +31,10 @@ from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
-from flowspark.engine.plan import Plan
+from flowspark.engine.plan import Plan, SinkLayout, SinkRouting
 from flowspark.engine.private_files import read_trusted, write_private
 from flowspark.engine.route import check_keyed
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
 
 LEDGER = "flowspark-sinks.pkl"
 RUN_ID = "flowspark-run-id"
@@ -80,23 +79,20 @@ def read_ledger(path: str) -> Tuple[int, Dict[str, Dict[str, Any]]]:
 
 
 class _Output:
-    """The partitions of one output step."""
+    """The partitions of one output step, built as the plan lays them out (`SinkLayout`)."""
 
-    def __init__(self, step_id: str, sink: Any, resume: Dict[str, Any], workers: int = 1) -> None:
+    def __init__(self, step_id: str, sink: Any, layout: SinkLayout, resume: Dict[str, Any], workers: int = 1) -> None:
         self.step_id = step_id
         self.sink = sink
-        self.fixed = isinstance(sink, FixedPartitionedSink)
-        self.keyless = False
-        """One partition: the workers checked the keys and send bare values (`for_workers`)."""
-        self.micro = isinstance(sink, MicroBatchSink)
+        self.routing = layout.routing
+        self.fixed = self.routing in (SinkRouting.BY_KEY, SinkRouting.ONE_PART)
+        self.names = list(layout.parts)
         self.pending: List[Any] = []
         self.parts: Dict[str, Any] = {}
         if self.fixed:
-            self.names: List[str] = self._call("list_parts", sink.list_parts)
             for name in self.names:
                 self.parts[name] = self._call("build_part", sink.build_part, step_id, name, resume.get(name))
-            self.keyless = len(self.names) == 1
-        elif isinstance(sink, DynamicSink):
+        elif self.routing is SinkRouting.BY_PASS:
             # One partition per worker, as Bytewax builds them.
             for index in range(workers):
                 self.parts[str(index)] = self._call("build", sink.build, step_id, index, workers)
@@ -110,14 +106,14 @@ class _Output:
 
     def write(self, items: List[Any], origin: str) -> None:
         """Write items that the pass named `origin` made; a dynamic sink's worker is chosen by the origin."""
-        if self.micro:
+        if self.routing is SinkRouting.MICRO_BATCH:
             self.pending.extend(items)
             return
-        if not self.fixed:
+        if self.routing is SinkRouting.BY_PASS:
             worker = zlib.crc32(origin.encode()) % len(self.parts)
             self._call("write_batch", self.parts[str(worker)].write_batch, items)
             return
-        if self.keyless:
+        if self.routing is SinkRouting.ONE_PART:
             self._call("write_batch", self.parts[self.names[0]].write_batch, items)
             return
         check_keyed(self.step_id, items)
@@ -131,7 +127,7 @@ class _Output:
 
     def end_batch(self, batch_id: int, run_id: str) -> None:
         """Hand a `MicroBatchSink` everything the batch brought it."""
-        if self.micro and self.pending:
+        if self.routing is SinkRouting.MICRO_BATCH and self.pending:
             items, self.pending = self.pending, []
             self._call("write_micro_batch", self.sink.write_micro_batch, self.step_id, batch_id, run_id, items)
 
@@ -141,7 +137,7 @@ class _Output:
     def close(self) -> None:
         for part in self.parts.values():
             self._call("close", part.close)
-        if self.micro:
+        if self.routing is SinkRouting.MICRO_BATCH:
             self._call("close", self.sink.close)
 
 
@@ -205,17 +201,13 @@ class SinkWriter:
         """The latest source round taps saw (`_epoch`)."""
         self._ledger = _Ledger(checkpoint)
         self._outputs = [
-            _Output(step.step_id, step.config.sink, self._ledger.snapshots.get(step.step_id, {}), workers)
-            for step in plan.outputs
+            _Output(step.step_id, step.config.sink, layout, self._ledger.snapshots.get(step.step_id, {}), workers)
+            for step, layout in zip(plan.outputs, plan.sinks)
         ]
         self.finished = threading.Event()
         self.ending: Optional[InputEnd] = None
         self.failure: Optional[BaseException] = None
         self.last_batch = self._ledger.batch
-
-    def keyless_outputs(self) -> List[int]:
-        """The outputs whose items the workers send as bare values (see `for_workers`)."""
-        return [i for i, output in enumerate(self._outputs) if output.keyless]
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         # Every batch must be run in full, even one Spark starts after the

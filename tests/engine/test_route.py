@@ -34,21 +34,14 @@ def _push(plan: Plan, batch: List[Any]) -> Collector:
 
 
 def test_a_single_partition_sink_gets_bare_values_from_the_workers(tmp_path: Path) -> None:
-    workers = for_workers(_plan(tmp_path), keyless_outputs=[0])
-    out = _push(workers, [("a", "x"), ("b", "y")])
+    out = _push(for_workers(_plan(tmp_path)), [("a", "x"), ("b", "y")])
     rows = out.rows(itertools.count())
     assert [chunks.loads(payload) for _, _, _, payload in rows] == [["x", "y"], [("a", "x"), ("b", "y")]]
 
 
-def test_without_keyless_outputs_every_sink_gets_key_value_pairs(tmp_path: Path) -> None:
-    out = _push(for_workers(_plan(tmp_path)), [("a", "x")])
-    rows = out.rows(itertools.count())
-    assert [chunks.loads(payload) for _, _, _, payload in rows] == [[("a", "x")], [("a", "x")]]
-
-
 @pytest.mark.parametrize(("item", "problem"), [("bare", "2-tuple"), ((1, "x"), "`str` keys")])
 def test_dropping_keys_checks_them_first(tmp_path: Path, item: Any, problem: str) -> None:
-    workers = for_workers(_plan(tmp_path), keyless_outputs=[0])
+    workers = for_workers(_plan(tmp_path))
     with pytest.raises(StepFailure, match=f"step 'df.one_file' requires .*{problem}"):
         _push(workers, [("a", "x"), item])
 
