@@ -69,7 +69,7 @@ def _entries(directory: str) -> List[Any]:
                 .option("stateVarName", "slots").load()
             )
             for r in frame.collect():
-                rows.extend((r.key.grp, key, stored) for key, stored in decoded(r.user_map_value.entries).items())
+                rows.extend((r.key.grp, key, stored) for key, stored in decoded(r.user_map_value.entries)[1].items())
     return rows
 
 

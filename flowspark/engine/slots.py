@@ -19,7 +19,7 @@ import pickle
 import zlib
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-SLOT_KEYS = 256
+SLOT_KEYS = 512
 """The average number of keys per slot above which a bucket doubles its slots."""
 
 _SLOT_BITS_SKIPPED = 12
@@ -50,14 +50,14 @@ def snapshot_bytes(stored: bytes) -> bytes:
     return stored[11:]
 
 
-def _encoded(entries: Dict[str, bytes]) -> bytes:
-    return pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL)
+def _encoded(earliest: Optional[int], entries: Dict[str, bytes]) -> bytes:
+    return pickle.dumps((earliest, entries), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def decoded(blob: bytes) -> Dict[str, bytes]:
-    """A slot's entries, from the bytes flowspark stored for it in the run's own state store."""
-    entries: Dict[str, bytes] = pickle.loads(blob)
-    return entries
+def decoded(blob: bytes) -> Tuple[Optional[int], Dict[str, bytes]]:
+    """A slot's earliest wake-up and entries, from the bytes flowspark stored for it in the run's own state store."""
+    earliest, entries = pickle.loads(blob)
+    return earliest, entries
 
 
 def _earliest(entries: Dict[str, bytes]) -> Optional[int]:
@@ -65,12 +65,47 @@ def _earliest(entries: Dict[str, bytes]) -> Optional[int]:
     return min(wakes, default=None)
 
 
+class _Slot:
+    """One slot read during a call: its entries, its earliest wake-up as read, and what changed it since."""
+
+    __slots__ = ("entries", "earliest_before", "put_wakes", "lost_earliest")
+
+    def __init__(self, earliest: Optional[int], entries: Dict[str, bytes]) -> None:
+        self.entries = entries
+        self.earliest_before = earliest
+        self.put_wakes: Dict[str, int] = {}
+        self.lost_earliest = False
+        """A key that held the earliest wake-up changed it: only a scan finds the new earliest."""
+
+    def put(self, key: str, value: Optional[bytes]) -> None:
+        """Set `key`'s value, or remove it (None)."""
+        old = self.entries.get(key)
+        if old is not None and self.earliest_before is not None and wake_of(old) == self.earliest_before:
+            self.lost_earliest = True
+        if value is None:
+            self.entries.pop(key, None)
+        else:
+            self.entries[key] = value
+            at = wake_of(value)
+            if at is not None:
+                self.put_wakes[key] = at
+
+    def earliest(self) -> Optional[int]:
+        """The earliest wake-up of the slot's keys now, scanning them only when it cannot be told otherwise."""
+        if self.lost_earliest:
+            return _earliest(self.entries)
+        put = [at for key, at in self.put_wakes.items() if key in self.entries and wake_of(self.entries[key]) == at]
+        candidates = put if self.earliest_before is None else [self.earliest_before, *put]
+        return min(candidates, default=None)
+
+
 class SlottedState:
     """One bucket's keys' stored values during one handler call, over three of Spark's state variables.
 
     `layout` (value state: slot count and key count), `slots` (map state:
-    slot → its keys' values) and `wakes` (map state: slot → its earliest
-    wake-up).  Reads are cached for the call; writes are kept until `save`.
+    slot → its earliest wake-up and its keys' values) and `wakes` (map
+    state: slot → its earliest wake-up, for timers).  Reads are cached
+    until `save`, which writes what changed.
     """
 
     def __init__(self, layout: Any, slots: Any, wakes: Any) -> None:
@@ -80,49 +115,33 @@ class SlottedState:
         stored = layout.get()
         self._slot_count, self._key_count = (1, 0) if stored is None else (int(stored[0]), int(stored[1]))
         self._stored_layout = (self._slot_count, self._key_count)
-        self._loaded: Dict[int, Dict[str, bytes]] = {}
-        self._earliest_before: Dict[int, Optional[int]] = {}
-        self._put_wakes: Dict[int, Dict[str, int]] = {}
-        """Per slot, the wake-ups put since it was read (enough for its earliest when it held none then)."""
+        self._loaded: Dict[int, _Slot] = {}
         self._dirty: Set[int] = set()
 
     @property
     def slot_count(self) -> int:
         return self._slot_count
 
-    def _slot(self, slot: int) -> Dict[str, bytes]:
-        entries = self._loaded.get(slot)
-        if entries is None:
+    def _slot(self, slot: int) -> _Slot:
+        found = self._loaded.get(slot)
+        if found is None:
             stored = self._slots.getValue((slot,))
-            entries = self._keep(slot, None if stored is None else stored[0])
-        return entries
-
-    def _keep(self, slot: int, blob: Optional[bytes]) -> Dict[str, bytes]:
-        entries = {} if blob is None else decoded(blob)
-        self._loaded[slot] = entries
-        self._earliest_before[slot] = _earliest(entries)
-        return entries
+            found = self._loaded[slot] = _Slot(None, {}) if stored is None else _Slot(*decoded(stored[0]))
+        return found
 
     def get(self, key: str) -> Optional[bytes]:
         """`key`'s stored value, or None if it has none."""
-        return self._slot(slot_of(key, self._slot_count)).get(key)
+        return self._slot(slot_of(key, self._slot_count)).entries.get(key)
 
     def put(self, key: str, value: Optional[bytes]) -> None:
         """Replace `key`'s stored value (None removes it), to be written by `save`."""
         slot = slot_of(key, self._slot_count)
-        entries = self._slot(slot)
-        had = key in entries
-        if value is None:
-            if not had:
-                return
-            del entries[key]
-            self._key_count -= 1
-        else:
-            entries[key] = value
-            self._key_count += 0 if had else 1
-            at = wake_of(value)
-            if at is not None:
-                self._put_wakes.setdefault(slot, {})[key] = at
+        target = self._slot(slot)
+        had = key in target.entries
+        if value is None and not had:
+            return
+        target.put(key, value)
+        self._key_count += (value is not None) - had
         self._dirty.add(slot)
 
     def items(self) -> Iterator[Tuple[str, bytes]]:
@@ -130,61 +149,55 @@ class SlottedState:
         seen: Set[int] = set()
         for (slot,), (blob,) in self._slots.iterator():
             seen.add(slot)
-            entries = self._loaded.get(slot)
-            yield from (decoded(blob) if entries is None else entries).items()
-        for slot, entries in self._loaded.items():
+            loaded = self._loaded.get(slot)
+            yield from (decoded(blob)[1] if loaded is None else loaded.entries).items()
+        for slot, loaded in self._loaded.items():
             if slot not in seen:
-                yield from entries.items()
+                yield from loaded.entries.items()
+
+    def slot_ids(self) -> List[int]:
+        """The bucket's slots that hold keys, in order (saved changes included)."""
+        stored = {slot for (slot,) in self._slots.keys()}
+        return sorted(stored | {slot for slot, loaded in self._loaded.items() if loaded.entries})
+
+    def entries_of(self, slot: int) -> Dict[str, bytes]:
+        """The stored values of one slot's keys."""
+        return dict(self._slot(slot).entries)
 
     def due(self, now_ms: int) -> List[str]:
         """The keys whose wake-up is at or before `now_ms`, sorted."""
         due_slots = [slot for (slot,), (at,) in self._wakes.iterator() if at <= now_ms]
         due: List[str] = []
         for slot in due_slots:
-            due.extend(key for key, value in self._slot(slot).items() if (at := wake_of(value)) is not None and at <= now_ms)
+            entries = self._slot(slot).entries
+            due.extend(key for key, value in entries.items() if (at := wake_of(value)) is not None and at <= now_ms)
         return sorted(due)
-
-    def slot_ids(self) -> List[int]:
-        """The bucket's slots that hold keys, in order (saved changes included)."""
-        return sorted({slot for (slot,) in self._slots.keys()} | {slot for slot, entries in self._loaded.items() if entries})
-
-    def entries_of(self, slot: int) -> Dict[str, bytes]:
-        """The stored values of one slot's keys."""
-        return dict(self._slot(slot))
 
     def save(self, register_timer: Callable[[int], None]) -> None:
         """Write the slots that changed, their earliest wake-ups and timers; then drop what was read.
 
-        If the slots now hold more than `SLOT_KEYS` keys on average, they
-        are doubled until they do not.
+        If the slots now hold more than `SLOT_KEYS` keys on average, the
+        bucket is spread over enough slots, in one pass (`_grow`).
         """
         registered: Set[int] = set()
         for slot in self._dirty:
-            self._write(slot, self._loaded[slot], registered, register_timer)
+            loaded = self._loaded[slot]
+            self._write(slot, loaded.entries, loaded.earliest(), loaded.earliest_before, registered, register_timer)
         self._dirty.clear()
         self._loaded.clear()
-        self._earliest_before.clear()
-        self._put_wakes.clear()
-        while self._key_count > self._slot_count * SLOT_KEYS:
-            self._double(registered, register_timer)
+        if self._key_count > self._slot_count * SLOT_KEYS:
+            self._grow(registered, register_timer)
         if (self._slot_count, self._key_count) != self._stored_layout:
             self._layout.update((self._slot_count, self._key_count))
             self._stored_layout = (self._slot_count, self._key_count)
 
-    def _write(self, slot: int, entries: Dict[str, bytes], registered: Set[int],
-               register_timer: Callable[[int], None], scan: bool = False) -> None:
-        """Store one slot's entries and, if it changed, its earliest wake-up (`scan`: look at every entry for it)."""
+    def _write(self, slot: int, entries: Dict[str, bytes], earliest: Optional[int], before: Optional[int],
+               registered: Set[int], register_timer: Callable[[int], None]) -> None:
+        """Store one slot, and its earliest wake-up (with a timer for it) if that changed."""
         if entries:
-            self._slots.updateValue((slot,), (_encoded(entries),))
+            self._slots.updateValue((slot,), (_encoded(earliest, entries),))
         else:
             self._slots.removeKey((slot,))
-        before = self._earliest_before.get(slot)
-        if before is None and not scan:
-            # No key of the slot had a wake-up when it was read: only those put since can have one.
-            put = [at for key, at in self._put_wakes.get(slot, {}).items() if entries.get(key) is not None and wake_of(entries[key]) == at]
-            earliest = min(put, default=None)
-        else:
-            earliest = _earliest(entries)
         if earliest == before:
             return
         if earliest is None:
@@ -195,22 +208,27 @@ class SlottedState:
             register_timer(earliest)
             registered.add(earliest)
 
-    def _double(self, registered: Set[int], register_timer: Callable[[int], None]) -> None:
-        """Split every slot `s` of `n` into slots `s` and `s + n` of `2n`, one slot in memory at a time.
+    def _grow(self, registered: Set[int], register_timer: Callable[[int], None]) -> None:
+        """Spread the keys over enough slots for `SLOT_KEYS` each, one old slot in memory at a time.
 
-        `slot_of` takes one more bit of the key's hash for `2n` slots, so
-        each key either stays or moves up by exactly `n`.
+        Slot counts are powers of two and `slot_of` takes the low bits of
+        the key's hash, so a key of slot `s` of `n` lands in a slot
+        `s + j * n` of the new count: each old slot splits on its own.
         """
         n = self._slot_count
+        grown = n
+        while self._key_count > grown * SLOT_KEYS:
+            grown *= 2
         for slot in range(n):
-            entries = self._slot(slot)
-            moved = {key: value for key, value in entries.items() if slot_of(key, 2 * n) != slot}
-            if moved:
-                kept = {key: value for key, value in entries.items() if key not in moved}
-                self._write(slot, kept, registered, register_timer)
-                self._earliest_before[slot + n] = None
-                self._write(slot + n, moved, registered, register_timer, scan=True)
-            self._loaded.clear()
-            self._earliest_before.clear()
-            self._put_wakes.clear()
-        self._slot_count = 2 * n
+            stored = self._slots.getValue((slot,))
+            if stored is None:
+                continue
+            before, entries = decoded(stored[0])
+            parts: Dict[int, Dict[str, bytes]] = {}
+            for key, value in entries.items():
+                parts.setdefault(slot_of(key, grown), {})[key] = value
+            if slot not in parts:
+                self._write(slot, {}, None, before, registered, register_timer)
+            for target, part in parts.items():
+                self._write(target, part, _earliest(part), before if target == slot else None, registered, register_timer)
+        self._slot_count = grown

@@ -72,7 +72,7 @@ def test_a_bucket_keeps_each_keys_running_state_across_micro_batches(server: Dri
     for grp, rows in _rows_for(plan, groups, [("a", 5)]):
         emitted.extend(_emitted(stash, tester.test(grp, rows)))
         (entries,) = tester.peekMapState("slots", grp).values()
-        assert unpacked(decoded(entries[0])["a"]) == (8, None)
+        assert unpacked(decoded(entries[0])[1]["a"]) == (8, None)
     assert emitted == [("a", 8)]
 
 

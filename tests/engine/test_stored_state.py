@@ -41,7 +41,7 @@ class _Bucket:
         state.save(self.handle.registerTimer)
 
     def stored_slots(self) -> Dict[int, Dict[str, bytes]]:
-        return {slot: decoded(blob) for (slot,), (blob,) in self.slots.iterator()}
+        return {slot: decoded(blob)[1] for (slot,), (blob,) in self.slots.iterator()}
 
     def timers(self) -> List[int]:
         return sorted(self.handle.listTimers())
