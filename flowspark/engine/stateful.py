@@ -75,6 +75,22 @@ def unpacked(stored: bytes) -> Tuple[Any, Optional[int]]:
     return chunks.loads(slots.snapshot_bytes(stored)), slots.wake_of(stored)
 
 
+StateFunction = Callable[[Optional[Any], List[Any]], Tuple[List[Any], Optional[Any]]]
+"""A step's whole logic as `(state, values) -> (emitted, state left)`; a state left of None discards the key."""
+
+
+def state_function(logic: Any) -> Optional[StateFunction]:
+    """The state function a logic offers for its whole step, if any.
+
+    A logic may offer one when it never asks to be woken, does nothing at
+    the end of input and snapshots as its state (`stateful_map`'s): the
+    runtime then keeps each key's state, and builds no logic per key.
+    """
+    offer = getattr(logic, "state_function", None)
+    found: Optional[StateFunction] = offer() if callable(offer) else None
+    return found
+
+
 class _Bucket:
     """The live logics of one bucket of keys during one handler call.
 
@@ -97,6 +113,8 @@ class _Bucket:
         self._touched: Set[str] = set()
         self._checked: Set[str] = set()
         self._wake_at: Dict[str, Optional[int]] = {}
+        self._folded: Dict[str, Any] = {}
+        """States left by a state function (`fold`), None for discarded."""
 
     def _load(self, key: str) -> None:
         """Read `key`'s snapshot and wake-up, once per call."""
@@ -136,6 +154,17 @@ class _Bucket:
         if discard:
             self._live[key] = None
         return [(key, value) for value in emit]
+
+    def fold(self, key: str, fold: StateFunction, values: List[Any]) -> List[Tuple[str, Any]]:
+        """Run a step's state function for `key` (see `state_function`); return what it emits, keyed."""
+        self._load(key)
+        started = time.perf_counter()
+        emits, state = guarded(self.step_id, "on_batch", fold, self._resume[key], values, key=key)
+        if self._meter is not None:
+            self._meter.time(LOGIC_TIMINGS["on_batch"], self.step_id, time.perf_counter() - started)
+            self._meter.passed(self.step_id, len(values), len(emits))
+        self._folded[key] = state
+        return [(key, value) for value in emits]
 
     def overdue(self, key: str, now_ms: int) -> bool:
         """Whether `key`'s wake-up passed before this batch began (checked once per call).
@@ -218,6 +247,10 @@ class _Bucket:
             value = slots.packed(chunks.dumps(snap), at_ms)
             if value != self._stored.get(key):
                 self._state.put(key, value)
+        for key, state in self._folded.items():
+            kept = None if state is None else slots.packed(chunks.dumps(state), None)
+            if kept != self._stored.get(key):
+                self._state.put(key, kept)
         self._state.save(handle.registerTimer)
         self._forget()
 
@@ -225,7 +258,7 @@ class _Bucket:
         """Let go of every key handled so far: each is saved, and a discarded key is not built again."""
         discarded = {key for key, logic in self._live.items() if logic is None}
         self._live = dict.fromkeys(discarded)
-        for known in (self._resume, self._stored, self._wake_at):
+        for known in (self._resume, self._stored, self._wake_at, self._folded):
             known.clear()
         self._resume.update(dict.fromkeys(discarded))
         self._touched.clear()
@@ -304,8 +337,9 @@ class LayerProcessor(StatefulProcessor):
         Keeping one worker's order means sorted keys across the bucket.
         Otherwise the bucket goes slot by slot, each slot's keys saved and
         let go before the next is read, so that the end of input needs no
-        more memory than one slot's keys.  A micro-batch that an abort cut
-        short saves nothing, so it takes the first way.
+        more memory than one slot's keys, and a step with a state function
+        (`state_function`) stops at its first key.  A micro-batch that an
+        abort cut short saves nothing, so it takes the first way.
         """
         tick = (EOF_ROUND, self._batch_phase)
         if self._plan.ordered or not saving:
@@ -313,6 +347,8 @@ class LayerProcessor(StatefulProcessor):
             return
         bucket.persist(self._handle, now_ms)
         for keys in bucket.keys_by_slot():
+            if state_function(bucket.logic(keys[0])) is not None:
+                return  # such logics do nothing at the end of input
             self._calls(step, bucket, keys, "on_eof", tick, out)
             bucket.persist(self._handle, now_ms)
 
@@ -346,12 +382,16 @@ class LayerProcessor(StatefulProcessor):
         batch rather than once per key.
         """
         tick = (START_ROUND, self._batch_phase)
+        fold = state_function(bucket.logic(keys[0]))
         keyed: List[Tuple[str, Any]] = []
         for group in bucket.slot_groups(keys):
             for k in group:
-                if bucket.overdue(k, now_ms):
-                    self._call(step, bucket, k, "on_notify", (START_ROUND, self._notify_phase), out)
-                keyed.extend(bucket.call(k, "on_batch", arrivals.merged(k)))
+                if fold is not None:
+                    keyed.extend(bucket.fold(k, fold, arrivals.merged(k)))
+                else:
+                    if bucket.overdue(k, now_ms):
+                        self._call(step, bucket, k, "on_notify", (START_ROUND, self._notify_phase), out)
+                    keyed.extend(bucket.call(k, "on_batch", arrivals.merged(k)))
                 if len(keyed) >= chunks.PIECE_ITEMS:
                     self._push(step, keyed, tick, out)
                     keyed = []

@@ -87,6 +87,15 @@ class _PerItemLogic(StatefulBatchLogic[V, W, S]):
         assert self.logic is not None, "a discarded logic was called again"
         return self.logic
 
+    def state_function(self) -> Optional[Callable[[Optional[S], List[V]], Tuple[List[W], Optional[S]]]]:
+        """For `stateful_map` and `stateful_flat_map`: their whole behaviour as a function of state and values.
+
+        Their logics never ask to be woken and do nothing at the end of
+        input, and their snapshot is the state itself, so the runtime can
+        keep states instead of logics (see `engine.stateful`).
+        """
+        return self.logic.fold if type(self.logic) is _FlatMapLogic else None
+
     @override
     def on_notify(self) -> Tuple[Iterable[W], bool]:
         return self._live().on_notify()
@@ -149,13 +158,18 @@ class _FlatMapLogic(StatefulLogic[V, W, S]):
         return (ws, StatefulLogic.RETAIN)
 
     def on_values(self, values: List[V]) -> Tuple[List[W], Optional[S]]:
-        """`on_item` for each value in turn; what they emit and the state left (`None`: discarded).
+        """`on_item` for each value in turn; what they emit and the state left (`None`: discarded)."""
+        emits, self.state = self.fold(self.state, values)
+        return emits, self.state
+
+    def fold(self, state: Optional[S], values: List[V]) -> Tuple[List[W], Optional[S]]:
+        """Thread `state` through the mapper over `values`; what they emit and the state left (`None`: discarded).
 
         A value after one that discarded the state starts from `None`, as
-        it would with the logic rebuilt for it.
+        it would with the logic rebuilt for it.  Uses only the step's
+        mapper, so one logic's `fold` serves every key of the step.
         """
         mapper = self.mapper
-        state = self.state
         emits: List[W] = []
         for value in values:
             res = mapper(state, value)
@@ -164,7 +178,6 @@ class _FlatMapLogic(StatefulLogic[V, W, S]):
             except TypeError as ex:
                 raise self._bad_return(res) from ex
             emits.extend(ws)
-        self.state = state
         return emits, state
 
     @override
