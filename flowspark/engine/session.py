@@ -7,9 +7,9 @@ cores), a class-data-sharing archive of the driver's classes
 (`class_archive`), the serial garbage collector and a 2 GiB heap (with G1
 and 4 GiB the JVM's memory grew from 0.9 to 1.8 GiB between 1M and 10M
 events of the windowed benchmark; with these, 0.8 to 1.2 GiB at the same
-speed), a first metaspace threshold above what a run's classes take (the
-JVM's default one made it stop for a full collection three or four times
-while Spark started), a large thread stack (Spark's error matching can
+speed), a first metaspace threshold above what Spark's start loads (with
+the default one the JVM stopped for a full collection three or four times
+while Spark started, once with the class archive), a large thread stack (Spark's error matching can
 overflow the default one on long Python tracebacks), the FileSystem-based checkpoint
 manager (no process forked per checkpoint file), and the user's own interpreter for
 Python workers (`PYSPARK_PYTHON`, the only setting honoured when a flow
