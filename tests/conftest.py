@@ -11,6 +11,11 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from flowspark.engine.driver_link import DriverServer
 
 ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 """The instant the windowing tests align their windows on and count event time from."""
@@ -28,3 +33,11 @@ def run_module(module: str, *args: str, cwd: Path, timeout: float) -> subprocess
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+@pytest.fixture
+def server() -> Iterator[DriverServer]:
+    """A driver link server on loopback, closed after the test."""
+    running = DriverServer()
+    yield running
+    running.close()

@@ -43,8 +43,14 @@ _QUIET = "-Xlog:cds*=off"  # the JVM reports skipped classes on stdout, the user
 
 
 def _digest(java: str, spark_home: str) -> str:
-    """What the archive depends on: the JVM build and the jars on Spark's class path."""
-    parts = [java, str(os.stat(java).st_mtime_ns), pyspark.__version__]
+    """What the archive depends on: the JVM build and the jars on Spark's class path, where they are.
+
+    A JVM uses an archive only with the class path it was written with, and
+    each installation of PySpark has its own `SPARK_HOME` (`session`): the
+    archive of another one would be opened, found not to match, and
+    silently ignored, and no run would write one that matches.
+    """
+    parts = [java, str(os.stat(java).st_mtime_ns), pyspark.__version__, os.path.abspath(spark_home)]
     jars = os.path.join(spark_home, "jars")
     if os.path.isdir(jars):
         parts.extend(sorted(os.listdir(jars)))

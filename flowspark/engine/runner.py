@@ -197,7 +197,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
 def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> None:
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
-    warm_python_workers(spark)
+    warm_python_workers(spark, stateful=plan.depth > 0)
     checkpoint = local_directory(config.recovery_dir) if config.recovery_dir else tempfile.mkdtemp(prefix="flowspark-")
     try:
         check_recovery_dir(checkpoint)

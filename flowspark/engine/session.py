@@ -7,8 +7,10 @@ cores), a class-data-sharing archive of the driver's classes
 (`class_archive`), the serial garbage collector and a 2 GiB heap (with G1
 and 4 GiB the JVM's memory grew from 0.9 to 1.8 GiB between 1M and 10M
 events of the windowed benchmark; with these, 0.8 to 1.2 GiB at the same
-speed), a large thread stack (Spark's error matching can overflow the
-default one on long Python tracebacks), the FileSystem-based checkpoint
+speed), a first metaspace threshold above what Spark's start loads (with
+the default one the JVM stopped for a full collection three or four times
+while Spark started, once with the class archive), a large thread stack (Spark's error matching can
+overflow the default one on long Python tracebacks), the FileSystem-based checkpoint
 manager (no process forked per checkpoint file), and the user's own interpreter for
 Python workers (`PYSPARK_PYTHON`, the only setting honoured when a flow
 starts as `python ...`).
@@ -39,7 +41,7 @@ from flowspark.errors import FlowsparkRuntimeError
 
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 _CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-_JAVA_OPTIONS = f"-Xss16m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dlog4j2.configurationFile=file:{_LOG_CONFIG}"
+_JAVA_OPTIONS = f"-Xss16m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:MetaspaceSize=256m -Dlog4j2.configurationFile=file:{_LOG_CONFIG}"
 
 
 def _spark_home_without_zip() -> Optional[str]:

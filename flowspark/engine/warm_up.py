@@ -3,45 +3,84 @@
 On a local master the first micro-batch used to wait for Spark to start its
 Python daemon, fork the workers and have each import PySpark, pyarrow and
 flowspark's task code, while a core sat idle as the driver planned the
-query: about a second of every run on a 2-core machine.  One tiny job,
-submitted from a background thread as the run begins, does that start-up
+query: about a second of every run on a 2-core machine.  Tiny jobs,
+submitted from background threads as the run begins, do that start-up
 alongside the planning, and the query's tasks reuse the warm workers (Spark
-keeps idle Python workers for reuse).  On a cluster the recovery-directory
-probe (`cluster.check_recovery_dir_visible`) has just run Python tasks on
-every executor, which warms them the same way.
+keeps idle Python workers for reuse).
+
+Spark keeps one daemon, and so one pool of workers, per worker environment,
+and a query uses two: the source's tasks get the environment of SQL jobs
+(`SPARK_SIMPLIFIED_TRACEBACK` set), `transformWithState`'s tasks the one
+RDD jobs get (without it).  So one SQL job (`mapInArrow`) warms the
+source's workers, and for a flow with stateful steps one RDD job warms
+theirs; warming a kind the query does not use would only take CPU from it.
+On a cluster the recovery-directory probe
+(`cluster.check_recovery_dir_visible`) has just run Python tasks on every
+executor, which warms them the same way.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from enum import Enum
+from typing import Any, Callable, Dict, Iterator
 
 from flowspark.engine.cluster import is_local_master
 
 JOB_GROUP = "flowspark-warm-up"
-"""The Spark job group (as the Spark UI shows it) of the warm-up job."""
-
-_warmed: "weakref.WeakSet[Any]" = weakref.WeakSet()
-"""The SparkContexts whose workers were warmed (once per context is enough)."""
+"""The Spark job group (as the Spark UI shows it) of the warm-up jobs."""
 
 
-def warm_python_workers(spark: Any) -> None:
-    """Start one task per core in the background that imports what the query's tasks import."""
+class WorkerKind(Enum):
+    """The Python workers of one environment, which Spark pools apart."""
+
+    SQL = "sql"
+    """The source's tasks (and every SQL job's)."""
+    STATEFUL = "stateful"
+    """`transformWithState`'s tasks (and every RDD job's)."""
+
+
+_warmed: Dict[WorkerKind, "weakref.WeakSet[Any]"] = {kind: weakref.WeakSet() for kind in WorkerKind}
+"""The SparkContexts whose workers of each kind were warmed (once per context is enough)."""
+
+
+def warm_python_workers(spark: Any, stateful: bool) -> None:
+    """Start one task per core of each worker kind the query uses (`stateful`: it has stateful steps), in the background."""
     context = spark.sparkContext
-    if not is_local_master(context.master) or context in _warmed:
+    if not is_local_master(context.master):
         return
-    _warmed.add(context)
-    threading.Thread(target=_run_job, args=(context,), name="flowspark-warm-up", daemon=True).start()
+    kinds = [WorkerKind.SQL] + ([WorkerKind.STATEFUL] if stateful else [])
+    for kind in kinds:
+        if context in _warmed[kind]:
+            continue
+        _warmed[kind].add(context)
+        threading.Thread(target=_run_job, args=(spark, _JOBS[kind]), name=f"flowspark-warm-up-{kind.value}", daemon=True).start()
 
 
-def _run_job(context: Any) -> None:
-    cores = context.defaultParallelism
+def _run_job(spark: Any, job: Callable[[Any, int], None]) -> None:
+    context = spark.sparkContext
     try:
         context.setJobGroup(JOB_GROUP, "flowspark: start the Python workers while the query is planned")
-        context.parallelize(range(cores), cores).foreach(_import_task_code)
+        job(spark, context.defaultParallelism)
     except Exception:  # a session stopped meanwhile, say: the query starts its own workers anyway
         return
+
+
+def _sql_job(spark: Any, cores: int) -> None:
+    spark.range(cores, numPartitions=cores).mapInArrow(_import_in_batches, "id long").collect()
+
+
+def _rdd_job(spark: Any, cores: int) -> None:
+    spark.sparkContext.parallelize(range(cores), cores).foreach(_import_task_code)
+
+
+_JOBS: Dict[WorkerKind, Callable[[Any, int], None]] = {WorkerKind.SQL: _sql_job, WorkerKind.STATEFUL: _rdd_job}
+
+
+def _import_in_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    _import_task_code(0)
+    return batches
 
 
 def _import_task_code(_: int) -> None:

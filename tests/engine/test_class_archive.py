@@ -97,3 +97,16 @@ def test_a_finished_archive_is_used_and_the_switch_turns_it_off(home: Path, monk
     assert options == f"-XX:SharedArchiveFile={final} -Xlog:cds*=off" and hook is None
     monkeypatch.setenv("FLOWSPARK_CLASS_ARCHIVE", "0")
     assert class_archive.java_options(_spark_home()) == ("", None)
+
+
+def test_each_spark_home_gets_its_own_archive(home: Path) -> None:
+    # A JVM ignores an archive written with another class path, and the
+    # class path names the jars under SPARK_HOME: two installations of the
+    # same PySpark (two virtualenvs) must not share one.
+    homes = [home / "spark-a", home / "spark-b"]
+    for spark_home in homes:
+        spark_home.mkdir()
+        (spark_home / "jars").symlink_to(os.path.join(_spark_home(), "jars"))
+    written = [class_archive.java_options(str(spark_home))[0] for spark_home in homes]
+    assert all("-XX:ArchiveClassesAtExit=" in options for options in written), "each home writes its own"
+    assert len({options.split()[0] for options in written}) == 2

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 
@@ -17,13 +17,6 @@ from flowspark.engine import chunks
 from flowspark.engine import driver_link
 from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.sink_writer import OutputStash
-
-
-@pytest.fixture
-def server() -> Iterator[DriverServer]:
-    running = DriverServer()
-    yield running
-    running.close()
 
 
 def test_calls_reach_the_driver_from_another_process(server: DriverServer) -> None:

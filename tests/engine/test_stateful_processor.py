@@ -8,9 +8,8 @@ driver's stash, as the writer would.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterator, List, Tuple
+from typing import Any, List, Tuple
 
-import pytest
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
@@ -25,13 +24,6 @@ from flowspark.engine.sink_writer import OutputStash
 from flowspark.engine.slots import decoded
 from flowspark.engine.stateful import LayerProcessor, unpacked
 from flowspark.testing import TestingSink, TestingSource
-
-
-@pytest.fixture
-def server() -> Iterator[DriverServer]:
-    running = DriverServer()
-    yield running
-    running.close()
 
 
 def _running_sums() -> Tuple[Plan, Groups]:

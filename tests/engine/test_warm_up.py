@@ -2,28 +2,82 @@
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
-from typing import Set
+from typing import List, Optional, Set, Tuple
 
 import pytest
+from pyspark.sql import SparkSession
 
+import flowspark.operators as op
+from flowspark.dataflow import Dataflow
 from flowspark.engine import warm_up
+from flowspark.engine.runner import RunConfig, run_flow
 from flowspark.engine.session import get_session
+from flowspark.testing import TestingSink, TestingSource
 
 
-def test_one_job_per_context_starts_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    spark = get_session()
+def _warm_up_jobs(spark: SparkSession, monkeypatch: pytest.MonkeyPatch, calls: int, stateful: bool) -> List[str]:
+    """Warm the context's workers `calls` times as if for the first time; the status of each job that started."""
     tracker = spark.sparkContext.statusTracker()
     earlier = set(tracker.getJobIdsForGroup(warm_up.JOB_GROUP))
-    monkeypatch.setattr(warm_up, "_warmed", weakref.WeakSet())
-    warm_up.warm_python_workers(spark)
-    warm_up.warm_python_workers(spark)
-    new: Set[int] = set()
+    monkeypatch.setattr(warm_up, "_warmed", {kind: weakref.WeakSet() for kind in warm_up.WorkerKind})
+    for _ in range(calls):
+        warm_up.warm_python_workers(spark, stateful)
+    statuses: List[str] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        new = set(tracker.getJobIdsForGroup(warm_up.JOB_GROUP)) - earlier
-        if new and all(tracker.getJobInfo(job).status == "SUCCEEDED" for job in new):
+        infos = [tracker.getJobInfo(job) for job in set(tracker.getJobIdsForGroup(warm_up.JOB_GROUP)) - earlier]
+        statuses = [info.status if info is not None else "UNKNOWN" for info in infos]
+        if statuses and all(status == "SUCCEEDED" for status in statuses):
             break
         time.sleep(0.1)
-    assert [tracker.getJobInfo(job).status for job in new] == ["SUCCEEDED"]
+    return statuses
+
+
+def test_one_job_per_context_and_worker_kind_starts_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _warm_up_jobs(get_session(), monkeypatch, calls=2, stateful=False) == ["SUCCEEDED"]
+    assert _warm_up_jobs(get_session(), monkeypatch, calls=2, stateful=True) == ["SUCCEEDED"] * 2
+
+
+def _python_daemons(jvm: int) -> Set[int]:
+    """The JVM's child processes running PySpark's daemon (each forks the Python workers of one kind)."""
+    found: Set[int] = set()
+    for task in os.listdir(f"/proc/{jvm}/task"):
+        with open(f"/proc/{jvm}/task/{task}/children") as f:
+            children = [int(pid) for pid in f.read().split()]
+        for pid in children:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"pyspark.daemon" in f.read():
+                        found.add(pid)
+            except OSError:
+                pass
+    return found
+
+
+def _source_worker_parent(item: int) -> Tuple[str, int]:
+    return "k", os.getppid()
+
+
+def _stateful_worker_parent(state: Optional[int], item: int) -> Tuple[int, Tuple[int, int]]:
+    return 0, (item, os.getppid())
+
+
+def test_the_querys_tasks_run_in_the_warmed_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    spark = get_session()
+    assert _warm_up_jobs(spark, monkeypatch, calls=1, stateful=True) == ["SUCCEEDED"] * 2
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    warmed = _python_daemons(gateway.proc.pid)
+
+    out: List[Tuple[str, Tuple[int, int]]] = []
+    flow = Dataflow("warm")
+    keyed = op.map("source_parent", op.input("inp", flow, TestingSource([1, 2, 3])), _source_worker_parent)
+    op.output("out", op.stateful_map("stateful_parent", keyed, _stateful_worker_parent), TestingSink(out))
+    run_flow(flow, RunConfig())
+    # Spark keeps one daemon per worker environment: a warm-up in another
+    # environment would leave its workers idle beside the query's daemon.
+    parents = {parent for _, pair in out for parent in pair}
+    assert len(out) == 3 and parents <= warmed

@@ -1,0 +1,320 @@
+"""The sink writer driven directly with Spark frames of output rows, as `foreachBatch` calls it (no query)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+import flowspark.operators as op
+from flowspark.dataflow import Dataflow, Stream
+from flowspark.engine import chunks
+from flowspark.engine.driver_link import DriverServer
+from flowspark.engine.failures import StepFailure
+from flowspark.engine.order import Order
+from flowspark.engine.plan import Plan, build_plan
+from flowspark.engine.session import get_session
+from flowspark.engine.sink_writer import LEDGER, OutputStash, SinkWriter
+from flowspark.errors import FlowsparkRuntimeError
+from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink, StatefulSinkPartition, StatelessSinkPartition
+from flowspark.testing import TestingSource
+
+
+class _CountingPart(StatefulSinkPartition[Any, int]):
+    """Appends values to its sink's record; its snapshot is how many it holds (as a file's length)."""
+
+    def __init__(self, sink: "_Parts", name: str, resume: Optional[int]) -> None:
+        self._sink = sink
+        self._name = name
+        del sink.written.setdefault(name, [])[resume or 0 :]  # a rebuilt partition truncates, as `FileSink` does
+
+    def write_batch(self, values: List[Any]) -> None:
+        if self._name in self._sink.broken:
+            raise OSError("disk full")
+        self._sink.written[self._name].extend(values)
+
+    def snapshot(self) -> int:
+        return len(self._sink.written[self._name])
+
+    def close(self) -> None:
+        self._sink.closed.append(self._name)
+
+
+class _Parts(FixedPartitionedSink[Any, int]):
+    """Partitions `p0`, `p1`, ...; key `kN` goes to partition N."""
+
+    def __init__(self, count: int = 2) -> None:
+        self.names = [f"p{i}" for i in range(count)]
+        self.written: Dict[str, List[Any]] = {}
+        self.built: List[Tuple[str, Optional[int]]] = []
+        self.broken: List[str] = []
+        self.closed: List[str] = []
+
+    def list_parts(self) -> List[str]:
+        return self.names
+
+    def part_fn(self, item_key: str) -> int:
+        return int(item_key[1:])
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _CountingPart:
+        self.built.append((for_part, resume_state))
+        return _CountingPart(self, for_part, resume_state)
+
+
+class _WorkerList(StatelessSinkPartition[Any]):
+    def __init__(self, written: List[Any]) -> None:
+        self._written = written
+
+    def write_batch(self, items: List[Any]) -> None:
+        self._written.extend(items)
+
+
+class _PerWorker(DynamicSink[Any]):
+    """One list per worker partition; records how each was built."""
+
+    def __init__(self) -> None:
+        self.built: List[Tuple[str, int, int]] = []
+        self.by_worker: Dict[int, List[Any]] = {}
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _WorkerList:
+        self.built.append((step_id, worker_index, worker_count))
+        return _WorkerList(self.by_worker.setdefault(worker_index, []))
+
+
+class _Batches(MicroBatchSink[Any]):
+    def __init__(self) -> None:
+        self.calls: List[Tuple[str, int, str, List[Any]]] = []
+        self.closed = False
+
+    def write_micro_batch(self, step_id: str, batch_id: int, run_id: str, items: List[Any]) -> None:
+        self.calls.append((step_id, batch_id, run_id, items))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture(scope="module")
+def spark() -> SparkSession:
+    return get_session()
+
+
+def _plan(*sinks: Sink[Any], seen: Optional[List[Tuple[str, Any, int]]] = None) -> Plan:
+    """A flow writing to `sinks`, and with `seen` a tap that records what it inspects."""
+    flow = Dataflow("w")
+    stream: Stream[Any] = op.input("inp", flow, TestingSource([]))
+    for i, sink in enumerate(sinks):
+        op.output(f"out{i}", stream, sink)
+    if seen is not None:
+        op.inspect_debug("tap0", stream, lambda step_id, item, epoch, worker: seen.append((step_id, item, epoch)))
+    return build_plan(flow)
+
+
+def _frame(spark: SparkSession, rows: List[chunks.Row]) -> DataFrame:
+    return spark.createDataFrame(pa.Table.from_batches([chunks.to_arrow(rows)]))
+
+
+def _out(output: int, origin: str, items: List[Any], seq: int = 0) -> chunks.Row:
+    return (chunks.output_group(output, origin), seq, chunks.DATA, chunks.dumps(items))
+
+
+def _tap(tap: int, origin: str, items: List[Any], seq: int = 0) -> chunks.Row:
+    return (chunks.tap_group(tap, origin), seq, chunks.DATA, chunks.dumps(items))
+
+
+def _control(what: str) -> chunks.Row:
+    return ("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(what))
+
+
+def _ordered(group: str, runs: List[Tuple[Order, List[Any]]], seq: int = 0) -> chunks.Row:
+    """A chunk whose runs of items carry their orders, as ordered collectors make them."""
+    items = [item for _, run in runs for item in run]
+    ends: List[Tuple[Order, int]] = []
+    for order, run in runs:
+        ends.append((order, (ends[-1][1] if ends else 0) + len(run)))
+    return (group, seq, chunks.DATA, chunks.ordered(ends, chunks.dumps(items)))
+
+
+def test_a_batch_reaches_sinks_and_taps_and_the_end_marker_finishes_the_run(spark: SparkSession, tmp_path: Path) -> None:
+    seen: List[Tuple[str, Any, int]] = []
+    sink = _PerWorker()
+    reports: List[Tuple[int, int]] = []
+    writer = SinkWriter(_plan(sink, seen=seen), str(tmp_path), on_batch=lambda batch, written: reports.append((batch, written)))
+    writer(_frame(spark, [_out(0, "a", [1, 2]), _tap(0, "a", ["x"])]), 0)
+    assert sink.by_worker == {0: [1, 2]} and seen == [("w.tap0", "x", 1)]  # Bytewax counts epochs from 1
+    assert not writer.finished.is_set() and writer.last_batch == 0
+    writer(_frame(spark, [_out(0, "a", [3]), _control("done")]), 1)
+    assert sink.by_worker == {0: [1, 2, 3]}
+    assert writer.finished.is_set() and writer.ending == "done"
+    assert reports == [(0, 2), (1, 1)]
+
+
+def test_a_batch_written_before_is_skipped_whole_by_a_new_writer(spark: SparkSession, tmp_path: Path) -> None:
+    first = _PerWorker()
+    writer = SinkWriter(_plan(first), str(tmp_path))
+    writer(_frame(spark, [_out(0, "a", [1])]), 0)
+    writer(_frame(spark, [_out(0, "a", [2])]), 1)
+
+    again = _PerWorker()
+    resumed = SinkWriter(_plan(again), str(tmp_path))
+    assert resumed.last_batch == 1
+    resumed(_frame(spark, [_out(0, "a", [2]), _control("done")]), 1)  # Spark replays the last batch
+    assert again.by_worker == {0: []} and not resumed.finished.is_set()
+    resumed(_frame(spark, [_out(0, "a", [3])]), 2)
+    assert again.by_worker == {0: [3]}
+
+
+def test_the_ledger_is_private_to_the_user(spark: SparkSession, tmp_path: Path) -> None:
+    writer = SinkWriter(_plan(_PerWorker()), str(tmp_path))
+    writer(_frame(spark, [_out(0, "a", [1])]), 0)
+    assert stat.S_IMODE(os.stat(tmp_path / LEDGER).st_mode) & 0o077 == 0
+
+
+def test_partitioned_sinks_get_values_by_key_and_resume_from_the_ledger(spark: SparkSession, tmp_path: Path) -> None:
+    sink = _Parts()
+    writer = SinkWriter(_plan(sink), str(tmp_path))
+    writer(_frame(spark, [_out(0, "a", [("k0", "a"), ("k1", "b"), ("k0", "c")])]), 0)
+    assert sink.written == {"p0": ["a", "c"], "p1": ["b"]}
+    assert sink.built == [("p0", None), ("p1", None)]
+
+    again = _Parts()
+    SinkWriter(_plan(again), str(tmp_path))
+    assert again.built == [("p0", 2), ("p1", 1)]
+
+
+def test_a_batch_cut_short_by_a_failing_write_is_rewritten_from_the_snapshots_before_it(spark: SparkSession, tmp_path: Path) -> None:
+    sink = _Parts()
+    writer = SinkWriter(_plan(sink), str(tmp_path))
+    writer(_frame(spark, [_out(0, "a", [("k0", 1), ("k1", 2)])]), 0)
+    sink.broken.append("p1")
+    with pytest.raises(FlowsparkRuntimeError, match="error calling `write_batch` in step 'w.out0'") as caught:
+        writer(_frame(spark, [_out(0, "a", [("k0", 3), ("k1", 4)])]), 1)
+    assert isinstance(caught.value.__cause__, OSError)
+    assert writer.failure is caught.value and writer.last_batch == 0
+    assert sink.written == {"p0": [1, 3], "p1": [2]}  # p0 got batch 1, p1 did not
+
+    # The resumed run rebuilds every partition at batch 0's snapshots and writes batch 1 again: no duplicates.
+    sink.broken.clear()
+    resumed = SinkWriter(_plan(sink), str(tmp_path))
+    resumed(_frame(spark, [_out(0, "a", [("k0", 3), ("k1", 4)])]), 1)
+    assert sink.written == {"p0": [1, 3], "p1": [2, 4]}
+
+
+def test_an_aborted_batch_keeps_the_snapshots_before_it(spark: SparkSession, tmp_path: Path) -> None:
+    sink = _Parts()
+    writer = SinkWriter(_plan(sink), str(tmp_path))
+    writer(_frame(spark, [_out(0, "a", [("k0", 1)])]), 0)
+    writer(_frame(spark, [_out(0, "a", [("k0", 2)]), _control("abort")]), 1)
+    assert writer.ending == "abort" and writer.finished.is_set()
+
+    again = _Parts()
+    resumed = SinkWriter(_plan(again), str(tmp_path))
+    assert resumed.last_batch == 1
+    assert again.built == [("p0", 1), ("p1", 0)]  # the aborted epoch is written again by the resumed run
+
+
+def test_a_micro_batch_sink_gets_each_batch_once_with_its_id_and_the_run_id(spark: SparkSession, tmp_path: Path) -> None:
+    sink = _Batches()
+    writer = SinkWriter(_plan(sink), str(tmp_path))
+    writer(_frame(spark, [_out(0, "a", [1, 2]), _out(0, "b", [3])]), 0)
+    writer(_frame(spark, [_control("done")]), 1)  # no items: no call
+    writer.close()
+    assert len(sink.calls) == 1 and sink.closed
+    step_id, batch_id, run_id, items = sink.calls[0]
+    assert (step_id, batch_id, sorted(items)) == ("w.out0", 0, [1, 2, 3])
+
+    resumed_sink = _Batches()
+    resumed = SinkWriter(_plan(resumed_sink), str(tmp_path))
+    resumed(_frame(spark, [_out(0, "a", [4])]), 2)
+    assert resumed_sink.calls == [("w.out0", 2, run_id, [4])]  # the run id outlives the writer
+
+
+def test_a_dynamic_sink_gets_one_partition_per_worker_and_each_origin_one_worker(spark: SparkSession, tmp_path: Path) -> None:
+    sink = _PerWorker()
+    writer = SinkWriter(_plan(sink), str(tmp_path), workers=3)
+    assert sink.built == [("w.out0", 0, 3), ("w.out0", 1, 3), ("w.out0", 2, 3)]
+    origins = ["000.00000.000", "000.00001.000", "000.00002.000", "000.00003.000"]
+    writer(_frame(spark, [_out(0, origin, [(origin, n) for n in range(3)]) for origin in origins]), 0)
+    for origin in origins:
+        assert sink.by_worker[zlib.crc32(origin.encode()) % 3].count((origin, 1)) == 1
+    assert sorted(item for items in sink.by_worker.values() for item in items) == sorted((o, n) for o in origins for n in range(3))
+
+
+def test_an_ordered_run_writes_and_inspects_in_one_workers_order(spark: SparkSession, tmp_path: Path) -> None:
+    seen: List[Tuple[str, Any, int]] = []
+    sink = _PerWorker()
+    plan = _plan(sink, seen=seen)
+    plan.ordered = True
+    writer = SinkWriter(plan, str(tmp_path), epoch_per_round=True)
+    rows = [
+        _ordered(chunks.output_group(0, "b"), [((1, 0, 0, ""), ["b1"])]),
+        _ordered(chunks.output_group(0, "a"), [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
+        _ordered(chunks.tap_group(0, "a"), [((0, 0, 0, ""), ["t0"]), ((3, 0, 0, ""), ["t3"])]),
+    ]
+    writer(_frame(spark, rows), 0)
+    assert sink.by_worker == {0: ["a0", "b1", "a2"]}
+    assert seen == [("w.tap0", "t0", 1), ("w.tap0", "t3", 4)]  # each source round its own epoch
+
+
+def test_stashed_chunks_are_taken_by_ticket_and_leftovers_dropped_after_the_batch(
+    spark: SparkSession, server: DriverServer, tmp_path: Path
+) -> None:
+    stash = OutputStash(server)
+    sink = _PerWorker()
+    writer = SinkWriter(_plan(sink), str(tmp_path), stash)
+    ticket = server.link.call("stash", chunks.dumps([1, 2]))
+    dropped = stash.put(chunks.dumps([99]))  # from a task attempt Spark dropped
+    writer(_frame(spark, [(chunks.output_group(0, "a"), 0, chunks.DATA, ticket)]), 0)
+    assert sink.by_worker == {0: [1, 2]}
+    with pytest.raises(KeyError):
+        stash.take(dropped)
+
+
+def test_only_single_partition_sinks_take_bare_values(tmp_path: Path) -> None:
+    writer = SinkWriter(_plan(_PerWorker(), _Parts(1), _Parts(2), _Batches()), str(tmp_path))
+    assert writer.keyless_outputs() == [1]
+
+
+def test_close_closes_every_partition(tmp_path: Path) -> None:
+    sink = _Parts()
+    SinkWriter(_plan(sink), str(tmp_path)).close()
+    assert sink.closed == ["p0", "p1"]
+
+
+def test_a_failing_build_names_the_step(tmp_path: Path) -> None:
+    class _Unbuildable(_PerWorker):
+        def build(self, step_id: str, worker_index: int, worker_count: int) -> _WorkerList:
+            raise PermissionError("no access")
+
+    with pytest.raises(FlowsparkRuntimeError, match="error calling `build` in step 'w.out0'"):
+        SinkWriter(_plan(_Unbuildable()), str(tmp_path))
+
+
+def test_a_failing_inspector_names_the_step(spark: SparkSession, tmp_path: Path) -> None:
+    def broken(step_id: str, item: Any, epoch: int, worker: int) -> None:
+        raise ZeroDivisionError("division by zero")
+
+    flow = Dataflow("w")
+    op.inspect_debug("peek", op.input("inp", flow, TestingSource([])), broken)
+    writer = SinkWriter(build_plan(flow), str(tmp_path))
+    with pytest.raises(FlowsparkRuntimeError, match="error calling `inspector` in step 'w.peek'"):
+        writer(_frame(spark, [_tap(0, "a", [1])]), 0)
+
+
+def test_a_bare_value_for_a_partitioned_sink_names_the_step(spark: SparkSession, tmp_path: Path) -> None:
+    writer = SinkWriter(_plan(_Parts()), str(tmp_path))
+    with pytest.raises(StepFailure, match="step 'w.out0' requires `\\(key, value\\)` 2-tuple"):
+        writer(_frame(spark, [_out(0, "a", [5])]), 0)
+
+
+def test_a_damaged_ledger_is_named_not_retried(tmp_path: Path) -> None:
+    ledger = tmp_path / LEDGER
+    ledger.write_bytes(b"not a pickle")
+    ledger.chmod(0o600)
+    with pytest.raises(FlowsparkRuntimeError, match="the sinks' ledger .* is damaged"):
+        SinkWriter(_plan(_PerWorker()), str(tmp_path))
