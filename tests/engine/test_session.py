@@ -7,7 +7,6 @@ reads the options the driver JVM was started with back from the JVM.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,12 +37,6 @@ def _driver_jvm(conf: Dict[str, str]) -> Dict[str, object]:
     return found
 
 
-def _archive_expected() -> bool:
-    """True if a finished class archive is there for this run to use (and the archive is on)."""
-    archives = Path.home() / ".cache" / "flowspark" / "class-archives"
-    return os.environ.get("FLOWSPARK_CLASS_ARCHIVE", "1") != "0" and any(archives.glob("*.jsa"))
-
-
 def test_user_extra_java_options_add_to_flowspark_options() -> None:
     jvm = _driver_jvm({"spark.driver.extraJavaOptions": "-Dflowspark.test.mine=hello"})
     args = jvm["args"]
@@ -53,8 +46,6 @@ def test_user_extra_java_options_add_to_flowspark_options() -> None:
     assert "-Xss16m" in args and "-XX:+UseSerialGC" in args
     # Spark puts the default options first, so the user's win where they clash.
     assert args.index("-Xss16m") < args.index("-Dflowspark.test.mine=hello")
-    if _archive_expected():
-        assert any(a.startswith("-XX:SharedArchiveFile=") for a in args), args
 
 
 def test_user_default_java_options_replace_flowspark_options() -> None:

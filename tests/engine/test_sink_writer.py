@@ -15,8 +15,10 @@ from pyspark.sql import DataFrame, SparkSession
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine import chunks
+from flowspark.engine.destinations import CONTROL_GROUP, output_group, tap_group
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.input_end import InputEnd
 from flowspark.engine.order import Order
 from flowspark.engine.plan import Plan, build_plan
 from flowspark.engine.session import get_session
@@ -120,15 +122,15 @@ def _frame(spark: SparkSession, rows: List[chunks.Row]) -> DataFrame:
 
 
 def _out(output: int, origin: str, items: List[Any], seq: int = 0) -> chunks.Row:
-    return (chunks.output_group(output, origin), seq, chunks.DATA, chunks.dumps(items))
+    return (output_group(output, origin), seq, chunks.DATA, chunks.dumps(items))
 
 
 def _tap(tap: int, origin: str, items: List[Any], seq: int = 0) -> chunks.Row:
-    return (chunks.tap_group(tap, origin), seq, chunks.DATA, chunks.dumps(items))
+    return (tap_group(tap, origin), seq, chunks.DATA, chunks.dumps(items))
 
 
-def _control(what: str) -> chunks.Row:
-    return ("C", chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(what))
+def _control(end: InputEnd) -> chunks.Row:
+    return (CONTROL_GROUP, chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(end.value))
 
 
 def _ordered(group: str, runs: List[Tuple[Order, List[Any]]], seq: int = 0) -> chunks.Row:
@@ -148,9 +150,9 @@ def test_a_batch_reaches_sinks_and_taps_and_the_end_marker_finishes_the_run(spar
     writer(_frame(spark, [_out(0, "a", [1, 2]), _tap(0, "a", ["x"])]), 0)
     assert sink.by_worker == {0: [1, 2]} and seen == [("w.tap0", "x", 1)]  # Bytewax counts epochs from 1
     assert not writer.finished.is_set() and writer.last_batch == 0
-    writer(_frame(spark, [_out(0, "a", [3]), _control("done")]), 1)
+    writer(_frame(spark, [_out(0, "a", [3]), _control(InputEnd.EOF)]), 1)
     assert sink.by_worker == {0: [1, 2, 3]}
-    assert writer.finished.is_set() and writer.ending == "done"
+    assert writer.finished.is_set() and writer.ending is InputEnd.EOF
     assert reports == [(0, 2), (1, 1)]
 
 
@@ -163,7 +165,7 @@ def test_a_batch_written_before_is_skipped_whole_by_a_new_writer(spark: SparkSes
     again = _PerWorker()
     resumed = SinkWriter(_plan(again), str(tmp_path))
     assert resumed.last_batch == 1
-    resumed(_frame(spark, [_out(0, "a", [2]), _control("done")]), 1)  # Spark replays the last batch
+    resumed(_frame(spark, [_out(0, "a", [2]), _control(InputEnd.EOF)]), 1)  # Spark replays the last batch
     assert again.by_worker == {0: []} and not resumed.finished.is_set()
     resumed(_frame(spark, [_out(0, "a", [3])]), 2)
     assert again.by_worker == {0: [3]}
@@ -209,8 +211,8 @@ def test_an_aborted_batch_keeps_the_snapshots_before_it(spark: SparkSession, tmp
     sink = _Parts()
     writer = SinkWriter(_plan(sink), str(tmp_path))
     writer(_frame(spark, [_out(0, "a", [("k0", 1)])]), 0)
-    writer(_frame(spark, [_out(0, "a", [("k0", 2)]), _control("abort")]), 1)
-    assert writer.ending == "abort" and writer.finished.is_set()
+    writer(_frame(spark, [_out(0, "a", [("k0", 2)]), _control(InputEnd.ABORT)]), 1)
+    assert writer.ending is InputEnd.ABORT and writer.finished.is_set()
 
     again = _Parts()
     resumed = SinkWriter(_plan(again), str(tmp_path))
@@ -222,7 +224,7 @@ def test_a_micro_batch_sink_gets_each_batch_once_with_its_id_and_the_run_id(spar
     sink = _Batches()
     writer = SinkWriter(_plan(sink), str(tmp_path))
     writer(_frame(spark, [_out(0, "a", [1, 2]), _out(0, "b", [3])]), 0)
-    writer(_frame(spark, [_control("done")]), 1)  # no items: no call
+    writer(_frame(spark, [_control(InputEnd.EOF)]), 1)  # no items: no call
     writer.close()
     assert len(sink.calls) == 1 and sink.closed
     step_id, batch_id, run_id, items = sink.calls[0]
@@ -252,9 +254,9 @@ def test_an_ordered_run_writes_and_inspects_in_one_workers_order(spark: SparkSes
     plan.ordered = True
     writer = SinkWriter(plan, str(tmp_path), epoch_per_round=True)
     rows = [
-        _ordered(chunks.output_group(0, "b"), [((1, 0, 0, ""), ["b1"])]),
-        _ordered(chunks.output_group(0, "a"), [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
-        _ordered(chunks.tap_group(0, "a"), [((0, 0, 0, ""), ["t0"]), ((3, 0, 0, ""), ["t3"])]),
+        _ordered(output_group(0, "b"), [((1, 0, 0, ""), ["b1"])]),
+        _ordered(output_group(0, "a"), [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
+        _ordered(tap_group(0, "a"), [((0, 0, 0, ""), ["t0"]), ((3, 0, 0, ""), ["t3"])]),
     ]
     writer(_frame(spark, rows), 0)
     assert sink.by_worker == {0: ["a0", "b1", "a2"]}
@@ -269,15 +271,10 @@ def test_stashed_chunks_are_taken_by_ticket_and_leftovers_dropped_after_the_batc
     writer = SinkWriter(_plan(sink), str(tmp_path), stash)
     ticket = server.link.call("stash", chunks.dumps([1, 2]))
     dropped = stash.put(chunks.dumps([99]))  # from a task attempt Spark dropped
-    writer(_frame(spark, [(chunks.output_group(0, "a"), 0, chunks.DATA, ticket)]), 0)
+    writer(_frame(spark, [(output_group(0, "a"), 0, chunks.DATA, ticket)]), 0)
     assert sink.by_worker == {0: [1, 2]}
     with pytest.raises(KeyError):
         stash.take(dropped)
-
-
-def test_only_single_partition_sinks_take_bare_values(tmp_path: Path) -> None:
-    writer = SinkWriter(_plan(_PerWorker(), _Parts(1), _Parts(2), _Batches()), str(tmp_path))
-    assert writer.keyless_outputs() == [1]
 
 
 def test_close_closes_every_partition(tmp_path: Path) -> None:
