@@ -23,7 +23,7 @@ the hub's.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -202,35 +202,32 @@ class ReadNote:
     """How far through its input the partition is, if it can tell (`fraction_done()`)."""
 
 
-@dataclass
 class PartReader:
     """Reads one partition for one micro-batch, in the task that owns it.
 
     Builds it from the newest earlier snapshot, polls it (`batches`), then
-    writes its snapshot (`finish`) and closes it (`close`).  A replay of a
-    micro-batch that has a snapshot already stops where that reading did.
+    writes its snapshot (`finish`) and closes it (on leaving its `with`).
+    A replay of a micro-batch that has a snapshot already stops where that
+    reading did.
     """
 
-    inputs: ExecutorInputs
-    spec: PartSpec
-    batch: int
-    meter: Optional[Meter] = None
-    items: int = 0
-    batches_read: int = 0
-    eof: bool = False
-    abort: bool = False
-    awake: Optional[datetime] = None
-    _store: SnapshotStore = field(init=False)
-    _replay: Optional[PartRecord] = field(init=False)
-    _partition: Any = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._store = SnapshotStore(self.inputs.store)
-        self._replay = self._store.read(self.spec.folder, self.batch)
-        before = self._store.latest(self.spec.folder, self.batch - 1)
+    def __init__(self, inputs: ExecutorInputs, spec: PartSpec, batch: int, meter: Optional[Meter] = None) -> None:
+        self._inputs = inputs
+        self._spec = spec
+        self._batch = batch
+        self._meter = meter
+        self.items = 0
+        self.batches_read = 0
+        self.eof = False
+        self.abort = False
+        self.awake: Optional[datetime] = None
+        """Set if it stopped because it sleeps until then."""
+        self._store = SnapshotStore(inputs.store)
+        self._replay = self._store.read(spec.folder, batch)
+        before = self._store.latest(spec.folder, batch - 1)
         resume = None if before is None else before[1].state
-        source = self.inputs.sources[self.spec.input_index]
-        self._partition = self._call("build_part", source.build_part, self.spec.step_id, self.spec.name, resume)
+        source = inputs.sources[spec.input_index]
+        self._partition = self._call("build_part", source.build_part, spec.step_id, spec.name, resume)
 
     def _call(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -238,15 +235,15 @@ class PartReader:
         except (StopIteration, AbortExecution, StepFailure):
             raise
         except Exception as ex:
-            raise StepFailure(f"error calling `{what}` in step {self.spec.step_id!r} for partition {self.spec.name!r}", ex) from ex
+            raise StepFailure(f"error calling `{what}` in step {self._spec.step_id!r} for partition {self._spec.name!r}", ex) from ex
 
     def batches(self) -> Iterator[List[Any]]:
         """The partition's non-empty batches for this micro-batch."""
         replay = self._replay
         if replay is not None and replay.abort and replay.items == 0:
             return
-        limit = self.inputs.max_items if replay is None else replay.items
-        deadline = time.monotonic() + self.inputs.max_seconds
+        limit = self._inputs.max_items if replay is None else replay.items
+        deadline = time.monotonic() + self._inputs.max_seconds
         while self.items < limit and (replay is not None or time.monotonic() < deadline):
             if replay is None:
                 at = self._call("next_awake", self._partition.next_awake)
@@ -255,16 +252,16 @@ class PartReader:
                     return
             started = time.perf_counter()
             try:
-                batch = list(self._call("next_batch", self._partition.next_batch))
+                batch: List[Any] = self._call("next_batch", lambda: list(self._partition.next_batch()))
             except StopIteration:
                 self.eof = True
                 return
             except AbortExecution:
                 self.abort = True
                 return
-            if self.meter is not None:
-                self.meter.time(Timing.NEXT_BATCH, self.spec.step_id, time.perf_counter() - started)
-                self.meter.count(Count.ITEMS_OUT, self.spec.step_id, len(batch))
+            if self._meter is not None:
+                self._meter.time(Timing.NEXT_BATCH, self._spec.step_id, time.perf_counter() - started)
+                self._meter.count(Count.ITEMS_OUT, self._spec.step_id, len(batch))
             if replay is not None:
                 batch = batch[: limit - self.items]
             if batch:
@@ -281,12 +278,12 @@ class PartReader:
         state = self._call("snapshot", self._partition.snapshot)
         record = PartRecord(state, self.items, self.batches_read, self.eof, self.abort, self.awake)
         if self._replay is None:
-            self._store.write_once(self.spec.folder, self.batch, record)
+            self._store.write_once(self._spec.folder, self._batch, record)
         fraction: Optional[float] = 1.0 if self.eof else None
         tell = getattr(self._partition, "fraction_done", None)
         if fraction is None and callable(tell):
             fraction = float(self._call("fraction_done", tell))
-        return ReadNote((self.spec.step_id, self.spec.name), self.items, fraction)
+        return ReadNote((self._spec.step_id, self._spec.name), self.items, fraction)
 
     def close(self) -> None:
         self._call("close", self._partition.close)
