@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
+from oracle import run_both
 
 import flowspark.operators as op
 from flowspark.connectors.files import DirSource
@@ -22,6 +25,7 @@ from flowspark.engine.executor_source import (
     tasks,
 )
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.resume_check import META
 from flowspark.engine.snapshot_store import PartRecord, SnapshotStore
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
@@ -146,6 +150,47 @@ def test_a_flow_mixes_driver_resident_and_executor_read_inputs(tmp_path: Path) -
     assert sorted(out) == ["1", "2", "3", "x", "y"]
 
 
+def test_one_workers_order_of_a_directory_matches_bytewax(tmp_path: Path) -> None:
+    for name, lines in (("a.txt", 5), ("b.txt", 2), ("c.txt", 4)):
+        (tmp_path / name).write_text("".join(f"{name[0]}{i}\n" for i in range(lines)))
+
+    def build(e: Any) -> Any:
+        files = importlib.import_module(f"{e.name}.connectors.files")
+        out: List[str] = []
+        flow = e.Dataflow("ordered")
+        lines = e.op.input("inp", flow, files.DirSource(tmp_path, "*.txt", batch_size=2))
+        e.op.output("out", e.op.map("upper", lines, str.upper), e.TestingSink(out))
+        return flow, {"out": out}
+
+    bytewax_out, flowspark_out = run_both(build)
+    assert flowspark_out == bytewax_out
+    assert len(bytewax_out["out"]) == 11
+
+
+class _DriverDirSource(DirSource):
+    lives_in_driver = True
+
+
+def test_a_directory_is_refused_once_an_input_moved_or_if_an_earlier_flowspark_wrote_it(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("x\n")
+
+    def run(source: DirSource) -> None:
+        flow = Dataflow("moved")
+        op.output("out", op.input("inp", flow, source), TestingSink([]))
+        run_main(flow, recovery_config=RecoveryConfig(tmp_path / "rec"))
+
+    run(DirSource(tmp_path / "in"))
+    with pytest.raises(FlowsparkRuntimeError, match="input 'moved.inp' is now read in the driver"):
+        run(_DriverDirSource(tmp_path / "in"))
+    meta_path = tmp_path / "rec" / META
+    meta = json.loads(meta_path.read_text())
+    del meta["source_layout"]  # as directories of earlier versions are
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(FlowsparkRuntimeError, match="earlier flowspark.*snapshots in Spark's offsets"):
+        run(DirSource(tmp_path / "in"))
+
+
 def test_an_error_in_next_batch_names_the_step_and_partition_and_reaches_the_driver(tmp_path: Path) -> None:
     with pytest.raises(FlowsparkRuntimeError, match="error calling `next_batch` in step 'f.inp' for partition '[ab]'") as info:
         _run(_LoggedSource(tmp_path / "calls.log", fail=True))
@@ -205,6 +250,7 @@ def test_the_planner_polls_the_hub_and_ends_only_once_both_ended(tmp_path: Path)
     assert (first.end, first.hub) == ("", {"n": 1, "end": "eof"})
     _record(inputs, 0, 1, PartRecord(1, 1, 1, eof=True))
     assert next_position(first, inputs, poll, NOW).end == "eof"
+    assert [offset["n"] for offset in hub_offsets] == [0, 1]
 
 
 def test_a_replay_stops_where_the_first_reading_did(tmp_path: Path) -> None:
@@ -233,3 +279,4 @@ def test_a_reading_error_names_the_step_and_partition(tmp_path: Path) -> None:
         with PartReader(inputs, inputs.parts[1], 1) as reader:
             list(reader.batches())
     assert _calls(tmp_path / "log")["close"]  # closed all the same
+
