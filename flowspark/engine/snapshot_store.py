@@ -120,11 +120,15 @@ class SnapshotStore:
         """Drop the records of `part` no run can resume from once micro-batch `committed` is done.
 
         The newest record up to `committed` stays (a partition that stopped
-        reading keeps its last one), and all later ones.
+        reading keeps its last one), and all later ones; so do temporary
+        files of micro-batches after it (a task killed mid-write leaves one).
         """
-        older = [n for n in self.batches(part) if n <= committed][:-1]
-        for n in older:
+        folder = self._folder(part)
+        older = [str(n) for n in self.batches(part) if n <= committed][:-1]
+        if os.path.isdir(folder):
+            older += [n for n in os.listdir(folder) if n.endswith(".tmp") and int(n.split(".")[1]) <= committed]
+        for name in older:
             try:
-                os.unlink(os.path.join(self._folder(part), str(n)))
+                os.unlink(os.path.join(folder, name))
             except FileNotFoundError:
                 pass

@@ -37,8 +37,11 @@ def test_pruning_keeps_the_newest_committed_record_and_later_ones(tmp_path: Path
     part = part_folder(0, "p")
     for batch in (1, 2, 3, 6):
         store.write_once(part, batch, PartRecord(batch, 1, 1))
+    for batch in (4, 7):  # left by tasks killed while writing
+        (tmp_path / part / f".{batch}.0123.tmp").write_bytes(b"")
     store.prune(part, 5)
     assert store.batches(part) == [3, 6]
+    assert sorted(os.listdir(tmp_path / part)) == [".7.0123.tmp", "3", "6"]
     store.prune(part, 9)
     assert store.batches(part) == [6]
 
