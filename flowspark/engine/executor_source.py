@@ -116,13 +116,17 @@ class Position:
     """The executor partitions not read in this micro-batch: ended, asleep, or all at an end."""
     hub: Optional[Offset] = None
     """The `SourceHub`'s offset, if the flow has driver-resident sources."""
+    hub_done: bool = False
+    """The hub's sources ended in this run of the input (its offset's own end may be a finished run's)."""
 
     def offset(self) -> Offset:
-        return {"n": self.batch, "r": self.round, "since": self.since, "end": self.end, "idle": list(self.idle), "hub": self.hub}
+        return {"n": self.batch, "r": self.round, "since": self.since, "end": self.end, "idle": list(self.idle),
+                "hub": self.hub, "hub_done": self.hub_done}
 
     @classmethod
     def of(cls, offset: Offset) -> Position:
-        return cls(offset["n"], offset["r"], offset["since"], offset["end"], tuple(offset["idle"]), offset["hub"])
+        return cls(offset["n"], offset["r"], offset["since"], offset["end"], tuple(offset["idle"]), offset["hub"],
+                   offset["hub_done"])
 
 
 @dataclass(frozen=True)
@@ -163,9 +167,11 @@ def next_position(start: Position, inputs: ExecutorInputs, poll_hub: Optional[Ca
         elif record.awake is not None and record.awake > now:
             idle.append(part.index)
     hub = start.hub
+    hub_end = InputEnd.EOF if hub is None or (start.hub_done and not fresh) else None
     if hub is not None and poll_hub is not None and not abort:
         hub = poll_hub(hub)
-    hub_end = InputEnd.EOF if hub is None else recorded_end(hub["end"])
+        if hub != start.hub and hub["end"]:
+            hub_end = recorded_end(hub["end"])
     end: Optional[InputEnd] = None
     if abort or hub_end is InputEnd.ABORT:
         end = InputEnd.ABORT
@@ -175,7 +181,8 @@ def next_position(start: Position, inputs: ExecutorInputs, poll_hub: Optional[Ca
         idle = [part.index for part in inputs.parts]
     elif len(idle) == len(inputs.parts) and hub == start.hub:
         return start
-    return Position(start.batch + 1, start.round + rounds, since, "" if end is None else end.value, tuple(idle), hub)
+    return Position(start.batch + 1, start.round + rounds, since, "" if end is None else end.value, tuple(idle), hub,
+                    hub is not None and hub_end is InputEnd.EOF)
 
 
 def tasks(start: Position, end: Position, inputs: ExecutorInputs) -> List[PartTask]:

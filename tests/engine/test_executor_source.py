@@ -247,10 +247,18 @@ def test_the_planner_polls_the_hub_and_ends_only_once_both_ended(tmp_path: Path)
         return {"n": start["n"] + 1, "end": "eof"}
 
     first = next_position(Position(hub={"n": 0, "end": ""}), inputs, poll, NOW)
-    assert (first.end, first.hub) == ("", {"n": 1, "end": "eof"})
+    assert (first.end, first.hub, first.hub_done) == ("", {"n": 1, "end": "eof"}, True)
     _record(inputs, 0, 1, PartRecord(1, 1, 1, eof=True))
     assert next_position(first, inputs, poll, NOW).end == "eof"
     assert [offset["n"] for offset in hub_offsets] == [0, 1]
+
+
+def test_after_an_end_the_hubs_old_end_does_not_end_the_next_run(tmp_path: Path) -> None:
+    inputs = _inputs(tmp_path, _LoggedSource(tmp_path / "log"), parts=0)
+    ended = Position(batch=3, end="eof", hub={"n": 2, "end": "eof"}, hub_done=True)
+    assert next_position(ended, inputs, lambda start: start, NOW) is ended  # nothing new from the hub yet
+    moved = next_position(ended, inputs, lambda start: {"n": 3, "end": ""}, NOW)
+    assert (moved.end, moved.hub_done, moved.since) == ("", False, 4)
 
 
 def test_a_replay_stops_where_the_first_reading_did(tmp_path: Path) -> None:
