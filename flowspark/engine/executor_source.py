@@ -234,7 +234,10 @@ class PartReader:
         before = self._store.latest(spec.folder, batch - 1)
         resume = None if before is None else before[1].state
         source = inputs.sources[spec.input_index]
-        self._partition = self._call("build_part", source.build_part, spec.step_id, spec.name, resume)
+        try:
+            self._partition = source.build_part(spec.step_id, spec.name, resume)
+        except Exception as ex:  # worded as the hub words it
+            raise StepFailure(f"error building partition {spec.name!r} of step {spec.step_id!r}", ex) from ex
 
     def _call(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
         try:

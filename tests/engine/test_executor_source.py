@@ -288,3 +288,13 @@ def test_a_reading_error_names_the_step_and_partition(tmp_path: Path) -> None:
             list(reader.batches())
     assert _calls(tmp_path / "log")["close"]  # closed all the same
 
+
+
+def test_a_building_error_names_the_partition_and_step(tmp_path: Path) -> None:
+    (tmp_path / "gone.txt").write_text("x\n")
+    source = DirSource(tmp_path, get_fs_id=lambda _dir: "fs")
+    inputs = ExecutorInputs((PartSpec(0, 0, "f.inp", "fs::gone.txt"),), {0: source}, str(tmp_path / "store"), 10, 5.0)
+    (tmp_path / "gone.txt").unlink()
+    with pytest.raises(StepFailure, match="error building partition 'fs::gone.txt' of step 'f.inp'") as info:
+        PartReader(inputs, inputs.parts[0], 1)
+    assert isinstance(info.value.cause, FileNotFoundError)
