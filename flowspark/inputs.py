@@ -2,7 +2,7 @@
 
 The classes have Bytewax's names and methods.  A `FixedPartitionedSource`
 has named partitions that each resume from their own snapshot; flowspark
-carries those snapshots in the offsets Spark checkpoints.  A `DynamicSource`
+keeps those snapshots with Spark's checkpoint.  A `DynamicSource`
 builds one stateless partition per worker and never resumes.
 """
 
@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import (
     AsyncIterable,
     Callable,
+    ClassVar,
     Generic,
     Iterable,
     Iterator,
@@ -56,6 +57,19 @@ class AbortExecution(RuntimeError):
 
 class Source(ABC, Generic[X]):  # noqa: B024
     """Base of every source; `op.input` accepts nothing else."""
+
+    lives_in_driver: ClassVar[bool] = True
+    """Whether the partitions must be built and polled in the user's own process, as Bytewax does.
+
+    True by default: a partition may share Python objects with the rest of
+    the program.  A `FixedPartitionedSource` whose partitions depend only
+    on the source object, their resume state and what they read (the file
+    sources) sets it to False, and each partition is then built, polled and
+    snapshotted in the Spark task that reads it, on an executor.  Its
+    source must pickle, its `build_part` must work wherever Spark runs the
+    task, and reading from the same resume state should give the same
+    items.  `DynamicSource`s always live in the user's process.
+    """
 
 
 class StatefulSourcePartition(ABC, Generic[X, S]):

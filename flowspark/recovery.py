@@ -1,7 +1,7 @@
 """Recovery settings and errors, with Bytewax's names.
 
 A recovery directory is where Spark keeps the run's checkpoint: source
-offsets (with every partition's snapshot), the state store (every stateful
+offsets and every source partition's snapshot, the state store (every stateful
 key's snapshot) and the sinks' ledger.  Start a run again with the same
 directory and it continues after the last completed epoch (micro-batch).
 

@@ -67,7 +67,7 @@ class CoreConfig:
 
 @dataclass(frozen=True)
 class InputConfig(CoreConfig):
-    """`input`: the items of a source, read on the driver."""
+    """`input`: the items of a source, read on the driver or in Spark's tasks (`Source.lives_in_driver`)."""
 
     source: Optional[Source[Any]]
     """The flow's source (the planner checks its type); None in the copy Spark's workers get."""

@@ -114,10 +114,18 @@ def _csv_partition(
 
 
 class _OneFileSource(FixedPartitionedSource[X, int]):
-    """One partition, named `"{fs_id}::{path}"`, for one file; none if it is missing."""
+    """One partition, named `"{fs_id}::{path}"`, for one file; none if it is missing.
+
+    Read in Spark's tasks (`lives_in_driver` is false), so the file is
+    opened by its absolute path as of the source's creation: a task's
+    working directory is not the user's.
+    """
+
+    lives_in_driver = False
 
     def __init__(self, path: Union[Path, str], batch_size: int, get_fs_id: Callable[[Path], str]) -> None:
         self._path = Path(path)
+        self._absolute = self._path.absolute()
         self._batch_size = batch_size
         self._fs_id = _check_fs_id(get_fs_id(self._path.parent))
 
@@ -130,7 +138,7 @@ class _OneFileSource(FixedPartitionedSource[X, int]):
         if path != str(self._path):
             msg = f"partition {for_part!r} is not this source's file {str(self._path)!r}"
             raise ValueError(msg)
-        return self._path
+        return self._absolute
 
 
 class FileSource(_OneFileSource[str]):
@@ -196,7 +204,8 @@ class DirSource(FixedPartitionedSource[str, int]):
     """Read every file in a directory matching a glob, line by line.
 
     Each file is a partition named `"{fs_id}::{path relative to the
-    directory}"` and is read as `FileSource` reads.  Files are listed when
+    directory}"` and is read as `FileSource` reads (in Spark's tasks, by
+    its absolute path as of the source's creation).  Files are listed when
     the run starts, in sorted order; directories matching the pattern are
     left out (Bytewax lists them too and then fails to open them).
 
@@ -206,6 +215,8 @@ class DirSource(FixedPartitionedSource[str, int]):
     :arg get_fs_id: called with `dir_path`; as for `FileSource`.
     """
 
+    lives_in_driver = False
+
     def __init__(
         self,
         dir_path: Union[Path, str],
@@ -214,6 +225,7 @@ class DirSource(FixedPartitionedSource[str, int]):
         get_fs_id: Callable[[Path], str] = _get_path_dev,
     ) -> None:
         self._dir_path = Path(dir_path)
+        self._absolute_dir = self._dir_path.absolute()
         if not self._dir_path.exists():
             msg = f"input directory `{self._dir_path}` does not exist"
             raise ValueError(msg)
@@ -232,7 +244,7 @@ class DirSource(FixedPartitionedSource[str, int]):
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _TextPartition[str]:
         _fs_id, rel_path = for_part.split("::", 1)
-        return _line_partition(self._dir_path / rel_path, self._batch_size, resume_state)
+        return _line_partition(self._absolute_dir / rel_path, self._batch_size, resume_state)
 
 
 class _FileSinkPartition(StatefulSinkPartition[str, int]):

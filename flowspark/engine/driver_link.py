@@ -1,9 +1,10 @@
 """The one channel between Spark's Python processes and the user's process.
 
-Sources and sinks live in the user's process (the driver), as in Bytewax.
-Spark's Python processes reach them through one authenticated socket
-server there: the streaming source asks for offsets, each task fetches its
-input and hands over its output chunks.  Bulk data so never travels inside
+Sinks and driver-resident sources live in the user's process (the
+driver), as in Bytewax.  Spark's Python processes reach them through one
+authenticated socket server there: the streaming source asks for offsets,
+each task fetches its input (if a driver-resident source made it) and
+hands over its output chunks.  Bulk data so never travels inside
 Spark's own task descriptions and results, where the JVM would copy it into
 every task and stage it serialises.
 

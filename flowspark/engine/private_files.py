@@ -1,7 +1,7 @@
 """Files only the user can change: flowspark's own records in the recovery directory.
 
 Resuming a run unpickles what the recovery directory holds (the sinks'
-ledger, the sources' snapshots in Spark's offsets), so whoever can write
+ledger, the sources' snapshots beside Spark's offsets), so whoever can write
 there can run code as the user.  flowspark creates its directories 0700 and
 its files 0600 whatever the umask, and refuses a directory that other users
 can write to.

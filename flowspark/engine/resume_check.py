@@ -17,6 +17,7 @@ import os
 from datetime import datetime, timedelta
 from typing import Any, Dict, List
 
+from flowspark.engine.executor_source import reads_in_executors
 from flowspark.engine.groups import Groups
 from flowspark.engine.plan import Plan
 from flowspark.engine.private_files import private_dir, read_trusted, write_private
@@ -26,6 +27,8 @@ META = "flowspark-meta.json"
 DEFAULT_BUCKETS = 16
 STATE_LAYOUT = 2
 """How stateful steps store their keys (`engine.slots`): recorded, so that a directory of another layout is refused, not misread."""
+SOURCE_LAYOUT = 2
+"""How the inputs' offsets and snapshots are kept (`executor_source.Position`, the snapshot store): recorded likewise."""
 
 
 def describe(value: Any, depth: int = 0) -> Any:
@@ -58,7 +61,10 @@ def shape(plan: Plan, parts: List[List[str]]) -> Dict[str, Any]:
             {"step": step.step_id, "layer": layer, "params": describe(step.config.builder)}
             for step, layer in zip(plan.stateful, plan.layers)
         ],
-        "inputs": [{"step": step.step_id, "partitions": names} for step, names in zip(plan.inputs, parts)],
+        "inputs": [
+            {"step": step.step_id, "partitions": names, "in_executors": reads_in_executors(step.config.source)}
+            for step, names in zip(plan.inputs, parts)
+        ],
     }
 
 
@@ -80,6 +86,9 @@ def _differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
         for before, after in zip(old["inputs"], new["inputs"]):
             if before["partitions"] != after["partitions"]:
                 changes.append(f"partitions of input {after['step']!r} were {before['partitions']}, now {after['partitions']}")
+            if before.get("in_executors") != after["in_executors"]:
+                where = "Spark's executors" if after["in_executors"] else "the driver"
+                changes.append(f"input {after['step']!r} is now read in {where}, and its snapshots were kept elsewhere")
     return changes
 
 
@@ -96,7 +105,7 @@ def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> Group
         private_dir(directory)
         groups = new_groups(plan)
         meta = {"flow": plan.flow_id, "buckets": groups.buckets, "groups": groups.names, "shape": current,
-                "state_layout": STATE_LAYOUT}
+                "state_layout": STATE_LAYOUT, "source_layout": SOURCE_LAYOUT}
         write_private(path, json.dumps(meta, indent=1).encode())
         return groups
     try:
@@ -104,6 +113,12 @@ def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> Group
     except ValueError as ex:
         msg = f"{path!r} is damaged ({ex}); start with an empty recovery directory, or restore it from a backup"
         raise FlowsparkRuntimeError(msg) from None
+    if recorded.get("source_layout") != SOURCE_LAYOUT:
+        msg = (
+            f"recovery directory {directory!r} was written by an earlier flowspark, which kept the inputs' snapshots "
+            "in Spark's offsets; finish its run with that version, or start with an empty recovery directory."
+        )
+        raise FlowsparkRuntimeError(msg)
     changes = _differences(recorded["shape"], json.loads(json.dumps(current)))
     if changes:
         listing = "; ".join(changes)

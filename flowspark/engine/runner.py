@@ -35,6 +35,8 @@ from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.session import get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import OutputStash, SinkWriter
+from flowspark.engine import snapshot_store
+from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs
 from flowspark.engine.source_hub import SourceHub
 from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.spark_source import FORMAT, encode_options
@@ -107,11 +109,11 @@ def _failure(plan: Plan, checkpoint: str, box: FailureBox, query_error: Optional
 
 
 def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: str, groups: Groups, parallelism: int, interval: float,
-                 metered: bool = False) -> Any:
+                 inputs: ExecutorInputs, hub: bool, metered: bool = False) -> Any:
     """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items."""
     workers = for_workers(plan)
     spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups, metered)).load()
+    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
             LayerProcessor(workers, layer, groups, link, metered), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
@@ -241,7 +243,12 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
                     workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
     writer: Optional[SinkWriter] = None
     try:
-        groups = check_or_record(checkpoint, plan, hub.partition_names())
+        store = os.path.join(os.path.abspath(checkpoint), "query", snapshot_store.FOLDER)
+        inputs = list_executor_inputs(plan, store, config.max_items_per_batch, config.max_seconds_per_poll,
+                                      report=metrics is not None or config.progress is not None)
+        hub.expect_remote([(part.step_id, part.name) for part in inputs.parts])
+        names = [here + there for here, there in zip(hub.partition_names(), inputs.partition_names(len(plan.inputs)))]
+        groups = check_or_record(checkpoint, plan, names)
         queries: List[Any] = []
         writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries),
                             None if metrics is None else metrics.driver_meter(), workers=config.workers,
@@ -249,7 +256,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,
-                             metered=metrics is not None)
+                             inputs, hub.has_parts(), metered=metrics is not None)
         queries.append(query)
         if metrics is not None:
             metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))

@@ -1,7 +1,9 @@
-"""The driver side of a flow's inputs.
+"""The driver side of a flow's driver-resident inputs.
 
-Source partitions live here, in the user's own process, exactly as in
-Bytewax: they are built from resume states, polled for batches and
+Partitions of sources that must live in the user's own process
+(`Source.lives_in_driver`, as `TestingSource`) and of every `DynamicSource`
+live here, exactly as in Bytewax (the others are read in Spark's tasks,
+`executor_source`): they are built from resume states, polled for batches and
 snapshotted here.  Spark's streaming source asks this hub, through the
 driver's server (`driver_link`), for the next offset and the pieces of an
 offset range, and each task fetches its piece's data.  An offset
@@ -25,6 +27,7 @@ import cloudpickle
 from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
+from flowspark.engine.executor_source import ReadNote, reads_in_executors
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
@@ -146,6 +149,9 @@ class SourceHub:
         self._pieces: Dict[int, Tuple[List[Piece], List[bytes]]] = {}
         self._ended = False
         self.items_read = 0
+        self._remote: Dict[Tuple[str, str], Optional[float]] = {}
+        """How far each executor-read partition got, as its tasks tell (`note_read`)."""
+        server.register("source_read", self.note_read)
         server.register("initial_offset", self.initial_offset)
         server.register("latest_offset", self.latest_offset)
         server.register("partition_data", self.partition_data)
@@ -158,6 +164,8 @@ class SourceHub:
         specs: List[Tuple[str, int, str, Any, bool]] = []
         for i, step in enumerate(self._plan.inputs):
             source = step.config.source
+            if reads_in_executors(source):
+                continue
             if isinstance(source, FixedPartitionedSource):
                 try:
                     names = source.list_parts()
@@ -169,8 +177,12 @@ class SourceHub:
                 specs.extend((f"{i}:*{w}", i, f"*{w}", source, False) for w in range(self._workers))
         return specs
 
+    def has_parts(self) -> bool:
+        """Whether any input lives here (else the hub is never asked for offsets)."""
+        return any(not reads_in_executors(step.config.source) for step in self._plan.inputs)
+
     def partition_names(self) -> List[List[str]]:
-        """Each input's partition names, in input order."""
+        """Each driver-resident input's partition names, in input order (empty for the others)."""
         names: List[List[str]] = [[] for _ in self._plan.inputs]
         for _, i, name, _, fixed in self._part_specs():
             if fixed or name == "*0":  # a dynamic source's partitions are its workers': one entry
@@ -382,9 +394,20 @@ class SourceHub:
         """Items each `(step_id, partition)` had yet to read at its last poll, where known."""
         return dict(self._lags)
 
+    def expect_remote(self, keys: List[Tuple[str, str]]) -> None:
+        """The `(step_id, partition)` of every executor-read partition: their fractions count too."""
+        self._remote = {key: None for key in keys}
+
+    def note_read(self, note: ReadNote) -> None:
+        """A task read an executor-read partition: count its items and keep how far it got."""
+        self.items_read += note.items
+        self._remote[note.key] = note.fraction
+
     def fraction_done(self) -> Optional[float]:
-        """How far the inputs got, if every live partition can tell (`fraction_done()`)."""
-        fractions = []
+        """How far the inputs got, if every partition can tell (`fraction_done()`)."""
+        fractions = [f for f in self._remote.values() if f is not None]
+        if len(fractions) < len(self._remote):
+            return None
         for part in list(self._parts.values()):
             if part.done:
                 fractions.append(1.0)

@@ -1,12 +1,15 @@
 """Spark's view of a flow's inputs: one Python streaming data source.
 
 Its driver-side methods (offsets, planning partitions) run in a Python
-process Spark starts, and forward to the `SourceHub` in the user's process.
-`read()` runs in Spark's Python workers: it fetches a piece of pickled
-batches from the hub, pushes them through the stateless steps right after
-the inputs (the fused pass) and yields chunk rows as Arrow.  A range that
-ends the input (`InputEnd`) also yields the end's marker for every stateful
-bucket and the control row that tells the driver.
+process Spark starts (the planner).  Partitions that live in the executors
+(`executor_source`) are planned there from their snapshots alone; for the
+driver-resident ones it asks the `SourceHub` in the user's process.
+`read()` runs in Spark's Python workers: it reads an executor partition
+itself, or fetches a piece of pickled batches from the hub, pushes the
+batches through the stateless steps right after the inputs (the fused
+pass) and yields chunk rows as Arrow.  A range that ends the input
+(`InputEnd`) also yields the end's marker for every stateful bucket and the
+control row that tells the driver.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import base64
 import itertools
 import pickle
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import cloudpickle
@@ -23,13 +27,14 @@ from pyspark.sql.types import StructType
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP
 from flowspark.engine.driver_link import DriverLink
+from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTask, Position, next_position, prune, tasks
 from flowspark.engine.failures import reported_to
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.metrics import Meter, Reading, worker_index
 from flowspark.engine.order import SOURCE
-from flowspark.engine.plan import Plan
+from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.route import Collector, Router
 
 if TYPE_CHECKING:
@@ -38,23 +43,28 @@ if TYPE_CHECKING:
 FORMAT = "flowspark"
 
 
-def encode_options(link: DriverLink, plan: Plan, groups: Groups, metered: bool = False) -> Dict[str, str]:
+def encode_options(link: DriverLink, plan: Plan, groups: Groups, inputs: ExecutorInputs, hub: bool,
+                   metered: bool = False) -> Dict[str, str]:
     """The options Spark passes to the source: how to reach the driver, the worker plan, the state groups.
 
-    `metered` makes each task count its steps' items and report them to the driver (`metrics`).
+    `inputs` are the partitions read in the executors, `hub` says whether
+    the driver's `SourceHub` has any; `metered` makes each task count its
+    steps' items and report them to the driver (`metrics`).
     """
     return {
         "link": base64.b64encode(pickle.dumps(link)).decode(),
         "plan": base64.b64encode(cloudpickle.dumps(plan)).decode(),
         "groups": base64.b64encode(pickle.dumps(groups)).decode(),
+        "inputs": base64.b64encode(cloudpickle.dumps(inputs)).decode(),
+        "hub": "1" if hub else "",
         "metered": "1" if metered else "",
     }
 
 
 class _Piece(InputPartition):
-    """One task's work: a piece of the range's data (`source_hub.Piece`), or the end of the input."""
+    """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`), or the end."""
 
-    def __init__(self, value: Union[Piece, InputEnd]) -> None:
+    def __init__(self, value: Union[PartTask, Piece, InputEnd]) -> None:
         super().__init__(value)
 
 
@@ -63,34 +73,55 @@ class _Reader(DataSourceStreamReader):
         self._link: DriverLink = pickle.loads(base64.b64decode(options["link"]))
         self._plan: Plan = pickle.loads(base64.b64decode(options["plan"]))
         self._groups: Groups = pickle.loads(base64.b64decode(options["groups"]))
+        self._inputs: ExecutorInputs = pickle.loads(base64.b64decode(options["inputs"]))
+        self._hub = bool(options.get("hub"))
         self._metered = bool(options.get("metered"))
+        self._ended_at: Optional[int] = None
+        """The micro-batch that ended the input in this query: nothing is read after it."""
 
     def _call(self, name: str, *args: Any) -> Any:
         return self._link.call(name, *args)
 
+    def _poll_hub(self, start: Dict[str, Any]) -> Dict[str, Any]:
+        return self._call("latest_offset", start)  # type: ignore[no-any-return]
+
     def initialOffset(self) -> Dict[str, Any]:
-        return self._call("initial_offset")  # type: ignore[no-any-return]
+        return Position(hub=self._call("initial_offset") if self._hub else None).offset()
 
     def latestOffset(self, start: Dict[str, Any], limit: Any) -> Dict[str, Any]:
-        return self._call("latest_offset", start)  # type: ignore[no-any-return]
+        position = Position.of(start)
+        if position.end and self._ended_at == position.batch:
+            return start
+        return next_position(position, self._inputs, self._poll_hub if self._hub else None, datetime.now(timezone.utc)).offset()
 
     def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
         if start == end:
             return []
-        pieces: List[InputPartition] = [_Piece(p) for p in self._call("partition_data", start, end)]
-        ending = recorded_end(end["end"])
+        first, last = Position.of(start), Position.of(end)
+        pieces: List[InputPartition] = []
+        if first.hub is not None and last.hub != first.hub:
+            pieces.extend(_Piece(p) for p in self._call("partition_data", first.hub, last.hub))
+        pieces.extend(_Piece(task) for task in tasks(first, last, self._inputs))
+        ending = recorded_end(last.end)
         if ending is not None:
+            self._ended_at = last.batch
             pieces.append(_Piece(ending))
         return pieces
 
     def commit(self, end: Dict[str, Any]) -> None:
-        self._call("commit", end)
+        position = Position.of(end)
+        if position.hub is not None:
+            self._call("commit", position.hub)
+        prune(self._inputs, position)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         freeze_start_up_objects()
         value = partition.value
         if isinstance(value, InputEnd):
             yield chunks.to_arrow(self._end_rows(value))
+            return
+        if isinstance(value, PartTask):
+            yield chunks.to_arrow(self._read_part(value))
             return
         origin, seq_base, number, index, first_round, rank = value
         payload = self._call("piece", number, index)
@@ -114,6 +145,30 @@ class _Reader(DataSourceStreamReader):
             router.push(stream_id, chunks.loads(blob), out)
             out.end_run((round_, SOURCE, rank, ""))
         return out.rows(itertools.count(seq_base))
+
+    def _read_part(self, task: PartTask) -> List[chunks.Row]:
+        """Read an executor partition for a micro-batch and push its batches through the fused steps.
+
+        Each batch is one run, placed at its round and partition (`order`).
+        """
+        spec = self._inputs.parts[task.part]
+        stream_id = self._plan.inputs[spec.input_index].config.downs[0]
+        rank = input_ranks(self._plan)[spec.input_index] << 20 | spec.index
+        meter = Meter(self._report) if self._metered else None
+        router = Router(self._plan, self._groups, meter)
+        out = Collector(f"{spec.input_index:03d}.{spec.index:05d}.000", self._link, self._plan.ordered)
+        with reported_to(self._link), collector_paused():
+            with PartReader(self._inputs, spec, task.batch, meter) as reader:
+                for round_, batch in enumerate(reader.batches(), task.first_round):
+                    router.push(stream_id, batch, out)
+                    out.end_run((round_, SOURCE, rank, ""))
+                note = reader.finish()
+            rows = out.rows(itertools.count(0))
+        if self._inputs.report:
+            self._call("source_read", note)
+        if meter is not None:
+            meter.flush()
+        return rows
 
     def _report(self, reading: Reading) -> None:
         self._call("metrics", worker_index(), reading)
