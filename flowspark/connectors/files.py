@@ -116,12 +116,14 @@ def _csv_partition(
 class _OneFileSource(FixedPartitionedSource[X, int]):
     """One partition, named `"{fs_id}::{path}"`, for one file; none if it is missing.
 
-    Read in Spark's tasks (`lives_in_driver` is false), so the file is
-    opened by its absolute path as of the source's creation: a task's
-    working directory is not the user's.
+    Read in the driver (`lives_in_driver`): one partition would be read by
+    one Spark task, and so would the steps fused after it, while the
+    driver's hub splits each micro-batch of the file over all the tasks.
+    The file is still opened by its absolute path as of the source's
+    creation, as `DirSource`'s files are in the tasks that read them.
     """
 
-    lives_in_driver = False
+    lives_in_driver = True
 
     def __init__(self, path: Union[Path, str], batch_size: int, get_fs_id: Callable[[Path], str]) -> None:
         self._path = Path(path)
@@ -204,8 +206,9 @@ class DirSource(FixedPartitionedSource[str, int]):
     """Read every file in a directory matching a glob, line by line.
 
     Each file is a partition named `"{fs_id}::{path relative to the
-    directory}"` and is read as `FileSource` reads (in Spark's tasks, by
-    its absolute path as of the source's creation).  Files are listed when
+    directory}"`, read line by line as `FileSource` reads, but in the
+    Spark task that owns it (`lives_in_driver` is false), by its absolute
+    path as of the source's creation.  Files are listed when
     the run starts, in sorted order; directories matching the pattern are
     left out (Bytewax lists them too and then fails to open them).
 
