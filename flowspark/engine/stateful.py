@@ -201,16 +201,17 @@ class _Bucket:
     def slot_groups(self, keys: List[str]) -> Iterator[List[str]]:
         """`keys` in groups that each fall in at most `SLOT_GROUP` slots, groups in slot order."""
         slot_count = self._state.slot_count
-        by_slot = sorted(keys, key=lambda k: slots.slot_of(k, slot_count))
         group: List[str] = []
-        group_slots: Set[int] = set()
-        for key in by_slot:
-            slot = slots.slot_of(key, slot_count)
-            if slot not in group_slots and len(group_slots) == SLOT_GROUP:
-                yield group
-                group, group_slots = [], set()
+        slots_in_group = 0
+        last_slot = -1
+        for slot, key in sorted((slots.slot_of(k, slot_count), k) for k in keys):
+            if slot != last_slot:
+                if slots_in_group == SLOT_GROUP:
+                    yield group
+                    group, slots_in_group = [], 0
+                slots_in_group += 1
+                last_slot = slot
             group.append(key)
-            group_slots.add(slot)
         if group:
             yield group
 
