@@ -45,3 +45,19 @@ def ensure_input(cache_dir: Path, size: int, keys: int = KEYS) -> Path:
             f.write("".join(f"k{k:0{width}d},{s},{v}\n" for k, s, v in zip(drawn.tolist(), seconds.tolist(), values.tolist())))
     tmp.replace(path)
     return path
+
+
+def ensure_split_input(cache_dir: Path, size: int, keys: int = KEYS, files: int = 8) -> Path:
+    """A directory holding the input of `size` lines cut into `files` files of consecutive lines, written on first use."""
+    source = ensure_input(cache_dir, size, keys)
+    folder = source.with_name(source.stem + f"-{files}files")
+    if folder.exists():
+        return folder
+    lines = source.read_bytes().splitlines(keepends=True)
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True)
+    per_file = -(-len(lines) // files)
+    for index in range(files):
+        (tmp / f"part-{index:02d}.csv").write_bytes(b"".join(lines[index * per_file : (index + 1) * per_file]))
+    tmp.replace(folder)
+    return folder
