@@ -35,8 +35,6 @@ from urllib.parse import unquote, urlsplit
 from flowspark.engine import private_files
 from flowspark.errors import FlowsparkRuntimeError
 
-__all__ = ["Location", "Scheme", "S3Endpoint", "as_location", "parse_location"]
-
 
 class Scheme(Enum):
     """The kinds of storage a recovery directory can be on."""
@@ -165,7 +163,15 @@ def _arrow(scheme: Scheme, authority: str, s3: Optional[S3Endpoint]) -> Any:
         return fs.S3FileSystem(region=endpoint.region, scheme=endpoint.scheme, endpoint_override=endpoint.host,
                                allow_delayed_open=True)
     host, _, port = authority.partition(":")
-    return fs.HadoopFileSystem(host or "default", int(port or 0))
+    try:
+        return fs.HadoopFileSystem(host or "default", int(port or 0))
+    except OSError as ex:
+        msg = (
+            f"can't reach HDFS at hdfs://{authority} from Python ({str(ex).splitlines()[0]}): flowspark's own files "
+            "there need libhdfs and a Hadoop client on every node (JAVA_HOME, HADOOP_HOME and "
+            "CLASSPATH=$(hadoop classpath --glob) set); or use a path every node mounts"
+        )
+        raise FlowsparkRuntimeError(msg) from None
 
 
 def _fs(place: Location) -> Any:
