@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from flowspark.engine import storage
 from flowspark.engine.destinations import parse
@@ -75,8 +75,9 @@ def _entries(directory: Location) -> List[Any]:
     return rows
 
 
-def summary(directory: Location) -> RecoveryInfo:
-    """Last completed epoch and the number of keys each stateful step holds."""
+def summary(where: Union[str, Location]) -> RecoveryInfo:
+    """Last completed epoch and the number of keys each stateful step holds (`where`: a path or URI, or a location)."""
+    directory = storage.as_location(where)
     meta = _meta(directory)
     steps = [s["step"] for s in meta["shape"]["stateful"]]
     last = _last_commit(directory.join("query"))
@@ -92,12 +93,13 @@ def summary(directory: Location) -> RecoveryInfo:
     return info
 
 
-def snapshot_of(directory: Location, step_id: str, key: str) -> Any:
+def snapshot_of(where: Union[str, Location], step_id: str, key: str) -> Any:
     """The unpickled snapshot a stateful step holds for `key`; `KeyError` if none.
 
     `step_id` is a stateful step's id or the id of the operator around it
     (`flow.sum` for the `stateful_batch` inside `stateful_map("sum", ...)`).
     """
+    directory = storage.as_location(where)
     steps = [s["step"] for s in _meta(directory)["shape"]["stateful"]]
     matches = [i for i, s in enumerate(steps) if s == step_id or s.startswith(step_id + ".")]
     if len(matches) != 1:

@@ -17,7 +17,7 @@ An empty directory, or one `init_db_dir` prepared, starts a fresh run.
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Union
 
 from flowspark.engine import storage
 from flowspark.engine.resume_check import META
@@ -40,8 +40,9 @@ def _last(ids: List[int]) -> Optional[int]:
     return ids[-1] if ids else None
 
 
-def check_recovery_dir(place: Location) -> None:
+def check_recovery_dir(where: Union[str, Location]) -> None:
     """Raise Bytewax's recovery errors where they apply (see the module doc); a missing directory is fine."""
+    place = storage.as_location(where)
     directory = str(place)
     entries = [n for n in storage.list_names(place) if not n.startswith(".") and n != "lost+found"]
     if entries and not OURS.intersection(entries):

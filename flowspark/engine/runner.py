@@ -118,13 +118,25 @@ def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, c
         frame = frame.groupBy("grp").transformWithState(
             LayerProcessor(workers, layer, groups, link, metered), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
         )
-    return (
+    location = checkpoint.join("query").hadoop_uri
+    writing = (
         frame.writeStream.foreachBatch(traced_batches(plan.flow_id, writer))
         .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
-        .option("checkpointLocation", checkpoint.join("query").hadoop_uri)
+        .option("checkpointLocation", location)
         .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
-        .start()
     )
+    try:
+        return writing.start()
+    except Exception as ex:
+        if "S3AFileSystem not found" not in str(ex):
+            raise
+        hadoop = spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
+        msg = (
+            f"Spark can't keep its checkpoint in {location!r}: its Hadoop {hadoop} has no s3a file system. Add "
+            f"hadoop-aws of that version and its AWS SDK to Spark (--conf spark.jars.packages="
+            f"org.apache.hadoop:hadoop-aws:{hadoop}), or use a path every node mounts"
+        )
+        raise FlowsparkRuntimeError(msg) from None
 
 
 def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) -> Optional[Callable[[int, int], None]]:
