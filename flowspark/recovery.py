@@ -4,6 +4,7 @@ A recovery directory is where Spark keeps the run's checkpoint: source
 offsets and every source partition's snapshot, the state store (every stateful
 key's snapshot) and the sinks' ledger.  Start a run again with the same
 directory and it continues after the last completed epoch (micro-batch).
+It is a local path, or a `file://`, `s3://` (`s3a://`) or `hdfs://` URI.
 
 `python -m flowspark.recovery DIR N` prepares an existing directory, as
 Bytewax's command does (one checkpoint serves any worker count, so `N` is
@@ -18,7 +19,10 @@ import json
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import TYPE_CHECKING, List, Optional, Union
+
+if TYPE_CHECKING:
+    from flowspark.engine.storage import Location
 
 __all__ = [
     "InconsistentPartitionsError",
@@ -56,13 +60,20 @@ class RecoveryConfig:
     """Where a run keeps its checkpoint; `backup_interval` is accepted for compatibility."""
 
     def __init__(self, db_dir: Union[str, Path], backup_interval: Optional[timedelta] = None) -> None:
-        self._db_dir = Path(_local(str(db_dir)))
+        place = _location(str(db_dir))
+        self._location = str(place)
+        self._db_dir = Path(self._location)
         self._backup_interval = backup_interval
 
     @property
     def db_dir(self) -> Path:
-        """The recovery directory."""
+        """The recovery directory (for a URI on S3 or HDFS, `location` names it whole)."""
         return self._db_dir
+
+    @property
+    def location(self) -> str:
+        """The recovery directory: an absolute local path, or the URI it was given as."""
+        return self._location
 
     @property
     def backup_interval(self) -> Optional[timedelta]:
@@ -75,11 +86,11 @@ class RecoveryConfig:
         return self._backup_interval
 
 
-def _local(location: str) -> str:
-    """A recovery directory's local path (from a path or a `file://` URI)."""
-    from flowspark.engine.private_files import local_directory
+def _location(text: str) -> Location:
+    """The location a recovery directory's path or URI names."""
+    from flowspark.engine.storage import parse_location
 
-    return local_directory(location)
+    return parse_location(text)
 
 
 def init_db_dir(db_dir: Union[str, Path], count: int) -> None:
@@ -90,19 +101,19 @@ def init_db_dir(db_dir: Union[str, Path], count: int) -> None:
     file (kept if present).  Raises `FileNotFoundError` if `db_dir` does
     not exist, as Bytewax does.
     """
-    from flowspark.engine.private_files import private_dir, write_private
+    from flowspark.engine import storage
 
-    directory = Path(_local(str(db_dir)))
-    if not directory.is_dir():
+    directory = _location(str(db_dir))
+    if directory.is_local and not storage.is_dir(directory):
         msg = f"recovery directory {str(directory)!r} does not exist; please create it with `mkdir`"
         raise FileNotFoundError(msg)
     if count < 1:
         msg = f"a recovery directory needs at least one partition; got {count}"
         raise ValueError(msg)
-    private_dir(str(directory))
-    marker = directory / INIT_MARKER
-    if not marker.exists():
-        write_private(str(marker), json.dumps({"partitions": count}).encode())
+    storage.private_dir(directory)
+    marker = directory.join(INIT_MARKER)
+    if not storage.exists(marker):
+        storage.write_private(marker, json.dumps({"partitions": count}).encode())
 
 
 def _main(argv: Optional[List[str]] = None) -> int:
@@ -110,7 +121,8 @@ def _main(argv: Optional[List[str]] = None) -> int:
         prog="python -m flowspark.recovery",
         description="Create or inspect a flowspark recovery directory (a Spark checkpoint).",
     )
-    parser.add_argument("db_dir", type=_local, help="the recovery directory (a path or a file:// URI)")
+    parser.add_argument("db_dir", type=_location,
+                        help="the recovery directory (a path, or a file://, s3:// or hdfs:// URI)")
     parser.add_argument("part_count", nargs="?", type=int,
                         help="number of partitions, as for Bytewax: recorded only, any worker count can resume")
     parser.add_argument("--inspect", action="store_true", help="print the last epoch and the keys per stateful step")
@@ -121,7 +133,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
         if args.part_count is None:
             parser.error("the following arguments are required: part_count (or use --inspect)")
         try:
-            init_db_dir(args.db_dir, args.part_count)
+            init_db_dir(str(args.db_dir), args.part_count)
         except (OSError, ValueError) as ex:
             print(f"error: {ex}", file=sys.stderr)
             return 1
@@ -133,9 +145,9 @@ def _main(argv: Optional[List[str]] = None) -> int:
     if args.step or args.key:
         if not (args.step and args.key):
             parser.error("--step and --key go together")
-        print(repr(snapshot_of(str(args.db_dir), args.step, args.key)))
+        print(repr(snapshot_of(args.db_dir, args.step, args.key)))
         return 0
-    info = summary(str(args.db_dir))
+    info = summary(args.db_dir)
     print(f"flow: {info.flow_id}")
     print(f"last completed epoch: {info.last_epoch}")
     print(f"sinks written through epoch: {info.sinks_epoch}")

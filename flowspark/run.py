@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-a", "--addresses", action=_EnvDefault, envvar="BYTEWAX_ADDRESSES",
                         help="Bytewax's ';'-separated process addresses: their count multiplies -w in process 0")
     parser.add_argument("-r", "--recovery-directory", action=_EnvDefault, envvar="BYTEWAX_RECOVERY_DIRECTORY",
-                        help="directory for Spark's checkpoint; a run started again with it continues where it stopped")
+                        help="directory for Spark's checkpoint (a path, or a file://, s3:// or hdfs:// URI); a run started again with it continues where it stopped")
     parser.add_argument("-s", "--snapshot-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_SNAPSHOT_INTERVAL",
                         help="seconds between micro-batches (each one is a snapshot); default 0.2")
     parser.add_argument("-b", "--backup-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_RECOVERY_BACKUP_INTERVAL",

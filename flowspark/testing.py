@@ -264,5 +264,5 @@ def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[Recov
         config.interval_seconds = max(0.05, epoch_interval.total_seconds())
         config.epoch_per_round = epoch_interval.total_seconds() == 0
     if recovery_config is not None:
-        config.recovery_dir = str(recovery_config.db_dir)
+        config.recovery_dir = recovery_config.location
     return config

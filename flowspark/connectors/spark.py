@@ -69,7 +69,14 @@ def _struct(schema: Schema) -> Optional[StructType]:
 def _state_dir(step_id: str) -> str:
     """Where a Spark source keeps its inner query and spool, under the run's state directory."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", step_id)
-    return os.path.join(current_run(step_id).state_dir, "spark-sources", safe)
+    state_dir = current_run(step_id).state_dir
+    if "://" in state_dir:
+        msg = (
+            f"step {step_id!r}: a SparkSource spools its input as local files in the recovery directory, so it needs "
+            f"a local one (a path or file:// URI that every node mounts), not {state_dir!r}"
+        )
+        raise ValueError(msg)
+    return os.path.join(state_dir, "spark-sources", safe)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,16 @@ error names the first damaged file.
 
 from __future__ import annotations
 
+import io
 import json
-import os
+import posixpath
 import struct
 import zipfile
 import zlib
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
+from flowspark.engine import storage
+from flowspark.engine.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
 
 DAMAGE_SIGNS = (
@@ -32,17 +35,14 @@ DAMAGE_SIGNS = (
 """Texts of Spark errors that mean the checkpoint itself is damaged: no retry can help."""
 
 
-def _crc_problem(path: str, crc_path: str) -> Optional[str]:
-    with open(crc_path, "rb") as f:
-        header = f.read(8)
-        sums = f.read()
+def _crc_problem(data: bytes, crc: Location) -> Optional[str]:
+    raw = storage.read_bytes(crc)
+    header, sums = raw[:8], raw[8:]
     if len(header) < 8 or header[:4] != b"crc\0":
-        return f"its checksum file {os.path.basename(crc_path)!r} is damaged"
+        return f"its checksum file {crc.name!r} is damaged"
     chunk = struct.unpack(">i", header[4:])[0]
     if chunk <= 0:
-        return f"its checksum file {os.path.basename(crc_path)!r} is damaged"
-    with open(path, "rb") as f:
-        data = f.read()
+        return f"its checksum file {crc.name!r} is damaged"
     expected = [struct.unpack(">I", sums[i : i + 4])[0] for i in range(0, len(sums) - len(sums) % 4, 4)]
     actual = [zlib.crc32(data[i : i + chunk]) for i in range(0, len(data), chunk)] if data else []
     if expected != actual:
@@ -50,10 +50,9 @@ def _crc_problem(path: str, crc_path: str) -> Optional[str]:
     return None
 
 
-def _log_problem(path: str) -> Optional[str]:
+def _log_problem(data: bytes) -> Optional[str]:
     """An offset or commit log entry: `v1`, then one JSON value per line."""
-    with open(path, "rb") as f:
-        lines = f.read().decode("utf-8", "replace").split("\n")
+    lines = data.decode("utf-8", "replace").split("\n")
     if not lines or not lines[0].startswith("v"):
         return "it does not start with a log version"
     if len(lines) < 2:
@@ -68,44 +67,45 @@ def _log_problem(path: str) -> Optional[str]:
     return None
 
 
-def _zip_problem(path: str) -> Optional[str]:
+def _zip_problem(data: bytes) -> Optional[str]:
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as ex:
         return f"it is not a readable zip archive ({ex})"
     return None if bad is None else f"its member {bad!r} is damaged"
 
 
-def _files(query_dir: str) -> Iterator[Tuple[str, str]]:
-    """`(path, kind)` of every file worth checking: `log`, `zip`, or `other` (checksum only)."""
-    for folder, _, names in os.walk(query_dir):
-        logs = os.path.basename(folder) in ("offsets", "commits")
-        for name in names:
-            if name.startswith(".") or name.endswith(".tmp"):
-                continue
-            path = os.path.join(folder, name)
-            if logs and name.isdigit():
-                yield path, "log"
-            elif name.endswith(".zip"):
-                yield path, "zip"
-            elif not name.endswith(".sst"):  # table files can be large; RocksDB checks its own
-                yield path, "other"
+def _checked(files: List[Location]) -> Iterator[Tuple[str, Location]]:
+    """`(kind, file)` of every file worth checking: `log`, `zip`, or `other` (checksum only)."""
+    for place in files:
+        name = place.name
+        if name.startswith(".") or name.endswith(".tmp"):
+            continue
+        if posixpath.basename(posixpath.dirname(place.path)) in ("offsets", "commits") and name.isdigit():
+            yield "log", place
+        elif name.endswith(".zip"):
+            yield "zip", place
+        elif not name.endswith(".sst"):  # table files can be large; RocksDB checks its own
+            yield "other", place
 
 
-def check_checkpoint(query_dir: str) -> None:
+def check_checkpoint(query_dir: Location) -> None:
     """Raise `FlowsparkRuntimeError` naming the first damaged file of Spark's checkpoint in `query_dir`."""
-    if not os.path.isdir(query_dir):
-        return
-    for path, kind in sorted(_files(query_dir)):
-        crc = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.crc")
-        problem = _crc_problem(path, crc) if os.path.exists(crc) else None
+    files = list(storage.walk_files(query_dir))
+    present = {place.path for place in files}
+    for kind, place in sorted(_checked(files), key=lambda found: found[1].path):
+        crc = place.sibling(f".{place.name}.crc")
+        if kind == "other" and crc.path not in present:
+            continue
+        data = storage.read_bytes(place)
+        problem = _crc_problem(data, crc) if crc.path in present else None
         if problem is None and kind == "log":
-            problem = _log_problem(path)
+            problem = _log_problem(data)
         if problem is None and kind == "zip":
-            problem = _zip_problem(path)
+            problem = _zip_problem(data)
         if problem is not None:
-            raise FlowsparkRuntimeError(damaged_message(path, problem))
+            raise FlowsparkRuntimeError(damaged_message(str(place), problem))
 
 
 def damaged_message(path: str, problem: str) -> str:

@@ -32,6 +32,7 @@ from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan
 from flowspark.engine.snapshot_store import PartRecord, SnapshotStore, part_folder
+from flowspark.engine.storage import Location
 from flowspark.inputs import AbortExecution, FixedPartitionedSource, Source
 
 Offset = Dict[str, Any]
@@ -64,8 +65,8 @@ class ExecutorInputs:
     parts: Tuple[PartSpec, ...]
     sources: Dict[int, FixedPartitionedSource[Any, Any]]
     """The sources, by input index."""
-    store: str
-    """The snapshot store's absolute path."""
+    store: Location
+    """Where the snapshot store is (`snapshot_store`)."""
     max_items: int
     """A partition stops reading a micro-batch once it emitted this many items."""
     max_seconds: float
@@ -81,7 +82,7 @@ class ExecutorInputs:
         return names
 
 
-def list_executor_inputs(plan: Plan, store: str, max_items: int, max_seconds: float, report: bool) -> ExecutorInputs:
+def list_executor_inputs(plan: Plan, store: Location, max_items: int, max_seconds: float, report: bool) -> ExecutorInputs:
     """List the partitions of `plan`'s executor-read sources (on the driver, once per run)."""
     parts: List[PartSpec] = []
     sources: Dict[int, FixedPartitionedSource[Any, Any]] = {}

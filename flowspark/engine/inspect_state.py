@@ -12,12 +12,14 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
+from flowspark.engine import storage
 from flowspark.engine.destinations import parse
 from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
-from flowspark.engine.sink_writer import LEDGER, read_ledger
+from flowspark.engine.sink_ledger import LEDGER, read_ledger
+from flowspark.engine.storage import Location
 from flowspark.engine.slots import decoded
 from flowspark.engine.stateful import unpacked
 
@@ -34,36 +36,36 @@ class RecoveryInfo:
     """The epoch the sinks were written through."""
 
 
-def _last_commit(query_dir: str) -> Optional[int]:
-    commits = os.path.join(query_dir, "commits")
-    ids = [int(n) for n in os.listdir(commits) if n.isdigit()] if os.path.isdir(commits) else []
+def _last_commit(query_dir: Location) -> Optional[int]:
+    ids = [int(n) for n in storage.list_names(query_dir.join("commits")) if n.isdigit()]
     return max(ids) if ids else None
 
 
-def _meta(directory: str) -> Dict[str, Any]:
-    path = os.path.join(directory, META)
-    if not os.path.exists(path):
-        msg = f"{directory!r} is not a flowspark recovery directory (no {META}); nothing has run with it yet"
+def _meta(directory: Location) -> Dict[str, Any]:
+    place = directory.join(META)
+    if not storage.exists(place):
+        msg = f"{str(directory)!r} is not a flowspark recovery directory (no {META}); nothing has run with it yet"
         raise FileNotFoundError(msg)
-    with open(path) as f:
-        meta: Dict[str, Any] = json.load(f)
+    meta: Dict[str, Any] = json.loads(storage.read_bytes(place))
     return meta
 
 
-def _entries(directory: str) -> List[Any]:
+def _entries(directory: Location) -> List[Any]:
     """Every `(group, key, snapshot bytes)` entry of every stateful operator."""
-    query = os.path.join(directory, "query")
-    state = os.path.join(query, "state")
-    if _last_commit(query) is None or not os.path.isdir(state):
+    query = directory.join("query")
+    operators = sorted(n for n in storage.list_names(query.join("state")) if n.isdigit())
+    if _last_commit(query) is None or not operators:
         return []
     spark = get_session()
     rows: List[Any] = []
     with tempfile.TemporaryDirectory(prefix="flowspark-inspect-") as scratch:
-        # Spark's state reader escapes a path's spaces twice: it reads
-        # through a link whose path has none.
-        readable = os.path.join(scratch, "query")
-        os.symlink(os.path.abspath(query), readable)
-        for operator in sorted(n for n in os.listdir(state) if n.isdigit()):
+        readable = query.hadoop_uri
+        if query.is_local:
+            # Spark's state reader escapes a path's spaces twice: it reads
+            # through a link whose path has none.
+            readable = os.path.join(scratch, "query")
+            os.symlink(query.path, readable)
+        for operator in operators:
             frame = (
                 spark.read.format("statestore").option("path", readable).option("operatorId", int(operator))
                 .option("stateVarName", "slots").load()
@@ -73,29 +75,31 @@ def _entries(directory: str) -> List[Any]:
     return rows
 
 
-def summary(directory: str) -> RecoveryInfo:
-    """Last completed epoch and the number of keys each stateful step holds."""
+def summary(where: Union[str, Location]) -> RecoveryInfo:
+    """Last completed epoch and the number of keys each stateful step holds (`where`: a path or URI, or a location)."""
+    directory = storage.as_location(where)
     meta = _meta(directory)
     steps = [s["step"] for s in meta["shape"]["stateful"]]
-    last = _last_commit(os.path.join(directory, "query"))
+    last = _last_commit(directory.join("query"))
     info = RecoveryInfo(meta["flow"], None if last is None else last + 1)
     info.keys_per_step = {step: 0 for step in steps}
     for grp, _, _ in _entries(directory):
         index = parse(grp).index
         info.keys_per_step[steps[index]] += 1
-    ledger = os.path.join(directory, LEDGER)
-    if os.path.exists(ledger):
+    ledger = directory.join(LEDGER)
+    if storage.exists(ledger):
         written = read_ledger(ledger)[0]
         info.sinks_epoch = written + 1 if written >= 0 else None
     return info
 
 
-def snapshot_of(directory: str, step_id: str, key: str) -> Any:
+def snapshot_of(where: Union[str, Location], step_id: str, key: str) -> Any:
     """The unpickled snapshot a stateful step holds for `key`; `KeyError` if none.
 
     `step_id` is a stateful step's id or the id of the operator around it
     (`flow.sum` for the `stateful_batch` inside `stateful_map("sum", ...)`).
     """
+    directory = storage.as_location(where)
     steps = [s["step"] for s in _meta(directory)["shape"]["stateful"]]
     matches = [i for i, s in enumerate(steps) if s == step_id or s.startswith(step_id + ".")]
     if len(matches) != 1:

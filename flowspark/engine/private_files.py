@@ -13,35 +13,12 @@ import grp
 import os
 import pwd
 import stat
-from urllib.parse import unquote, urlsplit
+import uuid
 
 from flowspark.errors import FlowsparkRuntimeError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-
-
-def local_directory(location: str) -> str:
-    """The local path of a recovery directory given as a path or a `file://` URI.
-
-    `file:///data/my%20flow` and `file:/data/my flow` name `/data/my flow`.
-    Other schemes (`s3a://`, `hdfs://`) are refused with what to do: the
-    recovery directory must be a file system path that every node mounts.
-    """
-    parts = urlsplit(location)
-    if len(parts.scheme) <= 1:  # a plain path (or a Windows drive letter)
-        return location
-    if parts.scheme != "file":
-        msg = (
-            f"recovery directory {location!r}: only local paths and file:// URIs are supported; flowspark "
-            "keeps its own records beside Spark's checkpoint through the operating system's file calls. "
-            "On a cluster, mount the shared storage at the same path on every node and pass that path"
-        )
-        raise FlowsparkRuntimeError(msg)
-    if parts.netloc not in ("", "localhost"):
-        msg = f"recovery directory {location!r}: a file:// URI must name a local path (file:///path), not host {parts.netloc!r}"
-        raise FlowsparkRuntimeError(msg)
-    return unquote(parts.path)
 
 
 def _only_mine(group_id: int) -> bool:
@@ -64,11 +41,22 @@ def others_can_write(path: str) -> bool:
     return bool(info.st_mode & stat.S_IWGRP) and not _only_mine(info.st_gid)
 
 
+def make_dirs(path: str) -> None:
+    """Create `path` and its missing parents, each 0700 whatever the umask."""
+    if not path or os.path.isdir(path):
+        return
+    make_dirs(os.path.dirname(path))
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        return  # another task made it first
+    os.chmod(path, DIR_MODE)
+
+
 def private_dir(path: str, what: str = "recovery directory") -> None:
     """Create `path` (0700) if it is missing; refuse it if other users can write to it."""
     if not os.path.isdir(path):
-        os.makedirs(path, mode=DIR_MODE, exist_ok=True)
-        os.chmod(path, DIR_MODE)
+        make_dirs(path)
         return
     if others_can_write(path):
         msg = (
@@ -94,6 +82,27 @@ def write_private(path: str, data: bytes) -> None:
         if fd != -1:
             os.close(fd)
     os.replace(tmp, path)
+
+
+def write_private_once(path: str, data: bytes) -> bool:
+    """Write `data` to `path` unless it exists; whether it was written.
+
+    Written to a private temporary file, synced, then linked to its name,
+    which fails if another writer got there first.
+    """
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
 
 
 def read_trusted(path: str) -> bytes:

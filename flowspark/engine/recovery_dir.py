@@ -17,11 +17,12 @@ An empty directory, or one `init_db_dir` prepared, starts a fresh run.
 
 from __future__ import annotations
 
-import os
-from typing import List, Optional
+from typing import List, Optional, Union
 
+from flowspark.engine import storage
 from flowspark.engine.resume_check import META
-from flowspark.engine.sink_writer import LEDGER, RUN_ID, read_ledger
+from flowspark.engine.sink_ledger import LEDGER, RUN_ID, read_ledger
+from flowspark.engine.storage import Location
 from flowspark.recovery import INIT_MARKER, InconsistentPartitionsError, MissingPartitionsError, NoPartitionsError
 
 QUERY = "query"
@@ -31,19 +32,19 @@ OURS = {META, LEDGER, RUN_ID, INIT_MARKER, QUERY, "spark-sources"}
 """What flowspark keeps in a recovery directory (`spark-sources`: `SparkSource`'s spools)."""
 
 
-def _batch_ids(folder: str) -> List[int]:
-    return sorted(int(n) for n in os.listdir(folder) if n.isdigit()) if os.path.isdir(folder) else []
+def _batch_ids(folder: Location) -> List[int]:
+    return sorted(int(n) for n in storage.list_names(folder) if n.isdigit())
 
 
 def _last(ids: List[int]) -> Optional[int]:
     return ids[-1] if ids else None
 
 
-def check_recovery_dir(directory: str) -> None:
+def check_recovery_dir(where: Union[str, Location]) -> None:
     """Raise Bytewax's recovery errors where they apply (see the module doc); a missing directory is fine."""
-    if not os.path.isdir(directory):
-        return
-    entries = [n for n in os.listdir(directory) if not n.startswith(".") and n != "lost+found"]
+    place = storage.as_location(where)
+    directory = str(place)
+    entries = [n for n in storage.list_names(place) if not n.startswith(".") and n != "lost+found"]
     if entries and not OURS.intersection(entries):
         bytewax = any(n.startswith("part-") and n.endswith(".sqlite3") for n in entries)
         what = "Bytewax's recovery partitions, which flowspark can't read" if bytewax else "no flowspark recovery data"
@@ -52,10 +53,12 @@ def check_recovery_dir(directory: str) -> None:
             "Give flowspark an empty directory (or one made with `python -m flowspark.recovery DIR N`)."
         )
         raise NoPartitionsError(msg)
-    query = os.path.join(directory, QUERY)
-    offsets, commits = _batch_ids(os.path.join(query, "offsets")), _batch_ids(os.path.join(query, "commits"))
-    ledger_path = os.path.join(directory, LEDGER)
-    written = read_ledger(ledger_path)[0] if os.path.exists(ledger_path) else None
+    query_place = place.join(QUERY)
+    query = str(query_place)
+    offsets, commits = _batch_ids(query_place.join("offsets")), _batch_ids(query_place.join("commits"))
+    ledger = place.join(LEDGER)
+    ledger_path = str(ledger)
+    written = read_ledger(ledger)[0] if storage.exists(ledger) else None
     if written is None or written < 0:
         if commits:
             msg = (

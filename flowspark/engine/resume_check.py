@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from datetime import datetime, timedelta
 from typing import Any, Dict, List
 
 from flowspark.engine.executor_source import reads_in_executors
 from flowspark.engine.groups import Groups
 from flowspark.engine.plan import Plan
-from flowspark.engine.private_files import private_dir, read_trusted, write_private
+from flowspark.engine import storage
+from flowspark.engine.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
 
 META = "flowspark-meta.json"
@@ -97,19 +97,20 @@ def new_groups(plan: Plan, buckets: int = DEFAULT_BUCKETS) -> Groups:
     return Groups.balanced(len(plan.stateful), buckets)
 
 
-def check_or_record(directory: str, plan: Plan, parts: List[List[str]]) -> Groups:
+def check_or_record(place: Location, plan: Plan, parts: List[List[str]]) -> Groups:
     """Record the flow's shape on first use, else check it; return the state groups to use."""
-    path = os.path.join(directory, META)
+    meta_place = place.join(META)
+    directory, path = str(place), str(meta_place)
     current = shape(plan, parts)
-    if not os.path.exists(path):
-        private_dir(directory)
+    if not storage.exists(meta_place):
+        storage.private_dir(place)
         groups = new_groups(plan)
         meta = {"flow": plan.flow_id, "buckets": groups.buckets, "groups": groups.names, "shape": current,
                 "state_layout": STATE_LAYOUT, "source_layout": SOURCE_LAYOUT}
-        write_private(path, json.dumps(meta, indent=1).encode())
+        storage.write_private(meta_place, json.dumps(meta, indent=1).encode())
         return groups
     try:
-        recorded = json.loads(read_trusted(path))
+        recorded = json.loads(storage.read_trusted(meta_place))
     except ValueError as ex:
         msg = f"{path!r} is damaged ({ex}); start with an empty recovery directory, or restore it from a backup"
         raise FlowsparkRuntimeError(msg) from None

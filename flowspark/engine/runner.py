@@ -10,7 +10,6 @@ written; the query is then stopped between batches' writes.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -26,7 +25,6 @@ from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.metrics import FlowMetrics, QueryWatch
 from flowspark.engine.groups import Groups
-from flowspark.engine.private_files import local_directory, private_dir
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.recovery_dir import check_recovery_dir
@@ -41,6 +39,8 @@ from flowspark.engine.source_hub import SourceHub
 from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.spark_source import FORMAT, encode_options
 from flowspark.engine.stateful import LayerProcessor
+from flowspark.engine import storage
+from flowspark.engine.storage import Location, Scheme, parse_location
 from flowspark.engine.warm_up import warm_python_workers
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import traced_batches, traced_run
@@ -85,7 +85,7 @@ class _SparkHiccup(Exception):
         self.error = error
 
 
-def _failure(plan: Plan, checkpoint: str, box: FailureBox, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
+def _failure(plan: Plan, checkpoint: Location, box: FailureBox, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
     """The error to raise for a failed run, as Bytewax would raise it."""
     for err in (query_error, *others):
         if err is None:
@@ -101,14 +101,14 @@ def _failure(plan: Plan, checkpoint: str, box: FailureBox, query_error: Optional
         causes = [line for line in lines if line.startswith("Caused by:")][:3]
         summary = "; ".join(lines[:1] + causes) or repr(query_error)
         if looks_damaged(str(query_error)):
-            msg = (f"flow {plan.flow_id!r} can't resume: its checkpoint in {checkpoint!r} is damaged ({summary}); "
+            msg = (f"flow {plan.flow_id!r} can't resume: its checkpoint in {str(checkpoint)!r} is damaged ({summary}); "
                    "restore the recovery directory from a backup, or start with an empty one")
             return FlowsparkRuntimeError(msg)
         return _SparkHiccup(FlowsparkRuntimeError(f"flow {plan.flow_id!r} failed in Spark: {summary}"))
     return None
 
 
-def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: str, groups: Groups, parallelism: int, interval: float,
+def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: Location, groups: Groups, parallelism: int, interval: float,
                  inputs: ExecutorInputs, hub: bool, metered: bool = False) -> Any:
     """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items."""
     workers = for_workers(plan)
@@ -118,13 +118,25 @@ def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, c
         frame = frame.groupBy("grp").transformWithState(
             LayerProcessor(workers, layer, groups, link, metered), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
         )
-    return (
+    location = checkpoint.join("query").hadoop_uri
+    writing = (
         frame.writeStream.foreachBatch(traced_batches(plan.flow_id, writer))
         .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
-        .option("checkpointLocation", os.path.join(checkpoint, "query"))
+        .option("checkpointLocation", location)
         .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
-        .start()
     )
+    try:
+        return writing.start()
+    except Exception as ex:
+        if "S3AFileSystem not found" not in str(ex):
+            raise
+        hadoop = spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
+        msg = (
+            f"Spark can't keep its checkpoint in {location!r}: its Hadoop {hadoop} has no s3a file system. Add "
+            f"hadoop-aws of that version and its AWS SDK to Spark (--conf spark.jars.packages="
+            f"org.apache.hadoop:hadoop-aws:{hadoop}), or use a path every node mounts"
+        )
+        raise FlowsparkRuntimeError(msg) from None
 
 
 def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) -> Optional[Callable[[int, int], None]]:
@@ -144,22 +156,22 @@ def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) 
     return report
 
 
-def _await_commit(query: Any, checkpoint: str, batch_id: int, timeout: float = 120.0) -> None:
+def _await_commit(query: Any, checkpoint: Location, batch_id: int, timeout: float = 120.0) -> None:
     """Let Spark log the last batch as committed, so a resume does not replay it.
 
     Waits for the batch's entry in Spark's commit log itself: the query's
     progress can already show the batch while the entry is not yet
     written (a stop then left the ledger one batch ahead of the log).
     """
-    entry = os.path.join(checkpoint, "query", "commits", str(batch_id))
+    entry = checkpoint.join("query", "commits", str(batch_id))
     deadline = time.monotonic() + timeout
     while query.isActive and time.monotonic() < deadline:
-        if os.path.exists(entry):
+        if storage.exists(entry):
             return
-        time.sleep(0.02)
+        time.sleep(0.02 if entry.is_local else 0.2)  # S3 and HDFS: a request or two per look
 
 
-def _wait(plan: Plan, query: Any, checkpoint: str, server: DriverServer, box: FailureBox, writer: SinkWriter) -> None:
+def _wait(plan: Plan, query: Any, checkpoint: Location, server: DriverServer, box: FailureBox, writer: SinkWriter) -> None:
     """Wait for the end of input or a failure; stop the query; raise the failure, if any."""
     try:
         while not writer.finished.wait(0.05):
@@ -200,19 +212,22 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
     warm_python_workers(spark, stateful=plan.depth > 0)
-    checkpoint = local_directory(config.recovery_dir) if config.recovery_dir else tempfile.mkdtemp(prefix="flowspark-")
+    if config.recovery_dir:
+        checkpoint = parse_location(config.recovery_dir, dict(spark.sparkContext.getConf().getAll()))
+    else:
+        checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
     try:
         check_recovery_dir(checkpoint)
-        private_dir(checkpoint)
-        private_dir(os.path.join(checkpoint, "query"), "checkpoint directory")
-        check_checkpoint(os.path.join(checkpoint, "query"))
+        storage.private_dir(checkpoint)
+        storage.private_dir(checkpoint.join("query"), "checkpoint directory")
+        check_checkpoint(checkpoint.join("query"))
         # On a cluster, also waits for the executors, so that the default
         # parallelism below counts their cores (it is 2 until they register).
-        check_recovery_dir_visible(spark, checkpoint, temporary=config.recovery_dir is None)
+        check_recovery_dir_visible(spark, str(checkpoint), temporary=config.recovery_dir is None)
         parallelism = config.parallelism or spark.sparkContext.defaultParallelism
         for attempt in range(RESTARTS + 1):
             try:
-                with running(RunContext(spark, checkpoint)), traced_run(plan.flow_id):
+                with running(RunContext(spark, str(checkpoint))), traced_run(plan.flow_id):
                     _attempt(spark, plan, config, checkpoint, parallelism, metrics)
                 return
             except _SparkHiccup as hiccup:
@@ -221,7 +236,7 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
                 _log.warning("%s; restarting from the last completed micro-batch", hiccup)
     finally:
         if config.recovery_dir is None:
-            shutil.rmtree(checkpoint, ignore_errors=True)
+            shutil.rmtree(checkpoint.path, ignore_errors=True)
 
 
 def _driver_server(spark: Any, port: int) -> DriverServer:
@@ -233,7 +248,7 @@ def _driver_server(spark: Any, port: int) -> DriverServer:
     return DriverServer(conf.get("spark.driver.bindAddress", host), advertised_host=host, port=port)
 
 
-def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, parallelism: int, metrics: Optional[FlowMetrics] = None) -> None:
+def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, parallelism: int, metrics: Optional[FlowMetrics] = None) -> None:
     """Run the flow's query once, from wherever its checkpoint stands; feed `metrics`, if given."""
     server = _driver_server(spark, config.driver_link_port)
     if metrics is not None:
@@ -243,7 +258,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: str, paralle
                     workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
     writer: Optional[SinkWriter] = None
     try:
-        store = os.path.join(os.path.abspath(checkpoint), "query", snapshot_store.FOLDER)
+        store = checkpoint.join("query", snapshot_store.FOLDER)
         inputs = list_executor_inputs(plan, store, config.max_items_per_batch, config.max_seconds_per_poll,
                                       report=metrics is not None or config.progress is not None)
         hub.expect_remote([(part.step_id, part.name) for part in inputs.parts])

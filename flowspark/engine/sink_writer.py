@@ -16,8 +16,6 @@ tap's runs of items from every task are put in that order first (`order`).
 from __future__ import annotations
 
 import itertools
-import os
-import pickle
 import threading
 import time
 import uuid
@@ -32,50 +30,10 @@ from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkRouting
-from flowspark.engine.private_files import read_trusted, write_private
 from flowspark.engine.route import check_keyed
+from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
+from flowspark.engine.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
-
-LEDGER = "flowspark-sinks.pkl"
-RUN_ID = "flowspark-run-id"
-
-
-class _Ledger:
-    """Last written batch id and sink snapshots, replaced atomically, private to the user."""
-
-    def __init__(self, directory: str) -> None:
-        self._path = os.path.join(directory, LEDGER)
-        self.batch = -1
-        self.snapshots: Dict[str, Dict[str, Any]] = {}
-        if os.path.exists(self._path):
-            self.batch, self.snapshots = read_ledger(self._path)
-        self.run_id = self._run_id(os.path.join(directory, RUN_ID))
-
-    @staticmethod
-    def _run_id(path: str) -> str:
-        """The id of the run this directory holds, made on first use and kept after."""
-        if not os.path.exists(path):
-            write_private(path, uuid.uuid4().hex[:12].encode())
-        with open(path) as f:
-            return f.read().strip()
-
-    def commit(self, batch: int, snapshots: Dict[str, Dict[str, Any]]) -> None:
-        write_private(self._path, pickle.dumps((batch, snapshots)))
-        self.batch, self.snapshots = batch, snapshots
-
-
-def read_ledger(path: str) -> Tuple[int, Dict[str, Dict[str, Any]]]:
-    """The sinks' ledger: last written batch id and sink snapshots; a damaged one is named, not retried."""
-    data = read_trusted(path)
-    try:
-        batch, snapshots = pickle.loads(data)
-    except Exception as ex:
-        msg = (
-            f"the sinks' ledger {path!r} is damaged ({type(ex).__name__}: {ex}); it can't be repaired: "
-            "restore it from a backup of the recovery directory, or start with an empty recovery directory"
-        )
-        raise FlowsparkRuntimeError(msg) from None
-    return int(batch), snapshots
 
 
 class _Output:
@@ -188,7 +146,7 @@ _LAST: Order = (EOF_ROUND + 1, 0, 0, "")
 class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id."""
 
-    def __init__(self, plan: Plan, checkpoint: str, stash: Optional[OutputStash] = None,
+    def __init__(self, plan: Plan, checkpoint: str | Location, stash: Optional[OutputStash] = None,
                  on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
                  workers: int = 1, epoch_per_round: bool = False) -> None:
         self._plan = plan
@@ -199,7 +157,7 @@ class SinkWriter:
         self._epoch_per_round = epoch_per_round
         self._last_round = -1
         """The latest source round taps saw (`_epoch`)."""
-        self._ledger = _Ledger(checkpoint)
+        self._ledger = Ledger(checkpoint)
         self._outputs = [
             _Output(step.step_id, step.config.sink, layout, self._ledger.snapshots.get(step.step_id, {}), workers)
             for step, layout in zip(plan.outputs, plan.sinks)

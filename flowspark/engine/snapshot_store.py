@@ -6,27 +6,27 @@ its snapshot can't ride in Spark's offsets: the task writes it here, under
 the run's checkpoint, one file per micro-batch and partition.  The next
 micro-batch's task resumes from it, and the planner (Spark's source runner
 process) reads it back to learn whether the input ended.  Neither process
-has a JVM gateway, so this is plain file I/O on a path every node mounts.
+has a JVM gateway, so this goes through flowspark's own `storage` layer
+(a path every node mounts, or S3 or HDFS).
 
 A record is written once: a task that finds its micro-batch's record
 already there is a replay (after a crash, or a retried task) and must stop
 where the first reading stopped, so the items downstream and the snapshot
-agree whichever attempt Spark keeps.  Files are private to the user and
-refused if others could have changed them, since they are unpickled.
+agree whichever attempt Spark keeps.  Local files are private to the user
+and refused if others could have changed them, since they are unpickled.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple, Union
 
 import cloudpickle
 
-from flowspark.engine.private_files import DIR_MODE, FILE_MODE, read_trusted
+from flowspark.engine import storage
+from flowspark.engine.storage import Location
 
 FOLDER = "flowspark-inputs"
 """The store's folder inside Spark's checkpoint (`query/`), so a backup of the checkpoint carries it."""
@@ -55,34 +55,22 @@ def part_folder(input_index: int, name: str) -> str:
     return f"i{input_index}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
-def _make_private_dir(path: str) -> None:
-    if not os.path.isdir(path):
-        os.makedirs(path, mode=DIR_MODE, exist_ok=True)
-        os.chmod(path, DIR_MODE)
-
-
 class SnapshotStore:
-    """Per-partition records by micro-batch number, below `root`."""
+    """Per-partition records by micro-batch number, below `root` (a location, path or URI)."""
 
-    def __init__(self, root: str) -> None:
-        self.root = root
-
-    def _folder(self, part: str) -> str:
-        return os.path.join(self.root, part)
+    def __init__(self, root: Union[str, Location]) -> None:
+        self.root = storage.as_location(root)
 
     def batches(self, part: str) -> List[int]:
         """The micro-batch numbers `part` has records for, in order."""
-        folder = self._folder(part)
-        if not os.path.isdir(folder):
-            return []
-        return sorted(int(n) for n in os.listdir(folder) if n.isdigit())
+        return sorted(int(n) for n in storage.list_names(self.root.join(part)) if n.isdigit())
 
     def read(self, part: str, batch: int) -> Optional[PartRecord]:
         """The record of `part` for micro-batch `batch`, if written."""
-        path = os.path.join(self._folder(part), str(batch))
-        if not os.path.exists(path):
+        place = self.root.join(part, str(batch))
+        if not storage.exists(place):
             return None
-        record: PartRecord = cloudpickle.loads(read_trusted(path))
+        record: PartRecord = cloudpickle.loads(storage.read_trusted(place))
         return record
 
     def latest(self, part: str, at_most: int) -> Optional[Tuple[int, PartRecord]]:
@@ -94,27 +82,10 @@ class SnapshotStore:
         return None if record is None else (found[-1], record)
 
     def write_once(self, part: str, batch: int, record: PartRecord) -> bool:
-        """Keep `record` unless the micro-batch has one already; whether it was kept.
-
-        Written to a private temporary file, synced, then linked to its name,
-        which fails if another attempt got there first.
-        """
-        folder = self._folder(part)
-        _make_private_dir(self.root)
-        _make_private_dir(folder)
-        tmp = os.path.join(folder, f".{batch}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(cloudpickle.dumps(record))
-                f.flush()
-                os.fsync(f.fileno())
-            os.link(tmp, os.path.join(folder, str(batch)))
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
+        """Keep `record` unless the micro-batch has one already; whether it was kept (`storage.write_once`)."""
+        folder = self.root.join(part)
+        storage.make_dirs(folder)
+        return storage.write_once(folder.join(str(batch)), cloudpickle.dumps(record))
 
     def prune(self, part: str, committed: int) -> None:
         """Drop the records of `part` no run can resume from once micro-batch `committed` is done.
@@ -123,12 +94,9 @@ class SnapshotStore:
         reading keeps its last one), and all later ones; so do temporary
         files of micro-batches after it (a task killed mid-write leaves one).
         """
-        folder = self._folder(part)
-        older = [str(n) for n in self.batches(part) if n <= committed][:-1]
-        if os.path.isdir(folder):
-            older += [n for n in os.listdir(folder) if n.endswith(".tmp") and int(n.split(".")[1]) <= committed]
+        folder = self.root.join(part)
+        names = storage.list_names(folder)
+        older = [str(n) for n in sorted(int(n) for n in names if n.isdigit()) if n <= committed][:-1]
+        older += [n for n in names if n.endswith(".tmp") and int(n.split(".")[1]) <= committed]
         for name in older:
-            try:
-                os.unlink(os.path.join(folder, name))
-            except FileNotFoundError:
-                pass
+            storage.remove(folder.join(name))

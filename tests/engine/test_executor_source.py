@@ -27,6 +27,7 @@ from flowspark.engine.executor_source import (
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.resume_check import META
 from flowspark.engine.snapshot_store import PartRecord, SnapshotStore
+from flowspark.engine.storage import parse_location
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.recovery import RecoveryConfig
@@ -202,7 +203,7 @@ def test_an_error_in_next_batch_names_the_step_and_partition_and_reaches_the_dri
 
 def _inputs(tmp_path: Path, source: FixedPartitionedSource[str, int], parts: int = 2, max_items: int = 100) -> ExecutorInputs:
     specs = tuple(PartSpec(i, 0, "f.inp", name) for i, name in enumerate("ab"[:parts]))
-    return ExecutorInputs(specs, {0: source}, str(tmp_path / "store"), max_items, 5.0)
+    return ExecutorInputs(specs, {0: source}, parse_location(str(tmp_path / "store")), max_items, 5.0)
 
 
 def _record(inputs: ExecutorInputs, part: int, batch: int, record: PartRecord) -> None:
@@ -293,7 +294,7 @@ def test_a_reading_error_names_the_step_and_partition(tmp_path: Path) -> None:
 def test_a_building_error_names_the_partition_and_step(tmp_path: Path) -> None:
     (tmp_path / "gone.txt").write_text("x\n")
     source = DirSource(tmp_path, get_fs_id=lambda _dir: "fs")
-    inputs = ExecutorInputs((PartSpec(0, 0, "f.inp", "fs::gone.txt"),), {0: source}, str(tmp_path / "store"), 10, 5.0)
+    inputs = ExecutorInputs((PartSpec(0, 0, "f.inp", "fs::gone.txt"),), {0: source}, parse_location(str(tmp_path / "store")), 10, 5.0)
     (tmp_path / "gone.txt").unlink()
     with pytest.raises(StepFailure, match="error building partition 'fs::gone.txt' of step 'f.inp'") as info:
         PartReader(inputs, inputs.parts[0], 1)

@@ -1,4 +1,4 @@
-"""The executor partitions' snapshot store: write-once records, the newest one before a batch, pruning, private files."""
+"""The executor partitions' snapshot store: write-once records, the newest one before a batch, pruning, private files, S3."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from s3_server import s3_endpoint, s3_folder  # noqa: F401  (fixtures)
 
 from flowspark.engine.snapshot_store import PartRecord, SnapshotStore, part_folder
+from flowspark.engine.storage import parse_location
 from flowspark.errors import FlowsparkRuntimeError
 
 
@@ -67,3 +69,17 @@ def test_records_are_private_and_refused_once_others_can_write_them(tmp_path: Pa
     record.chmod(0o666)
     with pytest.raises(FlowsparkRuntimeError, match="can be written by other users"):
         store.read(part, 1)
+
+
+def test_the_store_works_the_same_on_s3(s3_folder: str) -> None:
+    store = SnapshotStore(parse_location(s3_folder).join("query", "flowspark-inputs"))
+    part = part_folder(0, "fs::a.txt")
+    assert store.latest(part, 5) is None
+    for batch in (1, 2, 3, 6):
+        assert store.write_once(part, batch, PartRecord(batch * 10, batch, 1))
+    assert not store.write_once(part, 2, PartRecord(99, 7, 2))
+    assert store.read(part, 2) == PartRecord(20, 2, 1)
+    assert store.latest(part, 5) == (3, PartRecord(30, 3, 1))
+    store.prune(part, 5)
+    assert store.batches(part) == [3, 6]
+    assert store.read(part, 1) is None

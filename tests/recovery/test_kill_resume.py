@@ -90,6 +90,17 @@ def test_windowed_file_to_file_survives_kills_with_a_file_uri_recovery_directory
     expected, got, kills = _reference_and_killed("windowed", tmp_path, 3, as_uri=True)
     assert len(expected) == 50 * 100
     assert got == expected, f"after {kills} kills"
+    uri = (tmp_path / "killed recovery").as_uri()
+    assert "%20" in uri
+    shown = subprocess.run([sys.executable, "-m", "flowspark.recovery", uri, "--inspect"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "flow: kill_windowed"
+    epochs = {line.split(": ")[0]: line.split(": ")[1] for line in lines[1:3]}
+    assert int(epochs["last completed epoch"]) >= 1
+    assert int(epochs["sinks written through epoch"]) >= int(epochs["last completed epoch"])
+    assert any(line.strip().startswith("kill_windowed.sum") for line in lines[3:]), shown.stdout
 
 
 def test_spark_source_and_sink_survive_kills(tmp_path: Path) -> None:

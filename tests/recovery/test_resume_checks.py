@@ -132,6 +132,10 @@ def test_a_file_uri_recovery_directory_runs_resumes_and_inspects(tmp_path: Path)
     assert "flow: counts" in shown.stdout and "counts.count" in shown.stdout and ": 2 keys" in shown.stdout
 
 
-def test_a_recovery_uri_of_another_file_system_is_refused_with_what_to_do() -> None:
-    with pytest.raises(FlowsparkRuntimeError, match="mount the shared storage"):
-        RecoveryConfig("s3a://bucket/recovery")
+def test_a_recovery_uri_of_an_unknown_file_system_is_refused_with_what_works() -> None:
+    with pytest.raises(FlowsparkRuntimeError, match="can't keep its records on gs:// storage.*file://, s3://"):
+        RecoveryConfig("gs://bucket/recovery")
+
+
+def test_a_recovery_uri_on_s3_names_the_same_place_as_s3a() -> None:
+    assert RecoveryConfig("s3a://bucket/my%20flow").location == "s3://bucket/my flow"
