@@ -75,6 +75,11 @@ def sink_part_group(output: int, part: int, origin: str) -> str:
     return f"{sink_part_prefix(output, part)}@{origin}"
 
 
+def sink_parts_pattern(output: int, origin: str) -> str:
+    """How every group of output `output`'s partitions looks, with `<part>` for the partition (for `visualize`)."""
+    return f"{DestinationKind.SINK_PART.value}{output}/<part>@{origin}"
+
+
 def sink_part_prefix(output: int, part: int) -> str:
     """What every group of partition `part` of output `output` begins with, up to the `@`."""
     return f"{DestinationKind.SINK_PART.value}{output}/{part}"
