@@ -112,12 +112,16 @@ class TaskOutput:
         return f"worker {part}" if self.routing is SinkRouting.BY_PASS else self.parts[part]
 
 
+def _row_order(row: Tuple[str, int, bytes]) -> Tuple[str, int]:
+    """The order the driver writes rows in: by group name (so by origin), then by sequence number."""
+    return row[0], row[1]
+
+
 @dataclass(frozen=True)
 class BatchWrite:
     """One micro-batch's work for `mapInArrow`, shipped to its tasks: write the sink partitions among their rows."""
 
     outputs: Dict[int, TaskOutput]
-    batch_id: int
     write: bool
     """False for a batch the ledger already has: its tasks only pass the driver's rows on."""
     resume: Snapshots
@@ -145,7 +149,8 @@ class BatchWrite:
         meter = Meter(self._report) if self.metered and self.link is not None else None
         guard: ContextManager[None] = nullcontext() if self.link is None else reported_to(self.link)
         with guard:
-            written = [self._write_part(index, part, sorted(rows), meter) for (index, part), rows in sorted(mine.items())]
+            written = [self._write_part(index, part, sorted(rows, key=_row_order), meter)
+                       for (index, part), rows in sorted(mine.items())]
         if meter is not None:
             meter.flush()
         yield chunks.to_arrow([(WRITTEN_GROUP, 0, chunks.DATA, chunks.dumps(written))])
@@ -213,7 +218,7 @@ class SinkTasks:
         self._unbuilt: Set[Tuple[int, int]] = set(slots)
         """Partitions no written batch of this run has built yet."""
 
-    def run(self, frame: Any, batch_id: int, fresh: bool, resume: Snapshots) -> Tuple[pa.Table, List[PartWritten]]:
+    def run(self, frame: Any, fresh: bool, resume: Snapshots) -> Tuple[pa.Table, List[PartWritten]]:
         """Run the micro-batch's one job: the rows bound for the driver, and what the tasks wrote (if `fresh`)."""
         from pyspark.sql import functions as F
 
@@ -224,7 +229,7 @@ class SinkTasks:
         routes = F.create_map(*[F.lit(v) for pair in self._route.items() for v in pair])
         prefix = F.substring_index(F.col("grp"), "@", 1)
         route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self._default_route)).cast("int")
-        work = BatchWrite(self.outputs, batch_id, fresh, resume, self._workers, self._link, self._metered)
+        work = BatchWrite(self.outputs, fresh, resume, self._workers, self._link, self._metered)
         table = frame.withColumn("route", route).repartition(self._tasks, "route").mapInArrow(work, chunks.SCHEMA_DDL).toArrow()
         grps = table.column("grp")
         reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
@@ -237,11 +242,11 @@ class SinkTasks:
 
     def snapshots(self, before: Snapshots, written: List[PartWritten]) -> Snapshots:
         """The fixed-partitioned outputs' snapshots after a batch: those the tasks took, the others as `before`."""
-        after: Snapshots = {}
-        for index, out in self.outputs.items():
-            if out.routing is SinkRouting.BY_PASS:
-                continue
-            after[out.step_id] = dict(before.get(out.step_id, {}))
+        after: Snapshots = {
+            out.step_id: dict(before.get(out.step_id, {}))
+            for out in self.outputs.values()
+            if out.routing is not SinkRouting.BY_PASS
+        }
         for w in written:
             out = self.outputs[w.output]
             if out.routing is not SinkRouting.BY_PASS:

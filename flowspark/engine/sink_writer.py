@@ -237,7 +237,7 @@ class SinkWriter:
             if self._tasks is None:
                 table = frame.toArrow()
             else:
-                table, written = self._tasks.run(frame, batch_id, batch_id > self._ledger.batch, self._ledger.snapshots)
+                table, written = self._tasks.run(frame, batch_id > self._ledger.batch, self._ledger.snapshots)
             with collector_paused():
                 rows = zip(*(table.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names))
                 self._write(rows, batch_id, written)
