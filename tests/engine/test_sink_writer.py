@@ -398,3 +398,33 @@ def test_an_executor_sinks_tasks_count_and_time_their_writes(
     assert counts == {0: 2, 1: 1}  # each partition's task reports as its own worker
     timings = metrics.timings()
     assert sum(d.count for (timing, step_id, _), d in timings.items() if (timing, step_id) == (Timing.WRITE_BATCH, "w.out0")) == 2
+
+
+def test_a_resumed_executor_sink_cuts_back_partitions_its_replay_brings_nothing_for(
+    spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
+) -> None:
+    sink = LineSink(tmp_path, broken=["p1"])
+    writer = _away_writer(sink, tmp_path, server)
+    writer(_frame(spark, [_part(0, "a", ["a"])]), 0)
+    with pytest.raises(Exception, match="disk full"):
+        writer(_frame(spark, [_part(0, "a", ["b"]), _part(1, "a", ["c"])]), 1)
+    assert sink.lines("p0") == ["a", "b"]  # written before p1 failed
+
+    fixed = LineSink(tmp_path)
+    _away_writer(fixed, tmp_path, server)(_frame(spark, [_part(1, "a", ["c"])]), 1)  # a replay that differs
+    assert fixed.lines("p0") == ["a"] and fixed.lines("p1") == ["c"]
+
+
+def test_an_aborted_batch_of_an_executor_sink_is_cut_back_by_the_resumed_run(
+    spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
+) -> None:
+    sink = LineSink(tmp_path)
+    writer = _away_writer(sink, tmp_path, server)
+    writer(_frame(spark, [_part(0, "a", ["1"])]), 0)
+    writer(_frame(spark, [_part(0, "a", ["2"]), _control(InputEnd.ABORT)]), 1)
+    assert writer.ending is InputEnd.ABORT and sink.lines("p0") == ["1", "2"]
+    assert read_ledger(str(tmp_path / LEDGER)) == (1, {"w.out0": {"p0": 2, "p1": 0}})
+
+    resumed = _away_writer(sink, tmp_path, server)
+    resumed(_frame(spark, [_part(0, "a", ["2"])]), 2)  # the resumed run reads the aborted epoch again
+    assert sink.lines("p0") == ["1", "2"]
