@@ -1,15 +1,16 @@
 """Sinks: where a flow's items go.
 
-The classes have Bytewax's names and methods.  flowspark writes every sink
-from the driver, once per micro-batch, in the order the items were emitted
-within each upstream partition.
+The classes have Bytewax's names and methods.  flowspark writes each sink
+once per micro-batch, in the order the items were emitted within each
+upstream partition: in the user's process (the driver), or, for sinks that
+say they need not live there (`Sink.lives_in_driver`), in Spark's tasks.
 """
 
 from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
-from typing import Generic, List, Optional, TypeVar
+from typing import ClassVar, Generic, List, Optional, TypeVar
 
 __all__ = [
     "DynamicSink",
@@ -29,6 +30,24 @@ S = TypeVar("S")
 
 class Sink(ABC, Generic[X]):  # noqa: B024
     """Base of every sink; `op.output` accepts nothing else."""
+
+    lives_in_driver: ClassVar[bool] = True
+    """Whether the partitions must be built and written in the user's own process, as Bytewax does.
+
+    True by default: a partition may share Python objects with the rest of
+    the program (append to a list the program reads).  A
+    `FixedPartitionedSink` or `DynamicSink` whose partitions depend only on
+    the sink object and their resume state (the file and Kafka sinks) sets
+    it to False, and each micro-batch's partitions are then written in
+    Spark's tasks, on the executors: each partition is built (from its last
+    snapshot), written, snapshotted and closed by the one task that owns it
+    in that micro-batch.  Its sink must pickle, and `build_part` (or
+    `build`) must work wherever Spark runs the task, whose working
+    directory is not the user's: resolve relative paths when the sink is
+    made, as the file sinks do.
+    A run that keeps one worker's order (`run_main`, `-w 1`) writes every
+    sink in the user's process, as do `MicroBatchSink`s always.
+    """
 
 
 class StatelessSinkPartition(ABC, Generic[X]):

@@ -80,10 +80,10 @@ class InputConfig(CoreConfig):
 
 @dataclass(frozen=True)
 class OutputConfig(CoreConfig):
-    """`output`: items written to a sink on the driver."""
+    """`output`: items written to a sink, in the driver or in Spark's tasks (`Sink.lives_in_driver`)."""
 
     sink: Optional[Sink[Any]]
-    """The flow's sink (the planner checks its type and lays out its partitions); None in the copy Spark's workers get."""
+    """The flow's sink (the planner checks its type and lays out its partitions); in the copy Spark's workers get, None unless it is written in their tasks (`plan.for_workers`)."""
 
     kind: ClassVar[StepKind] = StepKind.OUTPUT
 

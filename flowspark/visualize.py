@@ -11,7 +11,8 @@ input port is credited to that port, not to the step outside that made it.
 makes, from the runner's own planning functions: the source stage, one
 `transformWithState` stage per stateful layer with the shuffle in front of
 it (and the Spark group of every key bucket), and the driver's
-`foreachBatch` with each output's sink partitions.
+`foreachBatch` with each output's sink partitions and where they are
+written.
 
 From the command line:
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Sequence, Set, get_args
 
 from flowspark.dataflow import Dataflow, Operator
-from flowspark.engine.destinations import CONTROL_GROUP, output_group, tap_group
+from flowspark.engine.destinations import CONTROL_GROUP, output_group, sink_parts_pattern, tap_group
 from flowspark.engine.groups import Groups
 from flowspark.engine.plan import CoreStep, Plan, SinkLayout, SinkRouting, build_plan, for_workers, source_parts
 from flowspark.engine.resume_check import DEFAULT_BUCKETS, new_groups
@@ -303,7 +304,7 @@ class PhysicalTap:
 
 @dataclass(frozen=True)
 class PhysicalOutput(PhysicalTap):
-    """An output, run on the driver like a tap, and where its items are written."""
+    """An output: the group(s) of its rows, and how and where its items are written."""
 
     sink: str
     """The sink's class and the flowspark base class it subclasses."""
@@ -417,7 +418,7 @@ def physical_plan(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bo
     outputs = [
         PhysicalOutput(
             step.step_id,
-            output_group(index, PASS),
+            sink_parts_pattern(index, PASS) if layout.in_executors else output_group(index, PASS),
             _stage_order(stages_of.get(step.step_id, set())),
             _class_of(step.config.sink, (FixedPartitionedSink, DynamicSink, MicroBatchSink)),
             layout,
@@ -437,6 +438,15 @@ def _fed(stages: Sequence[str]) -> str:
 
 
 def _layout_text(layout: SinkLayout) -> str:
+    where = (
+        "; written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order)"
+        if layout.in_executors
+        else "; written in the driver"
+    )
+    return _routing_text(layout) + where
+
+
+def _routing_text(layout: SinkLayout) -> str:
     names = ", ".join(repr(name) for name in layout.parts) or "none"
     if layout.routing is SinkRouting.ONE_PART:
         return f"partition {names}; the workers check the keys and send bare values"
@@ -457,8 +467,11 @@ def to_physical(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bool
     elsewhere pass through) and a `transformWithState` stage running the
     layer's steps and the stateless steps fused after them, and last the
     driver's `foreachBatch`, which runs the outputs (each with its sink's
-    partitions) and the `inspect_debug` taps.  `list_parts` is as for
-    `physical_plan`.
+    partitions, and whether they are written in the driver or in the tasks
+    of the job it starts per micro-batch) and the `inspect_debug` taps.
+    The plan is shown for a run of several workers; one that keeps one
+    worker's order (`run_main`, `-w 1`) writes every sink in the driver.
+    `list_parts` is as for `physical_plan`.
     """
     pp = physical_plan(flow, buckets, list_parts)
 
@@ -500,7 +513,8 @@ def to_physical(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bool
     lines.append("")
     lines.append(
         f"Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch; "
-        f"group {CONTROL_GROUP} ends the run"
+        f"group {CONTROL_GROUP} ends the run; outputs written in Spark's tasks get one job per micro-batch, "
+        "repartitioned by sink partition"
     )
     lines.extend(
         f"  output {out.step_id} <- {_fed(out.fed_by)} as {out.group}: {out.sink}, {_layout_text(out.layout)}"

@@ -6,16 +6,18 @@ import of this file is the module `conftest` that those imports get.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
 from flowspark.engine.driver_link import DriverServer
+from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
 ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 """The instant the windowing tests align their windows on and count event time from."""
@@ -41,3 +43,70 @@ def server() -> Iterator[DriverServer]:
     running = DriverServer()
     yield running
     running.close()
+
+
+class _LinePart(StatefulSinkPartition[str, int]):
+    """Appends values as lines to its file, cut back to its snapshot when built (as `FileSink`)."""
+
+    def __init__(self, path: Path, resume: Optional[int], broken: bool) -> None:
+        self._f = open(path, "a")
+        self._f.seek(resume or 0)
+        self._f.truncate()
+        self._broken = broken
+
+    def write_batch(self, values: List[str]) -> None:
+        if self._broken:
+            raise OSError("disk full")
+        self._f.write("".join(f"{v}\n" for v in values))
+        self._f.flush()
+
+    def snapshot(self) -> int:
+        return self._f.tell()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def where_am_i() -> str:
+    """`pid in_task task_partition` of the calling process: where a sink partition was built."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return f"{os.getpid()} {context is not None} {context.partitionId() if context is not None else -1}"
+
+
+class LineSink(FixedPartitionedSink[str, int]):
+    """Partitions `p0`, `p1`, ... of one file each in `directory`; key `kN` goes to partition N.
+
+    Written in Spark's tasks.  Every build appends `name pid in_task task_partition` to
+    `directory/where.txt`; partitions named in `broken` fail to write.
+    """
+
+    lives_in_driver = False
+
+    def __init__(self, directory: Path, count: int = 2, broken: Sequence[str] = ()) -> None:
+        self.directory = directory.absolute()
+        self.names = [f"p{i}" for i in range(count)]
+        self.broken = list(broken)
+
+    def list_parts(self) -> List[str]:
+        return self.names
+
+    def part_fn(self, item_key: str) -> int:
+        return int(item_key[1:])
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _LinePart:
+        with open(self.directory / "where.txt", "a") as f:
+            f.write(f"{for_part} {where_am_i()}\n")
+        return _LinePart(self.directory / for_part, resume_state, for_part in self.broken)
+
+    def builds(self) -> List[Tuple[str, int, bool, int]]:
+        """Every build so far: `(partition, pid, in a task, task partition)`."""
+        path = self.directory / "where.txt"
+        if not path.exists():
+            return []
+        rows = [line.split() for line in path.read_text().splitlines()]
+        return [(name, int(pid), task == "True", int(part)) for name, pid, task, part in rows]
+
+    def lines(self, name: str) -> List[str]:
+        return (self.directory / name).read_text().splitlines()

@@ -250,10 +250,11 @@ def test_physical_text_of_two_chained_stateful_steps_and_a_branch() -> None:
             "Stage layer 2: transformWithState runs these stateful steps and the steps fused after them",
             "  stateful two.second.stateful_flat_map.stateful.stateful_batch (stateful_batch) <- layer 1",
             "",
-            "Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch; group C ends the run",
-            f"  output two.out_big <- layer 2 as O0@<pass>: {dynamic}",
-            f"  output two.out_small <- layer 1 as O1@<pass>: {dynamic}",
-            f"  output two.out_raw <- source as O2@<pass>: {dynamic}",
+            "Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch; group C ends the run; "
+            "outputs written in Spark's tasks get one job per micro-batch, repartitioned by sink partition",
+            f"  output two.out_big <- layer 2 as O0@<pass>: {dynamic}; written in the driver",
+            f"  output two.out_small <- layer 1 as O1@<pass>: {dynamic}; written in the driver",
+            f"  output two.out_raw <- source as O2@<pass>: {dynamic}; written in the driver",
             "  tap two.watch <- layer 1 as T0@<pass>",
         ]
     )
@@ -288,15 +289,17 @@ def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Pat
     lines = to_physical(flow, list_parts=True).splitlines()
     assert "  input io.fixed (input): TestingSource (FixedPartitionedSource), partitions 'iterable'" in lines
     assert "  input io.polled (input): _Polled (DynamicSource), one partition per worker" in lines
+    in_tasks = "written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order)"
     assert (
-        f"  output io.file <- source as O0@<pass>: FileSink (FixedPartitionedSink), partition {str(tmp_path / 'out.txt')!r}; "
-        "the workers check the keys and send bare values"
+        f"  output io.file <- source as P0/<part>@<pass>: FileSink (FixedPartitionedSink), partition {str(tmp_path / 'out.txt')!r}; "
+        f"the workers check the keys and send bare values; {in_tasks}"
     ) in lines
     assert (
-        "  output io.dir <- source as O1@<pass>: DirSink (FixedPartitionedSink), partitions 'part_0', 'part_1', "
-        "picked by part_fn(key)"
+        "  output io.dir <- source as P1/<part>@<pass>: DirSink (FixedPartitionedSink), partitions 'part_0', 'part_1', "
+        f"picked by part_fn(key); {in_tasks}"
     ) in lines
-    assert "  output io.batches <- source as O2@<pass>: _Batches (MicroBatchSink), the whole micro-batch in one call" in lines
+    assert ("  output io.batches <- source as O2@<pass>: _Batches (MicroBatchSink), the whole micro-batch in one call; "
+            "written in the driver") in lines
 
 
 def test_physical_plan_step_in_two_stages_and_bucket_count() -> None:

@@ -285,14 +285,18 @@ class FileSink(FixedPartitionedSink[str, int]):
     ignored.  There is a single partition, named `str(path)`.  A fresh run
     empties the file; a resumed run cuts it back to its length after the
     last completed batch, so no value is written twice.  The directory must
-    exist.
+    exist.  It is written in Spark's tasks (`lives_in_driver` is false), to
+    its absolute path as of the sink's creation.
 
     :arg path: the file.
     :arg end: written after every value.
     """
 
+    lives_in_driver = False
+
     def __init__(self, path: Union[Path, str], end: str = "\n") -> None:
         self._path = Path(path)
+        self._absolute_path = self._path.absolute()
         self._end = end
 
     @override
@@ -308,7 +312,7 @@ class FileSink(FixedPartitionedSink[str, int]):
         if for_part != str(self._path):
             msg = f"partition {for_part!r} is not this sink's file {str(self._path)!r}"
             raise ValueError(msg)
-        return _FileSinkPartition(self._path, resume_state, self._end)
+        return _FileSinkPartition(self._absolute_path, resume_state, self._end)
 
 
 def _part_name(index: int, _count: int) -> str:
@@ -324,8 +328,9 @@ class DirSink(FixedPartitionedSink[str, int]):
 
     Upstream items must be `(key, value)` with a `str` value.  Each file is
     a partition, named `file_namer(index, file_count)`; a value goes to file
-    `assign_file(key) % file_count`.  Each file behaves as a `FileSink`.  The
-    directory must exist.
+    `assign_file(key) % file_count`.  Each file behaves as a `FileSink`
+    (written in Spark's tasks, by its absolute path).  The directory must
+    exist.
 
     :arg dir_path: the directory.
     :arg file_count: how many files.
@@ -336,6 +341,8 @@ class DirSink(FixedPartitionedSink[str, int]):
     :arg end: written after every value.
     """
 
+    lives_in_driver = False
+
     def __init__(
         self,
         dir_path: Union[Path, str],
@@ -345,6 +352,7 @@ class DirSink(FixedPartitionedSink[str, int]):
         end: str = "\n",
     ) -> None:
         self._dir_path = Path(dir_path)
+        self._absolute_dir = self._dir_path.absolute()
         self._file_count = file_count
         self._file_namer = file_namer
         self._assign_file = assign_file
@@ -360,4 +368,4 @@ class DirSink(FixedPartitionedSink[str, int]):
 
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _FileSinkPartition:
-        return _FileSinkPartition(self._dir_path / for_part, resume_state, self._end)
+        return _FileSinkPartition(self._absolute_dir / for_part, resume_state, self._end)

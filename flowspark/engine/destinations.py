@@ -4,7 +4,11 @@ Every group name is written and read here.  A row goes to one bucket of a
 stateful step (`S<step>/<bucket>`, with a balancing suffix `.<salt>`
 where `groups` chose one), to an output or a tap on the driver
 (`O<output>@<origin>`, `T<tap>@<origin>`, where `origin` names the pass
-that made the row), or it is the control row that ends the run (`C`).
+that made the row), to one partition of an output written in Spark's
+tasks (`P<output>/<partition>@<origin>`, the partition's index among the
+sink's partitions or a dynamic sink's worker index), or it is the control
+row that ends the run (`C`).  The tasks that write sink partitions send
+the driver what they wrote in rows of group `W`.
 Spark keeps a stateful step's group names with its state, so their text
 must stay as it is for recovery directories to resume.
 """
@@ -22,11 +26,16 @@ class DestinationKind(Enum):
     STATEFUL = "S"
     OUTPUT = "O"
     TAP = "T"
+    SINK_PART = "P"
+    WRITTEN = "W"
     CONTROL = "C"
 
 
 CONTROL_GROUP = DestinationKind.CONTROL.value
 """The group of the control row that ends the run (`spark_source`)."""
+
+WRITTEN_GROUP = DestinationKind.WRITTEN.value
+"""The group of the rows in which sink tasks report a written partition to the driver (`sink_tasks`)."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,9 @@ class Destination:
     index: int
     """The plan's number of the stateful step, output or tap (0 for the control row)."""
     origin: str = ""
-    """For an output or a tap: the pass that made the row (a source piece's name or a stateful group)."""
+    """For an output, a sink partition or a tap: the pass that made the row (a source piece's name or a stateful group)."""
+    part: int = 0
+    """For a sink partition: its index among the sink's partitions, or a dynamic sink's worker index."""
 
     def without_origin(self) -> Destination:
         """The output or tap itself, whichever pass the row came from."""
@@ -59,6 +70,21 @@ def output_group(output: int, origin: str) -> str:
     return f"{DestinationKind.OUTPUT.value}{output}@{origin}"
 
 
+def sink_part_group(output: int, part: int, origin: str) -> str:
+    """The group of the items pass `origin` made for partition `part` of output `output`, written in a task."""
+    return f"{sink_part_prefix(output, part)}@{origin}"
+
+
+def sink_parts_pattern(output: int, origin: str) -> str:
+    """How every group of output `output`'s partitions looks, with `<part>` for the partition (for `visualize`)."""
+    return f"{DestinationKind.SINK_PART.value}{output}/<part>@{origin}"
+
+
+def sink_part_prefix(output: int, part: int) -> str:
+    """What every group of partition `part` of output `output` begins with, up to the `@`."""
+    return f"{DestinationKind.SINK_PART.value}{output}/{part}"
+
+
 def tap_group(tap: int, origin: str) -> str:
     """The group of the items pass `origin` made for `inspect_debug` tap `tap`."""
     return f"{DestinationKind.TAP.value}{tap}@{origin}"
@@ -67,9 +93,16 @@ def tap_group(tap: int, origin: str) -> str:
 def parse(grp: str) -> Destination:
     """Read a group name; `ValueError` for text no function of this module wrote."""
     kind = DestinationKind(grp[:1])
-    if kind is DestinationKind.CONTROL:
+    if kind in (DestinationKind.CONTROL, DestinationKind.WRITTEN):
+        if grp != kind.value:
+            raise ValueError(f"not a group name: {grp!r}")
         return Destination(kind, 0)
     if kind is DestinationKind.STATEFUL:
         return Destination(kind, int(grp[1 : grp.index("/")]))
-    index, _, origin = grp[1:].partition("@")
-    return Destination(kind, int(index), origin)
+    target, at, origin = grp[1:].partition("@")
+    if kind is DestinationKind.SINK_PART:
+        index, slash, part = target.partition("/")
+        if not slash or not at:
+            raise ValueError(f"not a group name: {grp!r}")
+        return Destination(kind, int(index), origin, int(part))
+    return Destination(kind, int(target), origin)

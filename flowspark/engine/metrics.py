@@ -7,7 +7,7 @@ gathered to the driver once per Spark task (`Meter.flush`), over the
 driver link.  The driver's `FlowMetrics` sums those readings by step and
 worker (`flowspark.dataflow_api` serves them to Prometheus).  A worker's
 `worker_index` is the Spark task's partition id; steps run on the driver
-(inputs and outputs) report as worker 0.
+(the sources and sinks that live there) report as worker 0.
 """
 
 from __future__ import annotations

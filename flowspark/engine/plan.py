@@ -4,10 +4,10 @@ Only core steps matter here.  Stateful steps are numbered and given a
 *layer*: one more than the deepest stateful step upstream of them.  Each
 layer becomes one `transformWithState` operator, so a flow needs as many
 shuffles as its longest chain of stateful steps.  Outputs and
-`inspect_debug` taps are numbered too; both are carried out on the driver.
-How each output's items reach its sink's partitions (`SinkLayout`) is
-decided here as well, from the sink's type and partitions, so the plan is
-complete before the runtime builds any partition.
+`inspect_debug` taps are numbered too.  How each output's items reach its
+sink's partitions, and where those are written (`SinkLayout`), is decided
+here as well, from the sink's type, partitions and `lives_in_driver`, so
+the plan is complete before the runtime builds any partition.
 """
 
 from __future__ import annotations
@@ -52,13 +52,27 @@ class SinkRouting(Enum):
     """A `MicroBatchSink`: the whole micro-batch in one call."""
 
 
+class SinkPlace(Enum):
+    """Where an output's sink partitions are built and written."""
+
+    DRIVER = "driver"
+    """In the user's process, by the `foreachBatch` callback (`sink_writer`)."""
+    EXECUTORS = "executors"
+    """In Spark's tasks: each micro-batch, one task per partition that has items (`sink_tasks`)."""
+
+
 @dataclass(frozen=True)
 class SinkLayout:
-    """Where an output's items go: the routing and, for a `FixedPartitionedSink`, its partitions."""
+    """Where an output's items go: the routing, for a `FixedPartitionedSink` its partitions, and where they are written."""
 
     routing: SinkRouting
     parts: Tuple[str, ...] = ()
     """The sink's `list_parts()`, in order; empty for other sinks."""
+    place: SinkPlace = SinkPlace.DRIVER
+
+    @property
+    def in_executors(self) -> bool:
+        return self.place is SinkPlace.EXECUTORS
 
     @property
     def drop_keys(self) -> bool:
@@ -89,6 +103,8 @@ class Plan:
     consumers: Dict[str, List[Consumer]] = field(default_factory=dict)
     ordered: bool = False
     """One Bytewax worker's order is kept (`order`): a run of `run_main`, or with one worker."""
+    workers: int = 1
+    """Bytewax's worker count: a `DynamicSink` has one partition per worker."""
 
     @property
     def depth(self) -> int:
@@ -131,9 +147,13 @@ def _check_io(step: CoreStep[CoreConfig]) -> None:
             raise TypeError(msg)
 
 
-def build_plan(flow: Dataflow) -> Plan:
-    """Number the flow's core steps and compute stateful layers; check the flow's shape."""
-    plan = Plan(flow.flow_id)
+def build_plan(flow: Dataflow, ordered: bool = False, workers: int = 1) -> Plan:
+    """Number the flow's core steps and compute stateful layers; check the flow's shape.
+
+    `ordered` keeps one Bytewax worker's order (`Plan.ordered`), `workers`
+    is Bytewax's worker count.
+    """
+    plan = Plan(flow.flow_id, ordered=ordered, workers=workers)
     steps = [CoreStep(s.step_id, s.config) for s in flow.core_steps() if s.config is not None]
     producers: Dict[str, CoreStep[CoreConfig]] = {}
     for step in steps:
@@ -166,16 +186,23 @@ def build_plan(flow: Dataflow) -> Plan:
     except (TypeError, ValueError) as ex:
         raise _flow_error(flow.flow_id, ex) from ex
     plan.layers = _layers(plan, producers)
-    plan.sinks = [sink_layout(step) for step in plan.outputs]
+    plan.sinks = [sink_layout(step, ordered) for step in plan.outputs]
     return plan
 
 
-def sink_layout(step: CoreStep[OutputConfig]) -> SinkLayout:
+def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayout:
     """How `step`'s items reach its sink, from the sink's type and, if it has fixed partitions, their names.
 
-    Calls a `FixedPartitionedSink`'s `list_parts`; an error there is named after the step.
+    The partitions are written in Spark's tasks when the sink need not
+    live in the user's process (`Sink.lives_in_driver`), has partitions to
+    route to, and the run does not keep one worker's order (`ordered`):
+    that order is made on the driver, across all tasks' items.  Calls a
+    `FixedPartitionedSink`'s `list_parts`; an error there is named after
+    the step.
     """
     sink = step.config.sink
+    away = sink is not None and not sink.lives_in_driver and not ordered
+    place = SinkPlace.EXECUTORS if away else SinkPlace.DRIVER
     if isinstance(sink, FixedPartitionedSink):
         try:
             parts = tuple(sink.list_parts())
@@ -184,10 +211,11 @@ def sink_layout(step: CoreStep[OutputConfig]) -> SinkLayout:
 
             msg = f"error calling `list_parts` in step {step.step_id!r}"
             raise FlowsparkRuntimeError(msg) from ex
-        return SinkLayout(SinkRouting.ONE_PART if len(parts) == 1 else SinkRouting.BY_KEY, parts)
+        routing = SinkRouting.ONE_PART if len(parts) == 1 else SinkRouting.BY_KEY
+        return SinkLayout(routing, parts, place if parts else SinkPlace.DRIVER)
     if isinstance(sink, MicroBatchSink):
         return SinkLayout(SinkRouting.MICRO_BATCH)
-    return SinkLayout(SinkRouting.BY_PASS)
+    return SinkLayout(SinkRouting.BY_PASS, place=place)
 
 
 def _layers(plan: Plan, producers: Dict[str, CoreStep[CoreConfig]]) -> List[int]:
@@ -256,10 +284,15 @@ def source_parts(plan: Plan) -> List[Tuple[int, str]]:
 
 
 def for_workers(plan: Plan) -> Plan:
-    """A copy without sources, sinks and inspectors: what Spark's workers need (`CoreConfig.for_workers`)."""
+    """A copy without sources, sinks and inspectors: what Spark's workers need (`CoreConfig.for_workers`).
+
+    Sinks written in the executors stay: the workers route items by their `part_fn`.
+    """
+
+    kept = {step.step_id for step, layout in zip(plan.outputs, plan.sinks) if layout.in_executors}
 
     def strip(step: CoreStep[C_co]) -> CoreStep[C_co]:
-        return CoreStep(step.step_id, step.config.for_workers())
+        return step if step.step_id in kept else CoreStep(step.step_id, step.config.for_workers())
 
     return Plan(
         plan.flow_id,
@@ -271,4 +304,5 @@ def for_workers(plan: Plan) -> Plan:
         taps=[strip(s) for s in plan.taps],
         consumers={k: [Consumer(strip(c.step), c.index) for c in v] for k, v in plan.consumers.items()},
         ordered=plan.ordered,
+        workers=plan.workers,
     )

@@ -11,17 +11,19 @@ costs a Spark stage of its own.
 from __future__ import annotations
 
 import time
+import zlib
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from flowspark.engine import chunks
-from flowspark.engine.destinations import output_group, tap_group
+from flowspark.engine.destinations import output_group, sink_part_group, tap_group
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.groups import Groups, bucket_of
 from flowspark.engine.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.metrics import Meter, Timing
 from flowspark.engine.order import Order
-from flowspark.engine.plan import Plan
+from flowspark.engine.plan import Plan, SinkLayout, SinkRouting
+from flowspark.outputs import FixedPartitionedSink
 from flowspark.step_config import (
     BranchConfig,
     FlatMapBatchConfig,
@@ -42,6 +44,8 @@ class Collector:
     of each run of items (`end_run`); an `ordered` collector also records
     where each run ended in every output and tap chunk, so that the driver
     can put runs from all tasks in one worker's order (`chunks.ordered`).
+    Items of outputs written in Spark's tasks gather per sink partition
+    and travel in their rows, to the task that writes the partition.
     """
 
     def __init__(self, origin: str, link: Optional[DriverLink] = None, ordered: bool = False) -> None:
@@ -55,6 +59,8 @@ class Collector:
         self.unflushed = 0
         """Items added to stateful chunks since they were last flushed."""
         self.outputs: Dict[int, chunks.ItemChunk] = {}
+        self.sink_parts: Dict[Tuple[int, int], chunks.ItemChunk] = {}
+        """Items of outputs written in the executors, by output index and sink partition."""
         self.taps: Dict[int, chunks.ItemChunk] = {}
 
     def end_run(self, order: Order) -> None:
@@ -78,6 +84,8 @@ class Collector:
             rows.append((grp, next(seq), chunks.DATA, chunk.dumps()))
         for index, items in self.outputs.items():
             rows.append((output_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
+        for (index, part), items in self.sink_parts.items():
+            rows.append((sink_part_group(index, part, self.origin), next(seq), chunks.DATA, items.dumps()))
         for index, items in self.taps.items():
             rows.append((tap_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         return rows
@@ -157,13 +165,54 @@ class Router:
             elif isinstance(config, StatefulBatchConfig):
                 self._to_stateful(step_id, consumer.index, batch, out)
             elif isinstance(config, OutputConfig):
-                drop_keys = self._plan.sinks[consumer.index].drop_keys
+                layout = self._plan.sinks[consumer.index]
+                if layout.in_executors:
+                    self._to_sink_parts(step_id, consumer.index, layout, config, batch, out)
+                    continue
+                drop_keys = layout.drop_keys
                 if drop_keys:
                     check_keyed(step_id, batch)
                 sink = out.outputs.get(consumer.index)
                 if sink is None:
                     sink = out.outputs[consumer.index] = chunks.ItemChunk(step_id)
                 sink.extend([value for _, value in batch] if drop_keys else batch)
+
+    def _to_sink_parts(self, step_id: str, index: int, layout: SinkLayout, config: OutputConfig, batch: List[Any],
+                       out: Collector) -> None:
+        """Split a batch bound for an output written in the executors by sink partition.
+
+        A partitioned sink's values go to `part_fn(key)` modulo its
+        partition count; a dynamic sink's items to the worker the driver
+        would pick for this pass: the pass's origin's CRC-32 modulo the
+        worker count.
+        """
+        if layout.routing is SinkRouting.BY_PASS:
+            self._sink_part(step_id, index, zlib.crc32(out.origin.encode()) % self._plan.workers, out).extend(batch)
+            return
+        check_keyed(step_id, batch)
+        if layout.routing is SinkRouting.ONE_PART:
+            self._sink_part(step_id, index, 0, out).extend([value for _, value in batch])
+            return
+        sink = config.sink
+        assert isinstance(sink, FixedPartitionedSink), f"step {step_id!r} lost its sink on its way to the workers"
+        part_fn = sink.part_fn
+        count = len(layout.parts)
+        by_part: Dict[int, List[Any]] = {}
+        key = ""
+        try:
+            for key, value in batch:
+                by_part.setdefault(part_fn(key) % count, []).append(value)
+        except Exception as ex:
+            raise StepFailure(f"error calling `part_fn` in step {step_id!r} for key {key!r}", ex) from ex
+        for part, values in by_part.items():
+            self._sink_part(step_id, index, part, out).extend(values)
+
+    @staticmethod
+    def _sink_part(step_id: str, index: int, part: int, out: Collector) -> chunks.ItemChunk:
+        items = out.sink_parts.get((index, part))
+        if items is None:
+            items = out.sink_parts[index, part] = chunks.ItemChunk(step_id)
+        return items
 
     def _branch(self, step_id: str, config: BranchConfig, batch: List[Any], out: Collector) -> None:
         predicate = config.predicate

@@ -3,7 +3,8 @@
 The query is: the flowspark source (inputs plus the stateless steps right
 after them), one `transformWithState` per stateful layer (each also running
 the stateless steps after its steps), and one `foreachBatch` writer on the
-driver.  A bounded run ends once the end-of-input micro-batch has been
+driver, which writes the outputs that live there and starts one job per
+micro-batch for those written in Spark's tasks (`sink_tasks`).  A bounded run ends once the end-of-input micro-batch has been
 written; the query is then stopped between batches' writes.
 """
 
@@ -202,8 +203,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     errors end the run at once, as in Bytewax.  The environment may ask
     for the dataflow API (`flowspark.dataflow_api`) for the run's duration.
     """
-    plan = build_plan(flow)
-    plan.ordered = config.ordered
+    plan = build_plan(flow, ordered=config.ordered, workers=config.workers)
     with serving_api(flow) as metrics:
         _run_plan(plan, config, metrics)
 
@@ -267,7 +267,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, pa
         queries: List[Any] = []
         writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries),
                             None if metrics is None else metrics.driver_meter(), workers=config.workers,
-                            epoch_per_round=config.epoch_per_round)
+                            epoch_per_round=config.epoch_per_round, link=server.link, parallelism=parallelism)
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,

@@ -1,8 +1,11 @@
 """The driver side of a flow's outputs: one `foreachBatch` callback.
 
-Every output and `inspect_debug` tap runs here, in the user's process, so
+Every `inspect_debug` tap, and every output whose sink lives in the
+driver (`Sink.lives_in_driver`), runs here, in the user's process, so
 `TestingSink` lists, prints and other in-process effects behave as in
-Bytewax.  Each micro-batch is written once: a ledger in the checkpoint
+Bytewax.  The other outputs are written in Spark's tasks, by one job per
+micro-batch that also brings this callback its own rows (`sink_tasks`).
+Each micro-batch is written once: a ledger in the checkpoint
 directory records the last written batch id and the snapshot of every
 `FixedPartitionedSink` partition after it, so a batch Spark replays after a
 crash is skipped, or (if the crash hit mid-write) rewritten from partitions
@@ -24,7 +27,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, parse
-from flowspark.engine.driver_link import DriverServer
+from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
@@ -32,21 +35,28 @@ from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkRouting
 from flowspark.engine.route import check_keyed
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
+from flowspark.engine.sink_tasks import PartWritten, SinkTasks
 from flowspark.engine.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
 
 
 class _Output:
-    """The partitions of one output step, built as the plan lays them out (`SinkLayout`)."""
+    """The partitions of one output step, built as the plan lays them out (`SinkLayout`).
+
+    Those of an output written in the executors are built in its tasks,
+    never here.
+    """
 
     def __init__(self, step_id: str, sink: Any, layout: SinkLayout, resume: Dict[str, Any], workers: int = 1) -> None:
         self.step_id = step_id
         self.sink = sink
         self.routing = layout.routing
-        self.fixed = self.routing in (SinkRouting.BY_KEY, SinkRouting.ONE_PART)
+        self.fixed = self.routing in (SinkRouting.BY_KEY, SinkRouting.ONE_PART) and not layout.in_executors
         self.names = list(layout.parts)
         self.pending: List[Any] = []
         self.parts: Dict[str, Any] = {}
+        if layout.in_executors:
+            return
         if self.fixed:
             for name in self.names:
                 self.parts[name] = self._call("build_part", sink.build_part, step_id, name, resume.get(name))
@@ -144,11 +154,16 @@ _LAST: Order = (EOF_ROUND + 1, 0, 0, "")
 
 
 class SinkWriter:
-    """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id."""
+    """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id.
+
+    `link` (for failures and metrics) and `parallelism` (the most tasks a
+    micro-batch's job uses) serve the outputs written in the executors.
+    """
 
     def __init__(self, plan: Plan, checkpoint: str | Location, stash: Optional[OutputStash] = None,
                  on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
-                 workers: int = 1, epoch_per_round: bool = False) -> None:
+                 workers: int = 1, epoch_per_round: bool = False, link: Optional[DriverLink] = None,
+                 parallelism: int = 1) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
@@ -162,6 +177,8 @@ class SinkWriter:
             _Output(step.step_id, step.config.sink, layout, self._ledger.snapshots.get(step.step_id, {}), workers)
             for step, layout in zip(plan.outputs, plan.sinks)
         ]
+        tasks = SinkTasks(plan, parallelism, link, metered=meter is not None)
+        self._tasks = tasks if tasks.outputs else None
         self.finished = threading.Event()
         self.ending: Optional[InputEnd] = None
         self.failure: Optional[BaseException] = None
@@ -174,9 +191,14 @@ class SinkWriter:
             # Arrow, not `collect()`: for `collect()` the JVM pickles a
             # binary column one byte at a time (as a latin-1 string), about
             # 6 CPU-s per 10M output items of the stateless benchmark.
-            table = frame.toArrow()
+            written: List[PartWritten] = []
+            if self._tasks is None:
+                table = frame.toArrow()
+            else:
+                table, written = self._tasks.run(frame, batch_id > self._ledger.batch, self._ledger.snapshots)
             with collector_paused():
-                self._write(zip(*(table.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names)), batch_id)
+                rows = zip(*(table.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names))
+                self._write(rows, batch_id, written)
         except BaseException as ex:
             # Once the run is over, stopping the query may interrupt a batch;
             # it is not committed and a resumed run replays it.
@@ -187,14 +209,15 @@ class SinkWriter:
             if self._stash is not None:
                 self._stash.clear()
 
-    def _write(self, rows: Iterable[chunks.Row], batch_id: int) -> None:
+    def _write(self, rows: Iterable[chunks.Row], batch_id: int, away: List[PartWritten]) -> None:
+        """Write the driver's rows of a batch and commit it with what the tasks wrote (`away`)."""
         ordered = sorted(rows, key=lambda r: (r[0] == CONTROL_GROUP, r[0], r[1]))
         fresh = batch_id > self._ledger.batch
         # A batch written before a restart is skipped whole, its end marker
         # included: that end belonged to the earlier run.
         if not fresh:
             return
-        written = 0
+        written = sum(w.items for w in away)
         for dest, order, kind, items in self._in_order(ordered) if self._plan.ordered else self._as_sent(ordered):
             if kind == chunks.CONTROL:
                 self.ending = InputEnd(chunks.loads(items[0]))
@@ -216,7 +239,12 @@ class SinkWriter:
             # from the partitions' snapshots before it (no duplicates in files).
             self._ledger.commit(batch_id, self._ledger.snapshots)
         else:
-            self._ledger.commit(batch_id, {o.step_id: o.snapshots() for o in self._outputs if o.fixed})
+            snapshots = {o.step_id: o.snapshots() for o in self._outputs if o.fixed}
+            if self._tasks is not None:
+                snapshots.update(self._tasks.snapshots(self._ledger.snapshots, away))
+            self._ledger.commit(batch_id, snapshots)
+            if self._tasks is not None:
+                self._tasks.committed()
         self.last_batch = batch_id
         if self._meter is not None:
             self._meter.flush()

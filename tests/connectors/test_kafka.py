@@ -44,7 +44,7 @@ from flowspark.connectors.kafka import operators as kop  # noqa: E402
 from flowspark.dataflow import Dataflow  # noqa: E402
 from flowspark.outputs import DynamicSink, StatelessSinkPartition  # noqa: E402
 from flowspark.recovery import RecoveryConfig  # noqa: E402
-from flowspark.testing import TestingSink, TestingSource, run_main  # noqa: E402
+from flowspark.testing import TestingSink, TestingSource, cluster_main, run_main  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -369,7 +369,8 @@ def test_read_errors_in_a_run(broker: str) -> None:
 # -- sink -----------------------------------------------------------------
 
 
-def test_sink_writes_are_read_back(broker: str) -> None:
+@pytest.mark.parametrize("workers", [1, 2], ids=["in_the_driver", "in_spark_tasks"])
+def test_sink_writes_are_read_back(broker: str, workers: int) -> None:
     main, other_a, other_b = _topic(broker, 2), _topic(broker), _topic(broker)
     to_main = [
         KafkaSinkMessage(b"k1", b"one"),
@@ -382,7 +383,7 @@ def test_sink_writes_are_read_back(broker: str) -> None:
     flow = Dataflow("kafka_out")
     op.output("main", op.input("inp", flow, TestingSource(to_main)), KafkaSink([broker], main))
     op.output("routed", op.input("inp2", flow, TestingSource(routed)), KafkaSink([broker], None))
-    run_main(flow)
+    cluster_main(flow, [], 0, worker_count_per_proc=workers)  # one worker keeps its order: sinks stay in the driver
 
     got = _read_back(broker, main, len(to_main))
     assert sorted((m.key() or b"", m.value(), m.headers()) for m in got) == sorted(
@@ -392,8 +393,9 @@ def test_sink_writes_are_read_back(broker: str) -> None:
     assert by_key[b"k3"].partition() == 1
     assert by_key[b"k4"].partition() == 0
     assert by_key[b"k4"].timestamp()[1] == 1_700_000_000_000
-    assert [m.key() for m in _read_back(broker, other_a, 3)] == [b"r0", b"r2", b"r4"]
-    assert [m.key() for m in _read_back(broker, other_b, 3)] == [b"r1", b"r3", b"r5"]
+    arrived = sorted if workers > 1 else list  # two workers' tasks produce at once
+    assert arrived(m.key() for m in _read_back(broker, other_a, 3)) == [b"r0", b"r2", b"r4"]
+    assert arrived(m.key() for m in _read_back(broker, other_b, 3)) == [b"r1", b"r3", b"r5"]
 
 
 def test_sink_failures_raise(broker: str) -> None:

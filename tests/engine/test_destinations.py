@@ -8,8 +8,11 @@ from flowspark.engine.destinations import (
     CONTROL_GROUP,
     Destination,
     DestinationKind,
+    WRITTEN_GROUP,
     output_group,
     parse,
+    sink_part_group,
+    sink_part_prefix,
     stateful_group,
     tap_group,
 )
@@ -21,6 +24,12 @@ def test_each_kind_of_name_reads_back() -> None:
     assert parse(output_group(2, "000.00001.002")) == Destination(DestinationKind.OUTPUT, 2, "000.00001.002")
     assert parse(tap_group(0, stateful_group(1, 4, salt=9))) == Destination(DestinationKind.TAP, 0, "S1/4.9")
     assert parse(CONTROL_GROUP) == Destination(DestinationKind.CONTROL, 0)
+    assert parse(sink_part_group(1, 7, "S0/3.2")) == Destination(DestinationKind.SINK_PART, 1, "S0/3.2", 7)
+    assert parse(WRITTEN_GROUP) == Destination(DestinationKind.WRITTEN, 0)
+
+
+def test_a_sink_partitions_groups_all_begin_with_its_prefix() -> None:
+    assert sink_part_group(1, 7, "000.00001.000").split("@")[0] == sink_part_prefix(1, 7) == "P1/7"
 
 
 def test_stateful_names_keep_the_text_spark_keeps_with_the_state() -> None:
@@ -34,7 +43,7 @@ def test_outputs_and_taps_sort_as_their_names_without_origin_do() -> None:
     assert by_key == sorted(names, key=lambda n: n.split("@")[0])
 
 
-@pytest.mark.parametrize("text", ["", "X1@a", "O@a", "Sx/1"])
+@pytest.mark.parametrize("text", ["", "X1@a", "O@a", "Sx/1", "P1@a", "P1/2", "Cx", "W1"])
 def test_unknown_text_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
         parse(text)

@@ -10,7 +10,8 @@ import pytest
 import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
-from flowspark.engine.plan import SinkLayout, SinkRouting, build_plan, for_workers
+from flowspark.connectors.kafka import KafkaSink
+from flowspark.engine.plan import SinkLayout, SinkPlace, SinkRouting, build_plan, for_workers
 from flowspark.engine.sink_writer import SinkWriter
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import FixedPartitionedSink, MicroBatchSink, StatefulSinkPartition
@@ -44,6 +45,13 @@ class _Discard(StatefulSinkPartition[Any, None]):
         return None
 
 
+class _NoParts(_CountedParts):
+    lives_in_driver = False
+
+    def list_parts(self) -> List[str]:
+        return []
+
+
 class _Unlistable(_CountedParts):
     def list_parts(self) -> List[str]:
         raise OSError("no such bucket")
@@ -57,24 +65,45 @@ def test_each_sink_type_gets_its_layout(tmp_path: Path) -> None:
     op.output("one_file_dir", items, DirSink(tmp_path, 1))
     op.output("list", items, TestingSink([]))
     op.output("batches", items, _Batches())
+    op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
     plan = build_plan(flow)
+    away = SinkPlace.EXECUTORS
     assert plan.sinks == [
-        SinkLayout(SinkRouting.ONE_PART, (str(tmp_path / "out.txt"),)),
-        SinkLayout(SinkRouting.BY_KEY, ("part_0", "part_1")),
-        SinkLayout(SinkRouting.ONE_PART, ("part_0",)),
+        SinkLayout(SinkRouting.ONE_PART, (str(tmp_path / "out.txt"),), away),
+        SinkLayout(SinkRouting.BY_KEY, ("part_0", "part_1"), away),
+        SinkLayout(SinkRouting.ONE_PART, ("part_0",), away),
         SinkLayout(SinkRouting.BY_PASS),
         SinkLayout(SinkRouting.MICRO_BATCH),
+        SinkLayout(SinkRouting.BY_PASS, (), away),
     ]
-    assert [layout.drop_keys for layout in plan.sinks] == [True, False, True, False, False]
+    assert [layout.drop_keys for layout in plan.sinks] == [True, False, True, False, False, False]
 
 
-def test_the_workers_get_the_layouts_without_the_sinks(tmp_path: Path) -> None:
+def test_a_run_that_keeps_one_workers_order_writes_every_sink_in_the_driver(tmp_path: Path) -> None:
     flow = Dataflow("df")
-    op.output("file", op.input("inp", flow, TestingSource([("k", "v")])), FileSink(tmp_path / "out.txt"))
-    plan = build_plan(flow)
+    items = op.input("inp", flow, TestingSource([("k", "v")]))
+    op.output("file", items, FileSink(tmp_path / "out.txt"))
+    op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
+    assert [layout.place for layout in build_plan(flow, ordered=True).sinks] == [SinkPlace.DRIVER] * 2
+
+
+def test_a_sink_without_partitions_is_written_in_the_driver() -> None:
+    flow = Dataflow("df")
+    op.output("out", op.input("inp", flow, TestingSource([("k", "v")])), _NoParts())
+    assert build_plan(flow).sinks == [SinkLayout(SinkRouting.BY_KEY, ())]
+
+
+def test_the_workers_get_the_layouts_and_only_the_sinks_written_in_the_executors(tmp_path: Path) -> None:
+    flow = Dataflow("df")
+    items = op.input("inp", flow, TestingSource([("k", "v")]))
+    sink = FileSink(tmp_path / "out.txt")
+    op.output("file", items, sink)
+    op.output("list", items, TestingSink([]))
+    plan = build_plan(flow, workers=3)
     workers = for_workers(plan)
-    assert workers.sinks == plan.sinks
-    assert [step.config.sink for step in workers.outputs] == [None]
+    assert workers.sinks == plan.sinks and workers.workers == 3
+    assert [step.config.sink for step in workers.outputs] == [sink, None]
+    assert [c.step.config.sink for c in workers.consumers[items.stream_id]] == [sink, None]
 
 
 def test_the_writer_builds_the_partitions_the_plan_listed(tmp_path: Path) -> None:

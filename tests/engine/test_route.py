@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import zlib
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
 import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
+from flowspark.connectors.kafka import KafkaSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
+from flowspark.engine.destinations import output_group, sink_part_group
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.groups import Groups
 from flowspark.engine.plan import Plan, build_plan, for_workers
@@ -19,24 +22,51 @@ from flowspark.engine.route import Collector, Router
 from flowspark.testing import TestingSource
 
 
-def _plan(tmp_path: Path) -> Plan:
+def _plan(tmp_path: Path, ordered: bool = False, workers: int = 1) -> Plan:
+    """Outputs to a one-file and a two-file sink: written in the driver if `ordered`, else in Spark's tasks."""
     flow = Dataflow("df")
     items = op.input("inp", flow, TestingSource[Tuple[str, str]]([]))
     op.output("one_file", items, FileSink(tmp_path / "out.txt"))
-    op.output("two_files", items, DirSink(tmp_path, 2))
-    return build_plan(flow)
+    op.output("two_files", items, DirSink(tmp_path, 2, assign_file=lambda key: int(key[1:])))
+    op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
+    return build_plan(flow, ordered=ordered, workers=workers)
 
 
-def _push(plan: Plan, batch: List[Any]) -> Collector:
-    out = Collector("000.00000.000")
+def _push(plan: Plan, batch: List[Any], origin: str = "000.00000.000") -> Collector:
+    out = Collector(origin)
     Router(plan, Groups.balanced(len(plan.stateful), 2)).push(plan.inputs[0].config.downs[0], batch, out)
     return out
 
 
-def test_a_single_partition_sink_gets_bare_values_from_the_workers(tmp_path: Path) -> None:
-    out = _push(for_workers(_plan(tmp_path)), [("a", "x"), ("b", "y")])
-    rows = out.rows(itertools.count())
-    assert [chunks.loads(payload) for _, _, _, payload in rows] == [["x", "y"], [("a", "x"), ("b", "y")]]
+def _rows(out: Collector) -> Dict[str, List[Any]]:
+    return {grp: chunks.loads(payload) for grp, _, _, payload in out.rows(itertools.count())}
+
+
+def test_a_single_partition_sink_in_the_driver_gets_bare_values_from_the_workers(tmp_path: Path) -> None:
+    out = _push(for_workers(_plan(tmp_path, ordered=True)), [("k0", "x"), ("k1", "y")])
+    assert _rows(out) == {
+        output_group(0, "000.00000.000"): ["x", "y"],
+        output_group(1, "000.00000.000"): [("k0", "x"), ("k1", "y")],
+        output_group(2, "000.00000.000"): [("k0", "x"), ("k1", "y")],
+    }
+
+
+def test_sinks_written_in_tasks_get_a_row_per_partition_from_the_workers(tmp_path: Path) -> None:
+    origin = "S0/3"
+    out = _push(for_workers(_plan(tmp_path, workers=3)), [("k0", "x"), ("k1", "y"), ("k2", "z")], origin)
+    worker = zlib.crc32(origin.encode()) % 3  # the worker the driver would have picked for this pass
+    assert _rows(out) == {
+        sink_part_group(0, 0, origin): ["x", "y", "z"],
+        sink_part_group(1, 0, origin): ["x", "z"],
+        sink_part_group(1, 1, origin): ["y"],
+        sink_part_group(2, worker, origin): [("k0", "x"), ("k1", "y"), ("k2", "z")],
+    }
+
+
+def test_a_failing_part_fn_in_the_workers_names_the_step(tmp_path: Path) -> None:
+    with pytest.raises(StepFailure, match="error calling `part_fn` in step 'df.two_files' for key 'bad'") as info:
+        _push(for_workers(_plan(tmp_path)), [("k0", "x"), ("bad", "y")])
+    assert isinstance(info.value.cause, ValueError)
 
 
 @pytest.mark.parametrize(("item", "problem"), [("bare", "2-tuple"), ((1, "x"), "`str` keys")])

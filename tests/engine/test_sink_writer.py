@@ -1,4 +1,7 @@
-"""The sink writer driven directly with Spark frames of output rows, as `foreachBatch` calls it (no query)."""
+"""The sink writer driven directly with Spark frames of output rows, as `foreachBatch` calls it (no query).
+
+Sinks that live in the driver are written by the writer itself; the others by the micro-batch's job (`sink_tasks`).
+"""
 
 from __future__ import annotations
 
@@ -10,19 +13,22 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 import pytest
+from conftest import LineSink
 from pyspark.sql import DataFrame, SparkSession
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine import chunks
-from flowspark.engine.destinations import CONTROL_GROUP, output_group, tap_group
+from flowspark.engine.destinations import CONTROL_GROUP, output_group, sink_part_group, tap_group
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.input_end import InputEnd
+from flowspark.engine.metrics import Count, FlowMetrics, Meter, Timing
 from flowspark.engine.order import Order
 from flowspark.engine.plan import Plan, build_plan
 from flowspark.engine.session import get_session
-from flowspark.engine.sink_writer import LEDGER, OutputStash, SinkWriter
+from flowspark.engine.shipping import ship_by_value, user_packages
+from flowspark.engine.sink_writer import LEDGER, OutputStash, SinkWriter, read_ledger
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink, StatefulSinkPartition, StatelessSinkPartition
 from flowspark.testing import TestingSource
@@ -315,3 +321,110 @@ def test_a_damaged_ledger_is_named_not_retried(tmp_path: Path) -> None:
     ledger.chmod(0o600)
     with pytest.raises(FlowsparkRuntimeError, match="the sinks' ledger .* is damaged"):
         SinkWriter(_plan(_PerWorker()), str(tmp_path))
+
+
+@pytest.fixture
+def shipped() -> None:
+    """This module's (and conftest's) classes travel by value to Spark's workers, as a run ships the user's modules."""
+    ship_by_value(user_packages())
+
+
+def _part(part: int, origin: str, values: List[Any], seq: int = 0) -> chunks.Row:
+    return (sink_part_group(0, part, origin), seq, chunks.DATA, chunks.dumps(values))
+
+
+def _away_writer(sink: Sink[Any], checkpoint: Path, server: DriverServer, seen: Optional[List[Tuple[str, Any, int]]] = None,
+                 meter: Optional[Meter] = None) -> SinkWriter:
+    plan = _plan(sink, seen=seen)
+    assert plan.sinks[0].in_executors
+    return SinkWriter(plan, str(checkpoint), meter=meter, link=server.link, parallelism=2)
+
+
+def test_an_executor_sink_is_written_in_tasks_while_taps_and_the_end_come_to_the_driver(
+    spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
+) -> None:
+    seen: List[Tuple[str, Any, int]] = []
+    sink = LineSink(tmp_path)
+    writer = _away_writer(sink, tmp_path, server, seen)
+    rows = [_part(0, "b", ["b0"]), _part(0, "a", ["a0", "a1"], seq=1), _part(0, "a", ["a2"], seq=0), _part(1, "a", ["x"]),
+            _tap(0, "a", ["t"]), _control(InputEnd.EOF)]
+    writer(_frame(spark, rows), 0)
+    assert sink.lines("p0") == ["a2", "a0", "a1", "b0"]  # as the driver orders rows: by group name, then sequence
+    assert sink.lines("p1") == ["x"]
+    assert seen == [("w.tap0", "t", 1)] and writer.finished.is_set()
+    assert all(in_task for _, _, in_task, _ in sink.builds())
+    assert read_ledger(str(tmp_path / LEDGER)) == (0, {"w.out0": {"p0": 12, "p1": 2}})
+
+
+def test_an_executor_sink_batch_the_ledger_has_runs_its_job_but_writes_nothing(
+    spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
+) -> None:
+    sink = LineSink(tmp_path)
+    _away_writer(sink, tmp_path, server)(_frame(spark, [_part(0, "a", ["v"])]), 0)
+    builds = len(sink.builds())
+    resumed = _away_writer(sink, tmp_path, server)
+    resumed(_frame(spark, [_part(0, "a", ["v"])]), 0)  # Spark replays the batch
+    assert len(sink.builds()) == builds and sink.lines("p0") == ["v"]
+    resumed(_frame(spark, [_part(1, "a", ["w"])]), 1)
+    assert sink.lines("p0") == ["v"] and sink.lines("p1") == ["w"]
+    # The resumed run's first written batch built every partition again from its snapshot.
+    assert sorted(name for name, *_ in sink.builds()[builds:]) == ["p0", "p1"]
+
+
+def test_an_executor_sink_batch_cut_short_is_rewritten_from_the_snapshots_before_it(
+    spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
+) -> None:
+    sink = LineSink(tmp_path, broken=["p1"])
+    writer = _away_writer(sink, tmp_path, server)
+    writer(_frame(spark, [_part(0, "a", ["a"])]), 0)
+    with pytest.raises(Exception, match="error calling `write_batch` in step 'w.out0' for partition 'p1'"):
+        writer(_frame(spark, [_part(0, "a", ["b"]), _part(1, "a", ["c"])]), 1)
+    assert writer.failure is not None and writer.last_batch == 0
+
+    fixed = LineSink(tmp_path)
+    resumed = _away_writer(fixed, tmp_path, server)
+    resumed(_frame(spark, [_part(0, "a", ["b"]), _part(1, "a", ["c"])]), 1)
+    assert fixed.lines("p0") == ["a", "b"] and fixed.lines("p1") == ["c"]
+
+
+def test_an_executor_sinks_tasks_count_and_time_their_writes(
+    spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
+) -> None:
+    metrics = FlowMetrics()
+    server.register("metrics", metrics.add)
+    writer = _away_writer(LineSink(tmp_path), tmp_path, server, meter=metrics.driver_meter())
+    writer(_frame(spark, [_part(0, "a", ["a", "b"]), _part(1, "a", ["c"])]), 0)
+    counts = {worker: n for (count, step_id, worker), n in metrics.counts().items() if (count, step_id) == (Count.ITEMS_IN, "w.out0")}
+    assert counts == {0: 2, 1: 1}  # each partition's task reports as its own worker
+    timings = metrics.timings()
+    assert sum(d.count for (timing, step_id, _), d in timings.items() if (timing, step_id) == (Timing.WRITE_BATCH, "w.out0")) == 2
+
+
+def test_a_resumed_executor_sink_cuts_back_partitions_its_replay_brings_nothing_for(
+    spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
+) -> None:
+    sink = LineSink(tmp_path, broken=["p1"])
+    writer = _away_writer(sink, tmp_path, server)
+    writer(_frame(spark, [_part(0, "a", ["a"])]), 0)
+    with pytest.raises(Exception, match="disk full"):
+        writer(_frame(spark, [_part(0, "a", ["b"]), _part(1, "a", ["c"])]), 1)
+    assert sink.lines("p0") == ["a", "b"]  # written before p1 failed
+
+    fixed = LineSink(tmp_path)
+    _away_writer(fixed, tmp_path, server)(_frame(spark, [_part(1, "a", ["c"])]), 1)  # a replay that differs
+    assert fixed.lines("p0") == ["a"] and fixed.lines("p1") == ["c"]
+
+
+def test_an_aborted_batch_of_an_executor_sink_is_cut_back_by_the_resumed_run(
+    spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
+) -> None:
+    sink = LineSink(tmp_path)
+    writer = _away_writer(sink, tmp_path, server)
+    writer(_frame(spark, [_part(0, "a", ["1"])]), 0)
+    writer(_frame(spark, [_part(0, "a", ["2"]), _control(InputEnd.ABORT)]), 1)
+    assert writer.ending is InputEnd.ABORT and sink.lines("p0") == ["1", "2"]
+    assert read_ledger(str(tmp_path / LEDGER)) == (1, {"w.out0": {"p0": 2, "p1": 0}})
+
+    resumed = _away_writer(sink, tmp_path, server)
+    resumed(_frame(spark, [_part(0, "a", ["2"])]), 2)  # the resumed run reads the aborted epoch again
+    assert sink.lines("p0") == ["1", "2"]

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Tuple
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from flowspark.connectors.files import FileSink, FileSource
+from flowspark.connectors.files import DirSink, FileSink, FileSource
 from flowspark.connectors.spark import SparkSink, SparkSource
 from flowspark.dataflow import Dataflow
 from flowspark.operators import StatefulBatchLogic
@@ -57,6 +57,18 @@ def as_line(item: Tuple[str, str]) -> Tuple[str, str]:
 flow = Dataflow("kill_notify")
 sums = op.stateful_batch("sum", op.map("parse", op.input("inp", flow, FileSource(IN_PATH, batch_size=500)), parse), RunningSum)
 op.output("out", op.map("line", sums, as_line), FileSink(OUT_PATH))
+
+
+def as_keyed_line(item: Tuple[str, str]) -> Tuple[str, str]:
+    key, value = item
+    return (key, f"{key},{value}")
+
+
+# The same running sums to three files chosen by key, written in Spark's tasks.
+to_dir = Dataflow("kill_dir")
+dir_sums = op.stateful_batch("sum", op.map("parse", op.input("inp", to_dir, FileSource(IN_PATH, batch_size=500)), parse),
+                             RunningSum)
+op.output("out", op.map("line", dir_sums, as_keyed_line), DirSink(OUT_PATH, 3))
 
 
 def parse_event(line: str) -> Tuple[str, Tuple[int, int]]:

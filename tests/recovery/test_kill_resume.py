@@ -50,10 +50,12 @@ def _run_with_kills(flow: str, env: Dict[str, str], recovery: str, kills: int, s
 
 
 def _lines(path: Path) -> List[str]:
-    """The sorted lines of an output file, or of every data file of an output directory."""
+    """The sorted lines of an output file, of a `DirSink`'s files, or of every data file of a Spark output directory."""
     if path.is_file():
         return sorted(path.read_text().splitlines())
     data = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
+    if all(p.name.startswith("part_") for p in data):
+        return sorted(f"{p.name}|{line}" for p in data for line in p.read_text().splitlines())
     return sorted(json.loads(line)["line"] for p in data for line in p.read_text().splitlines())
 
 
@@ -63,18 +65,23 @@ def _write_input(path: Path, n: int) -> None:
     path.write_text("".join(f"k{rng.randrange(50)},{i // 10},{rng.randrange(1000)}\n" for i in range(n)))
 
 
-def _reference_and_killed(flow: str, tmp_path: Path, kills: int, as_uri: bool = False) -> Tuple[List[str], List[str], int]:
+def _reference_and_killed(flow: str, tmp_path: Path, kills: int, as_uri: bool = False,
+                          directory: bool = False) -> Tuple[List[str], List[str], int]:
     """The reference output and the output of a run killed `kills` times.
 
     With `as_uri`, the killed run's recovery directory is a `file://` URI
-    of a path with a space in it.
+    of a path with a space in it; with `directory`, the flow writes into
+    an output directory.
     """
     src = tmp_path / "in.txt"
     _write_input(src, 60_000)
     env = dict(os.environ, KILL_IN=str(src))
     reference = tmp_path / "reference.txt"
-    _run_with_kills(flow, dict(env, KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0)
     killed = tmp_path / "killed.txt"
+    if directory:
+        reference.mkdir()
+        killed.mkdir()
+    _run_with_kills(flow, dict(env, KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0)
     recovery = (tmp_path / "killed recovery").as_uri() if as_uri else str(tmp_path / "recovery")
     done = _run_with_kills(flow, dict(env, KILL_OUT=str(killed)), recovery, kills, seed=int(time.time()))
     return _lines(reference), _lines(killed), done
@@ -101,6 +108,12 @@ def test_windowed_file_to_file_survives_kills_with_a_file_uri_recovery_directory
     assert int(epochs["last completed epoch"]) >= 1
     assert int(epochs["sinks written through epoch"]) >= int(epochs["last completed epoch"])
     assert any(line.strip().startswith("kill_windowed.sum") for line in lines[3:]), shown.stdout
+
+
+def test_a_dir_sink_written_in_spark_tasks_survives_kills(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("to_dir", tmp_path, 3, directory=True)
+    assert len(expected) == 60_000 + 50
+    assert got == expected, f"after {kills} kills"
 
 
 def test_spark_source_and_sink_survive_kills(tmp_path: Path) -> None:

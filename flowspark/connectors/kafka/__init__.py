@@ -439,7 +439,12 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
     some of its messages reached Kafka but before flowspark recorded the
     batch as written is produced again, whole, when the run resumes, so
     consumers can see those messages twice.  Nothing is lost.
+
+    Each worker's partition produces from a Spark task (`lives_in_driver`
+    is false): a producer is made, flushed and closed per micro-batch.
     """
+
+    lives_in_driver = False
 
     def __init__(self, brokers: Iterable[str], topic: Optional[str], add_config: Optional[Dict[str, str]] = None) -> None:
         self._brokers = list(brokers)

@@ -1,0 +1,254 @@
+"""Sink partitions written in Spark's tasks: one Spark job per micro-batch, started by the `foreachBatch` callback.
+
+An output whose sink need not live in the user's process
+(`Sink.lives_in_driver` false; `plan.SinkPlace.EXECUTORS`) never reaches
+the driver.  The workers split its items by sink partition (`route`), and
+the callback runs the micro-batch's rows through one job: a route column,
+`repartition` into as many tasks as there are partitions (at most the
+run's parallelism), and `mapInArrow`.  Each partition's rows land in one
+task, which builds the partition from the snapshot the ledger holds for the
+batch before, writes the rows' items in the order the driver would (by
+group name, then sequence number), takes its snapshot, closes it and
+returns a `PartWritten` row.  Rows bound for the driver (taps, the
+control row, driver-written outputs) pass through the same job, so the
+micro-batch's plan runs once; the driver writes those and commits the
+ledger with the tasks' snapshots.
+
+Exactly-once: a batch Spark replays after a crash before the ledger
+commit is written again from the same previous snapshots, which cut files
+back (`FileSink`); a batch the ledger already has still runs its job
+(Spark's stateful operators must commit it) but its tasks write nothing.
+The first written batch of a run also builds every partition that has no
+items, so that a fresh run empties its files and a resumed one cuts back
+what an interrupted batch left, as the driver did when it built them all.
+A repartition with an explicit count is never merged by adaptive query
+execution; the route column's values are chosen so that Spark's hash puts
+partition `n` in task `n % tasks` (`route_keys`).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, ContextManager, Dict, Iterator, List, Optional, Set, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flowspark.engine import chunks
+from flowspark.engine.destinations import (
+    WRITTEN_GROUP,
+    DestinationKind,
+    parse,
+    sink_part_group,
+    sink_part_prefix,
+)
+from flowspark.engine.driver_link import DriverLink
+from flowspark.engine.failures import StepFailure, reported_to
+from flowspark.engine.metrics import Count, Meter, Reading, Timing, worker_index
+from flowspark.engine.plan import Plan, SinkRouting
+from flowspark.outputs import DynamicSink, FixedPartitionedSink, Sink
+
+Snapshots = Dict[str, Dict[str, Any]]
+"""Each fixed-partitioned output's partition snapshots, by step id and partition name (the ledger's)."""
+
+_MASK = 0xFFFFFFFF
+
+
+def _rotl(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK
+
+
+def spark_int_hash(value: int, seed: int = 42) -> int:
+    """Spark's `hash()` of an `int` column (Murmur3 x86 32-bit), which `repartition(n, column)` buckets by."""
+    k1 = _rotl((value * 0xCC9E2D51) & _MASK, 15) * 0x1B873593 & _MASK
+    h1 = _rotl(seed ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & _MASK
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _MASK
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+def route_keys(tasks: int) -> List[int]:
+    """For each task number `t`, the smallest int that `repartition(tasks, column)` sends to task `t`."""
+    keys: Dict[int, int] = {}
+    candidate = 0
+    while len(keys) < tasks:
+        keys.setdefault(spark_int_hash(candidate) % tasks, candidate)
+        candidate += 1
+    return [keys[t] for t in range(tasks)]
+
+
+@dataclass(frozen=True)
+class PartWritten:
+    """What a task reports of one sink partition it wrote."""
+
+    output: int
+    part: int
+    items: int
+    snapshot: Any
+    """A fixed partition's snapshot after the batch; None for a dynamic sink's."""
+
+
+@dataclass(frozen=True)
+class TaskOutput:
+    """An output written in the executors, as its tasks need it."""
+
+    step_id: str
+    sink: Sink[Any]
+    routing: SinkRouting
+    parts: Tuple[str, ...]
+    """A partitioned sink's partitions; empty for a dynamic sink."""
+
+    def part_count(self, workers: int) -> int:
+        return workers if self.routing is SinkRouting.BY_PASS else len(self.parts)
+
+    def part_name(self, part: int) -> str:
+        return f"worker {part}" if self.routing is SinkRouting.BY_PASS else self.parts[part]
+
+
+def _row_order(row: Tuple[str, int, bytes]) -> Tuple[str, int]:
+    """The order the driver writes rows in: by group name (so by origin), then by sequence number."""
+    return row[0], row[1]
+
+
+@dataclass(frozen=True)
+class BatchWrite:
+    """One micro-batch's work for `mapInArrow`, shipped to its tasks: write the sink partitions among their rows."""
+
+    outputs: Dict[int, TaskOutput]
+    write: bool
+    """False for a batch the ledger already has: its tasks only pass the driver's rows on."""
+    resume: Snapshots
+    workers: int
+    link: Optional[DriverLink]
+    metered: bool
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        mine: Dict[Tuple[int, int], List[Tuple[str, int, bytes]]] = {}
+        for batch in batches:
+            grps = batch.column(0).to_pylist()
+            away = [grp.startswith(DestinationKind.SINK_PART.value) for grp in grps]
+            if not all(away):
+                yield batch.select(chunks.ARROW_SCHEMA.names).filter(pa.array([not a for a in away]))
+            if not any(away):
+                continue
+            seqs = batch.column(1).to_pylist()
+            payloads = batch.column(3).to_pylist()
+            for grp, seq, payload, here in zip(grps, seqs, payloads, away):
+                if here:
+                    dest = parse(grp)
+                    mine.setdefault((dest.index, dest.part), []).append((grp, seq, payload))
+        if not self.write or not mine:
+            return
+        meter = Meter(self._report) if self.metered and self.link is not None else None
+        guard: ContextManager[None] = nullcontext() if self.link is None else reported_to(self.link)
+        with guard:
+            written = [self._write_part(index, part, sorted(rows, key=_row_order), meter)
+                       for (index, part), rows in sorted(mine.items())]
+        if meter is not None:
+            meter.flush()
+        yield chunks.to_arrow([(WRITTEN_GROUP, 0, chunks.DATA, chunks.dumps(written))])
+
+    def _write_part(self, index: int, part: int, rows: List[Tuple[str, int, bytes]], meter: Optional[Meter]) -> PartWritten:
+        out = self.outputs[index]
+        name = out.part_name(part)
+
+        def call(what: str, func: Any, *args: Any) -> Any:
+            try:
+                return func(*args)
+            except Exception as ex:
+                raise StepFailure(f"error calling `{what}` in step {out.step_id!r} for partition {name!r}", ex) from ex
+
+        sink = out.sink
+        if isinstance(sink, FixedPartitionedSink):
+            partition = call("build_part", sink.build_part, out.step_id, name, self.resume.get(out.step_id, {}).get(name))
+        else:
+            assert isinstance(sink, DynamicSink)
+            partition = call("build", sink.build, out.step_id, part, self.workers)
+        items = 0
+        try:
+            for _, _, payload in rows:
+                for values in chunks.item_parts(payload):
+                    if not values:
+                        continue
+                    started = time.perf_counter()
+                    call("write_batch", partition.write_batch, values)
+                    items += len(values)
+                    if meter is not None:
+                        meter.time(Timing.WRITE_BATCH, out.step_id, time.perf_counter() - started)
+                        meter.count(Count.ITEMS_IN, out.step_id, len(values))
+            snapshot = call("snapshot", partition.snapshot) if isinstance(sink, FixedPartitionedSink) else None
+        except BaseException as error:  # the write's own error is the one to raise
+            try:
+                partition.close()
+            except Exception as also:
+                error.add_note(f"closing the partition afterwards also failed: {also!r}")
+            raise
+        call("close", partition.close)
+        return PartWritten(index, part, items, snapshot)
+
+    def _report(self, reading: Reading) -> None:
+        assert self.link is not None
+        self.link.call("metrics", worker_index(), reading)
+
+
+class SinkTasks:
+    """The driver's side: runs each micro-batch's job and hands back the driver's rows and what the tasks wrote."""
+
+    def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False) -> None:
+        self._workers = plan.workers
+        self._link = link
+        self._metered = metered
+        self.outputs = {
+            index: TaskOutput(step.step_id, step.config.sink, layout.routing, layout.parts)
+            for index, (step, layout) in enumerate(zip(plan.outputs, plan.sinks))
+            if layout.in_executors and step.config.sink is not None
+        }
+        slots = [(index, part) for index, out in sorted(self.outputs.items()) for part in range(out.part_count(plan.workers))]
+        self._tasks = max(1, min(parallelism, len(slots)))
+        keys = route_keys(self._tasks)
+        self._route = {sink_part_prefix(index, part): keys[n % self._tasks] for n, (index, part) in enumerate(slots)}
+        self._default_route = keys[0]
+        self._unbuilt: Set[Tuple[int, int]] = set(slots)
+        """Partitions no written batch of this run has built yet."""
+
+    def run(self, frame: Any, fresh: bool, resume: Snapshots) -> Tuple[pa.Table, List[PartWritten]]:
+        """Run the micro-batch's one job: the rows bound for the driver, and what the tasks wrote (if `fresh`)."""
+        from pyspark.sql import functions as F
+
+        if fresh and self._unbuilt:
+            empty = chunks.dumps([])
+            touch = [(sink_part_group(index, part, ""), 0, chunks.DATA, empty) for index, part in sorted(self._unbuilt)]
+            frame = frame.union(frame.sparkSession.createDataFrame(pa.Table.from_batches([chunks.to_arrow(touch)])))
+        routes = F.create_map(*[F.lit(v) for pair in self._route.items() for v in pair])
+        prefix = F.substring_index(F.col("grp"), "@", 1)
+        route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self._default_route)).cast("int")
+        work = BatchWrite(self.outputs, fresh, resume, self._workers, self._link, self._metered)
+        table = frame.withColumn("route", route).repartition(self._tasks, "route").mapInArrow(work, chunks.SCHEMA_DDL).toArrow()
+        grps = table.column("grp")
+        reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
+        written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]
+        return table.filter(pc.not_equal(grps, WRITTEN_GROUP)), written
+
+    def committed(self) -> None:
+        """A fresh batch's writes are in the ledger: every partition was built at least once."""
+        self._unbuilt.clear()
+
+    def snapshots(self, before: Snapshots, written: List[PartWritten]) -> Snapshots:
+        """The fixed-partitioned outputs' snapshots after a batch: those the tasks took, the others as `before`."""
+        after: Snapshots = {
+            out.step_id: dict(before.get(out.step_id, {}))
+            for out in self.outputs.values()
+            if out.routing is not SinkRouting.BY_PASS
+        }
+        for w in written:
+            out = self.outputs[w.output]
+            if out.routing is not SinkRouting.BY_PASS:
+                after[out.step_id][out.part_name(w.part)] = w.snapshot
+        return after
