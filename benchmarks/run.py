@@ -379,14 +379,16 @@ class Result:
         return self.wall is not None and self.rc == 0
 
 
-def command(flow: str, engine: str, max_batch_items: Optional[int] = None) -> List[str]:
+def command(flow: str, engine: str, max_batch_items: Optional[int] = None, conf: Sequence[str] = ()) -> List[str]:
     if engine == "spark":
         return [sys.executable, "-m", "benchmarks.native", flow]
     if engine == "python":
         return [sys.executable, "-m", "benchmarks.floor", flow]
     module = "kafka_noop" if flow == "kafka" else flow
-    batches = ["--max-batch-items", str(max_batch_items)] if engine == "flowspark" and max_batch_items else []
-    return [sys.executable, "-m", f"{engine}.run", f"benchmarks.flows.{module}:flow", *batches]
+    extra = ["--max-batch-items", str(max_batch_items)] if engine == "flowspark" and max_batch_items else []
+    if engine == "flowspark":
+        extra += [arg for setting in conf for arg in ("--conf", setting)]
+    return [sys.executable, "-m", f"{engine}.run", f"benchmarks.flows.{module}:flow", *extra]
 
 
 def case_tag(size: int, keys: int) -> str:
@@ -443,7 +445,7 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
     env.update(extra_env or {})
     print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events {keys:>9,} keys ...", end="",
           file=sys.stderr, flush=True)
-    m = measure(command(flow, engine, args.max_batch_items), env, work / f"{flow}-{case}{tag}-{engine}.log", args.timeout,
+    m = measure(command(flow, engine, args.max_batch_items, args.conf), env, work / f"{flow}-{case}{tag}-{engine}.log", args.timeout,
                 args.sample, args.pss_sample, output if flow != "kafka" else None)
     result = Result(flow, engine, size, keys, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc, peak_by_role=m.peak_by_role,
                     cpu_by_role=m.cpu_by_role, first_output=m.first_output)
@@ -611,6 +613,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help=f"comma-separated key counts of the input (default {KEYS}); each size runs with each")
     parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
                         help="pass `--max-batch-items N` to flowspark's runs (smaller micro-batches, as a streaming source gives)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for flowspark's runs (`--conf` of `flowspark.run`); may be repeated")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed (default 1800)")
     parser.add_argument("--sample", type=float, default=0.1, help="seconds between RSS samples (default 0.1)")
     parser.add_argument("--pss-sample", type=float, default=1.0,

@@ -439,7 +439,8 @@ def _fed(stages: Sequence[str]) -> str:
 
 def _layout_text(layout: SinkLayout) -> str:
     where = (
-        "; written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order)"
+        "; written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order, "
+        "or on a local master when the sink has one partition)"
         if layout.in_executors
         else "; written in the driver"
     )
@@ -469,8 +470,10 @@ def to_physical(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bool
     driver's `foreachBatch`, which runs the outputs (each with its sink's
     partitions, and whether they are written in the driver or in the tasks
     of the job it starts per micro-batch) and the `inspect_debug` taps.
-    The plan is shown for a run of several workers; one that keeps one
-    worker's order (`run_main`, `-w 1`) writes every sink in the driver.
+    The plan is shown for a run of several workers on a cluster; one that
+    keeps one worker's order (`run_main`, `-w 1`) writes every sink in the
+    driver, and so does a local master for a sink of one partition
+    (`placed_for_machines`).
     `list_parts` is as for `physical_plan`.
     """
     pp = physical_plan(flow, buckets, list_parts)

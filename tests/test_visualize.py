@@ -289,7 +289,8 @@ def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Pat
     lines = to_physical(flow, list_parts=True).splitlines()
     assert "  input io.fixed (input): TestingSource (FixedPartitionedSource), partitions 'iterable'" in lines
     assert "  input io.polled (input): _Polled (DynamicSource), one partition per worker" in lines
-    in_tasks = "written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order)"
+    in_tasks = ("written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order, "
+                "or on a local master when the sink has one partition)")
     assert (
         f"  output io.file <- source as P0/<part>@<pass>: FileSink (FixedPartitionedSink), partition {str(tmp_path / 'out.txt')!r}; "
         f"the workers check the keys and send bare values; {in_tasks}"

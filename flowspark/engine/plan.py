@@ -12,7 +12,7 @@ the plan is complete before the runtime builds any partition.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Dict, Generic, List, Set, Tuple, TypeVar
 
@@ -216,6 +216,24 @@ def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayo
     if isinstance(sink, MicroBatchSink):
         return SinkLayout(SinkRouting.MICRO_BATCH)
     return SinkLayout(SinkRouting.BY_PASS, place=place)
+
+
+def placed_for_machines(plan: Plan, one_machine: bool) -> Plan:
+    """`plan` with its outputs placed for where Spark runs: `one_machine` for a local master.
+
+    On a cluster, every sink that may leave the user's process is written
+    in the executors, so that the driver carries no items.  On one machine,
+    a sink of a single partition gains nothing from a task of its own: its
+    items would cross a shuffle to one task, on the same cores the driver
+    uses, so the driver writes it (as it writes sinks that live there).
+    """
+    if not one_machine:
+        return plan
+    sinks = [
+        replace(layout, place=SinkPlace.DRIVER) if layout.routing is SinkRouting.ONE_PART else layout
+        for layout in plan.sinks
+    ]
+    return replace(plan, sinks=sinks)
 
 
 def _layers(plan: Plan, producers: Dict[str, CoreStep[CoreConfig]]) -> List[int]:

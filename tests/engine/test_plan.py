@@ -11,7 +11,7 @@ import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.connectors.kafka import KafkaSink
-from flowspark.engine.plan import SinkLayout, SinkPlace, SinkRouting, build_plan, for_workers
+from flowspark.engine.plan import SinkLayout, SinkPlace, SinkRouting, build_plan, for_workers, placed_for_machines
 from flowspark.engine.sink_writer import SinkWriter
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import FixedPartitionedSink, MicroBatchSink, StatefulSinkPartition
@@ -85,6 +85,18 @@ def test_a_run_that_keeps_one_workers_order_writes_every_sink_in_the_driver(tmp_
     op.output("file", items, FileSink(tmp_path / "out.txt"))
     op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
     assert [layout.place for layout in build_plan(flow, ordered=True).sinks] == [SinkPlace.DRIVER] * 2
+
+
+def test_on_one_machine_a_sink_of_one_partition_is_written_in_the_driver(tmp_path: Path) -> None:
+    flow = Dataflow("df")
+    items = op.input("inp", flow, TestingSource([("k", "v")]))
+    op.output("file", items, FileSink(tmp_path / "out.txt"))
+    op.output("dir", items, DirSink(tmp_path, 2))
+    op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
+    plan = build_plan(flow)
+    away, here = SinkPlace.EXECUTORS, SinkPlace.DRIVER
+    assert [layout.place for layout in placed_for_machines(plan, one_machine=True).sinks] == [here, away, away]
+    assert [layout.place for layout in placed_for_machines(plan, one_machine=False).sinks] == [away, away, away]
 
 
 def test_a_sink_without_partitions_is_written_in_the_driver() -> None:
