@@ -377,7 +377,8 @@ def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: Sta
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = f"cluster-{os.getpid()}-{int(time.time())}"
-    AdminClient({"bootstrap.servers": broker}).create_topics([NewTopic(topic, KAFKA_PARTITIONS, 1)])[topic].result(10)
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, KAFKA_PARTITIONS, 1)])[topic].result(10)
     (flow_dir / "cluster_kafka_flow.py").write_text(KAFKA_FLOW_MODULE)
     _produce(broker, topic, 0, 600)
     out = flow_dir / "kafka-cluster.txt"
@@ -385,6 +386,7 @@ def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: Sta
 
     # Tailing on the cluster, killed (the driver's whole process group) part way.
     err = tmp_path / "killed.err"
+    started = time.monotonic()
     with open(err, "w") as log:
         proc = _start_kafka_flow(flow_dir, "kafka-cluster", broker, topic, True, "--master", cluster.url,
                                  "-r", recovery, stderr=log)
@@ -402,9 +404,10 @@ def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: Sta
     # Resumed on the cluster to the end of the topic, beside the uninterrupted reference run on a local master.
     local = _start_kafka_flow(flow_dir, "kafka-local", broker, topic, False)
     resumed = _start_kafka_flow(flow_dir, "kafka-cluster", broker, topic, False, "--master", cluster.url, "-r", recovery)
-    _finish(resumed, "resumed cluster")
+    killed_seconds = time.monotonic() - started
+    resumed_seconds = _finish(resumed, "resumed cluster")
     _finish(local, "local")
-    print(f"killed after {killed_at} of 750 lines")
+    print(f"killed after {killed_at} of 750 lines and {killed_seconds:.1f} s; resumed run {resumed_seconds:.1f} s")
 
     expected = _by_partition(flow_dir / "kafka-local.txt")
     assert sum(map(len, expected.values())) == 750
