@@ -253,6 +253,8 @@ class PartReader:
         """Set if it stopped because it sleeps until then."""
         self.caught_up = False
         """Set if it stopped because it had nothing more to read for now."""
+        self.recorded = True
+        """Whether the store's record of the micro-batch is this reading's (`finish`)."""
         self._store = SnapshotStore(inputs.store)
         self._replay = self._store.read(spec.folder, batch)
         before = self._store.latest(spec.folder, batch - 1)
@@ -309,11 +311,17 @@ class PartReader:
                 return  # the source gives less than it did: keep the first reading's snapshot
 
     def finish(self) -> ReadNote:
-        """Write the partition's snapshot for this micro-batch (unless a reading did already)."""
+        """Write the partition's snapshot for this micro-batch (unless a reading did already).
+
+        Sets `recorded`: false if another attempt of the task, reading at
+        the same time, recorded its own reading first.  What this one read
+        may then differ from the record (a source that reads "up to" what
+        is there), so its items must not be used: read again, as a replay.
+        """
         state = self._call("snapshot", self._partition.snapshot)
         record = PartRecord(state, self.items, self.batches_read, self.eof, self.abort, self.awake, self.caught_up)
         if self._replay is None:
-            self._store.write_once(self._spec.folder, self._batch, record)
+            self.recorded = self._store.write_once(self._spec.folder, self._batch, record)
         fraction: Optional[float] = 1.0 if self.eof else None
         tell = getattr(self._partition, "fraction_done", None)
         if fraction is None and callable(tell):

@@ -347,6 +347,19 @@ def test_a_replay_stops_where_the_first_reading_did(tmp_path: Path) -> None:
     assert SnapshotStore(inputs.store).read(spec.folder, 2) == PartRecord(3, 1, 1, eof=True)
 
 
+def test_a_reading_beaten_to_the_record_by_another_attempt_says_so(tmp_path: Path) -> None:
+    spec = _inputs(tmp_path, _LoggedSource(tmp_path / "log")).parts[0]
+    slow = PartReader(_inputs(tmp_path, _LoggedSource(tmp_path / "log"), max_items=3), spec, 1)
+    with PartReader(_inputs(tmp_path, _LoggedSource(tmp_path / "log"), max_items=1), spec, 1) as fast:
+        assert sum(map(len, fast.batches())) == 1
+        fast.finish()
+    with slow:
+        assert sum(map(len, slow.batches())) == 3
+        slow.finish()
+    assert (fast.recorded, slow.recorded) == (True, False)
+    assert SnapshotStore(str(tmp_path / "store")).read(spec.folder, 1) == PartRecord(1, 1, 1)
+
+
 def test_a_reading_error_names_the_step_and_partition(tmp_path: Path) -> None:
     inputs = _inputs(tmp_path, _LoggedSource(tmp_path / "log", fail=True))
     with pytest.raises(StepFailure, match="error calling `next_batch` in step 'f.inp' for partition 'b'"):
