@@ -130,7 +130,10 @@ class SourceHub:
         self._meter = meter
         """Times `next_batch` and counts the items each input emits, if the run is metered."""
         self._lags: Dict[Tuple[str, str], int] = {}
-        """Each `(step_id, partition)`'s items yet to read, for the partitions that can tell (metered runs)."""
+        """Each `(step_id, partition)`'s items yet to read, for the partitions that can tell.
+
+        Polled here in metered runs; an executor-read partition's comes with its task's `ReadNote`.
+        """
         self._ranks = input_ranks(plan)
         self._sources = {step.step_id: step.config.source for step in plan.inputs}
         self._pieces_per_part = pieces
