@@ -9,11 +9,11 @@ Spark's checkpoint, never from a consumer group.
 The partitions are listed on the driver and read in Spark's executors
 (`lives_in_driver` is false): for each micro-batch, the task that owns a
 partition opens its own consumer at the partition's snapshot, reads, and
-closes it, so messages never pass through the driver.  A tailing partition
-that caught up gets no task until the broker reports messages past it
-(`KafkaSource.has_news`, asked by the planner), so an idle flow runs no
-micro-batches.  Its lag travels back to the driver with the task's report
-(`KafkaSource.note_lag`).
+closes it, so messages reach the steps without passing through the
+driver.  A tailing partition that caught up gets no task until the broker
+reports messages past it (`KafkaSource.has_news`, asked by the planner),
+so an idle flow runs no micro-batches.  Its lag travels back to the driver
+with the task's report (`KafkaSource.note_lag`).
 
 Each read is bounded by the partition's end offset (high watermark): the one
 the broker reports when the partition is opened, then the one carried by the
