@@ -71,6 +71,9 @@ V2 = TypeVar("V2")
 _TIMEOUT = 10.0
 """Seconds to wait for the broker's answer about topics or offsets."""
 
+_PROBE_TIMEOUT = 2.0
+"""Seconds `has_news` waits for an end offset: a broker that does not answer fails the partition's task instead."""
+
 _WAIT = 0.2
 """Seconds a partition waits for messages it knows are there but were not fetched yet."""
 
@@ -404,7 +407,7 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
             return True
         if self._probe is None:
             self._probe = self._consumer()
-        high: int = self._probe.get_watermark_offsets(tp, timeout=_TIMEOUT)[1]
+        high: int = self._probe.get_watermark_offsets(tp, timeout=_PROBE_TIMEOUT)[1]
         return high > resume_state
 
     def note_lag(self, step_id: str, for_part: str, lag: int) -> None:
