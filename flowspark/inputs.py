@@ -63,8 +63,8 @@ class Source(ABC, Generic[X]):  # noqa: B024
 
     True by default: a partition may share Python objects with the rest of
     the program.  A `FixedPartitionedSource` whose partitions depend only
-    on the source object, their resume state and what they read (the file
-    sources) sets it to False, and each partition is then built, polled and
+    on the source object, their resume state and what they read (`DirSource`,
+    `KafkaSource`) sets it to False, and each partition is then built, polled and
     snapshotted in the Spark task that reads it, on an executor.  Its
     source must pickle, its `build_part` must work wherever Spark runs the
     task, and reading from the same resume state should give the same

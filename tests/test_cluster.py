@@ -304,6 +304,123 @@ def test_windowed_flow_on_cluster_matches_local_run(local_run: "subprocess.Popen
     assert cluster.status()["completedapps"], cluster.status()
 
 
+# A Kafka flow: each built partition records where it was built (in a Spark
+# task or not, and the working folder, which is an executor's on a cluster).
+KAFKA_FLOW_MODULE = textwrap.dedent('''
+    import os
+
+    from pyspark import TaskContext
+
+    import flowspark.operators as op
+    from flowspark.connectors.files import FileSink
+    from flowspark.connectors.kafka import KafkaSource
+    from flowspark.dataflow import Dataflow
+
+
+    class TracedKafkaSource(KafkaSource):
+        def __init__(self, trace_dir, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.trace_dir = trace_dir
+
+        def build_part(self, step_id, for_part, resume_state):
+            with open(os.path.join(self.trace_dir, str(os.getpid())), "a") as f:
+                f.write(f"{for_part} {TaskContext.get() is not None} {os.getcwd()}\\n")
+            return super().build_part(step_id, for_part, resume_state)
+
+
+    source = TracedKafkaSource(os.environ["CLUSTER_TRACE"], [os.environ["KAFKA_BROKER"]], [os.environ["KAFKA_TOPIC"]],
+                               tail=os.environ["KAFKA_TAIL"] == "1", batch_size=20)
+    flow = Dataflow("cluster_kafka")
+    messages = op.input("inp", flow, source)
+    op.output("out", op.map("line", messages, lambda m: ("all", f"{m.partition} {m.offset} {m.value.decode()}")),
+              FileSink(os.environ["CLUSTER_OUT"]))
+''')
+KAFKA_PARTITIONS = 3
+
+
+def _start_kafka_flow(flow_dir: Path, name: str, broker: str, topic: str, tail: bool, *extra: str,
+                      stderr: Any = subprocess.PIPE) -> "subprocess.Popen[str]":
+    """`python -m flowspark.run` on the Kafka flow, writing `NAME.txt` and tracing into `trace-NAME/`."""
+    trace = flow_dir / f"trace-{name}"
+    trace.mkdir(exist_ok=True)
+    env = dict(_spark_env(), KAFKA_BROKER=broker, KAFKA_TOPIC=topic, KAFKA_TAIL="1" if tail else "0",
+               CLUSTER_OUT=str(flow_dir / f"{name}.txt"), CLUSTER_TRACE=str(trace))
+    cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_kafka_flow.py'}:flow",
+           "--max-batch-items", "40", *extra]
+    return subprocess.Popen(cmd, cwd=flow_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=stderr, text=True, start_new_session=True)
+
+
+def _produce(broker: str, topic: str, first: int, count: int) -> None:
+    """Messages `first..first+count-1`, round robin over the partitions, one per request (tansu's end offsets)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(first, first + count):
+        producer.produce(topic, f"m{i}".encode(), None, i % KAFKA_PARTITIONS)
+        assert producer.flush(10) == 0
+
+
+def _by_partition(path: Path) -> Dict[str, List[str]]:
+    """Each Kafka partition's output lines, in output order."""
+    out: Dict[str, List[str]] = {}
+    for line in path.read_text().splitlines():
+        out.setdefault(line.split()[0], []).append(line)
+    return out
+
+
+@pytest.mark.cluster
+@pytest.mark.kafka
+def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: StandaloneCluster, broker: str,
+                                                                    flow_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"cluster-{os.getpid()}-{int(time.time())}"
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, KAFKA_PARTITIONS, 1)])[topic].result(10)
+    (flow_dir / "cluster_kafka_flow.py").write_text(KAFKA_FLOW_MODULE)
+    _produce(broker, topic, 0, 600)
+    out = flow_dir / "kafka-cluster.txt"
+    recovery = str(tmp_path / "recovery")
+
+    # Tailing on the cluster, killed (the driver's whole process group) part way.
+    err = tmp_path / "killed.err"
+    started = time.monotonic()
+    with open(err, "w") as log:
+        proc = _start_kafka_flow(flow_dir, "kafka-cluster", broker, topic, True, "--master", cluster.url,
+                                 "-r", recovery, stderr=log)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while not (out.exists() and len(out.read_text().splitlines()) >= 150):
+            assert proc.poll() is None, _short(err.read_text())
+            assert time.monotonic() < deadline, "the cluster run wrote too little"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed_at = len(out.read_text().splitlines())
+    _produce(broker, topic, 600, 150)
+    # Resumed on the cluster to the end of the topic, beside the uninterrupted reference run on a local master.
+    local = _start_kafka_flow(flow_dir, "kafka-local", broker, topic, False)
+    resumed = _start_kafka_flow(flow_dir, "kafka-cluster", broker, topic, False, "--master", cluster.url, "-r", recovery)
+    killed_seconds = time.monotonic() - started
+    resumed_seconds = _finish(resumed, "resumed cluster")
+    _finish(local, "local")
+    print(f"killed after {killed_at} of 750 lines and {killed_seconds:.1f} s; resumed run {resumed_seconds:.1f} s")
+
+    expected = _by_partition(flow_dir / "kafka-local.txt")
+    assert sum(map(len, expected.values())) == 750
+    assert _by_partition(out) == expected
+    assert killed_at < 750
+    # Every partition was built inside a Spark task, in an executor's working folder.
+    built = [line.split() for f in (flow_dir / "trace-kafka-cluster").iterdir() for line in f.read_text().splitlines()]
+    assert {part for part, _, _ in built} == {f"{p}-{topic}" for p in range(KAFKA_PARTITIONS)}
+    assert all(in_task == "True" for _, in_task, _ in built), built
+    places = {Path(cwd) for _, _, cwd in built}
+    assert all(any(w in p.parents for w in cluster.work_dirs) for p in places), places
+
+
 CHECK_SCRIPT = textwrap.dedent('''
     import sys
     from flowspark.engine.cluster import check_recovery_dir_visible

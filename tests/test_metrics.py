@@ -13,6 +13,7 @@ import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import ApiSettings, DataflowApi
 from flowspark.engine.driver_link import DriverServer
+from flowspark.engine.executor_source import ReadNote
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.groups import Groups
 from flowspark.engine.metrics import Count, Durations, FlowMetrics, Meter, QueryWatch, Reading, Timing
@@ -174,3 +175,33 @@ def test_the_hub_counts_and_times_next_batch_and_notes_lags() -> None:
 def test_a_failing_lag_names_its_step_and_partition() -> None:
     with pytest.raises(StepFailure, match="error calling `lag` in step 'm.inp' for partition 'p0'"):
         _polled(ValueError("no lag today"))
+
+
+class _RemoteLaggingSource(_LaggingSource):
+    """Read in the executors; hears, in the driver, the lags its tasks report."""
+
+    lives_in_driver = False
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.heard: List[Tuple[str, str, int]] = []
+
+    def note_lag(self, step_id: str, for_part: str, lag: int) -> None:
+        self.heard.append((step_id, for_part, lag))
+
+
+def test_the_lag_an_executor_task_reports_reaches_the_hub_and_its_source() -> None:
+    source = _RemoteLaggingSource()
+    flow = Dataflow("m")
+    op.output("out", op.input("inp", flow, source), TestingSink([]))
+    server = DriverServer()
+    hub = SourceHub(build_plan(flow), server, 100, 1.0, pieces=1)
+    try:
+        hub.expect_remote([("m.inp", "p0")])
+        hub.note_read(ReadNote(("m.inp", "p0"), 3, None))
+        assert (hub.lags(), source.heard, hub.items_read) == ({}, [], 3)
+        hub.note_read(ReadNote(("m.inp", "p0"), 2, None, lag=9))
+        assert (hub.lags(), source.heard, hub.items_read) == ({("m.inp", "p0"): 9}, [("m.inp", "p0", 9)], 5)
+    finally:
+        server.close()
+        hub.close()

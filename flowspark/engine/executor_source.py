@@ -18,6 +18,13 @@ micro-batch carries only the end of the input.  A partition that raises
 emitted before is kept.  `DynamicSource`s and driver-resident sources stay
 with the `SourceHub`; a flow may mix both, and the offset then also holds
 the hub's.
+
+A partition that caught up (its last reading stopped at an empty batch,
+with no `next_awake`) is read in every micro-batch, unless its source can
+say from the planner whether there is news: a source with a method
+`has_news(for_part, resume_state) -> bool` (as `KafkaSource`, which asks
+the broker for the end offset) is asked instead, and the partition gets no
+task until it has some.  So an idle tailing flow runs no micro-batches.
 """
 
 from __future__ import annotations
@@ -167,6 +174,8 @@ def next_position(start: Position, inputs: ExecutorInputs, poll_hub: Optional[Ca
             idle.append(part.index)
         elif record.awake is not None and record.awake > now:
             idle.append(part.index)
+        elif record.caught_up and not _has_news(inputs, part, record.state):
+            idle.append(part.index)
     hub = start.hub
     hub_end = InputEnd.EOF if hub is None or (start.hub_done and not fresh) else None
     if hub is not None and poll_hub is not None and not abort:
@@ -184,6 +193,17 @@ def next_position(start: Position, inputs: ExecutorInputs, poll_hub: Optional[Ca
         return start
     return Position(start.batch + 1, start.round + rounds, since, "" if end is None else end.value, tuple(idle), hub,
                     hub is not None and hub_end is InputEnd.EOF)
+
+
+def _has_news(inputs: ExecutorInputs, part: PartSpec, state: Any) -> bool:
+    """Whether a caught-up partition may have more to read: its source's answer (`has_news`) if it gives one."""
+    ask = getattr(inputs.sources[part.input_index], "has_news", None)
+    if not callable(ask):
+        return True
+    try:
+        return bool(ask(part.name, state))
+    except Exception:
+        return True  # the task that reads it meets the error too, and names its step and partition
 
 
 def tasks(start: Position, end: Position, inputs: ExecutorInputs) -> List[PartTask]:
@@ -208,6 +228,8 @@ class ReadNote:
     items: int
     fraction: Optional[float]
     """How far through its input the partition is, if it can tell (`fraction_done()`)."""
+    lag: Optional[int] = None
+    """Items it has yet to read, if it can tell (`lag()`, as `KafkaSource`'s partitions)."""
 
 
 class PartReader:
@@ -230,6 +252,10 @@ class PartReader:
         self.abort = False
         self.awake: Optional[datetime] = None
         """Set if it stopped because it sleeps until then."""
+        self.caught_up = False
+        """Set if it stopped because it had nothing more to read for now."""
+        self.recorded = True
+        """Whether the store's record of the micro-batch is this reading's (`finish`)."""
         self._store = SnapshotStore(inputs.store)
         self._replay = self._store.read(spec.folder, batch)
         before = self._store.latest(spec.folder, batch - 1)
@@ -280,21 +306,33 @@ class PartReader:
                 self.batches_read += 1
                 yield batch
             elif replay is None and self._call("next_awake", self._partition.next_awake) is None:
+                self.caught_up = True
                 return
             elif replay is not None and time.monotonic() > deadline:
                 return  # the source gives less than it did: keep the first reading's snapshot
 
     def finish(self) -> ReadNote:
-        """Write the partition's snapshot for this micro-batch (unless a reading did already)."""
+        """Write the partition's snapshot for this micro-batch (unless a reading did already).
+
+        Sets `recorded`: false if another attempt of the task, reading at
+        the same time, recorded its own reading first.  What this one read
+        may then differ from the record (a source that reads "up to" what
+        is there), so its items must not be used: read again, as a replay.
+        """
         state = self._call("snapshot", self._partition.snapshot)
-        record = PartRecord(state, self.items, self.batches_read, self.eof, self.abort, self.awake)
+        record = PartRecord(state, self.items, self.batches_read, self.eof, self.abort, self.awake, self.caught_up)
         if self._replay is None:
-            self._store.write_once(self._spec.folder, self._batch, record)
+            self.recorded = self._store.write_once(self._spec.folder, self._batch, record)
         fraction: Optional[float] = 1.0 if self.eof else None
         tell = getattr(self._partition, "fraction_done", None)
         if fraction is None and callable(tell):
             fraction = float(self._call("fraction_done", tell))
-        return ReadNote((self._spec.step_id, self._spec.name), self.items, fraction)
+        lag: Optional[int] = None
+        ask = getattr(self._partition, "lag", None)
+        if callable(ask):
+            told = self._call("lag", ask)
+            lag = None if told is None else int(told)
+        return ReadNote((self._spec.step_id, self._spec.name), self.items, fraction, lag)
 
     def close(self) -> None:
         self._call("close", self._partition.close)

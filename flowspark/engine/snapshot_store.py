@@ -48,6 +48,8 @@ class PartRecord:
     """It raised `AbortExecution`: `state` is the one before this micro-batch, and the run ends."""
     awake: Optional[datetime] = None
     """It stopped because it was asleep until then (`next_awake`)."""
+    caught_up: bool = False
+    """It stopped because it had nothing more to read for now (an empty batch, and no `next_awake`)."""
 
 
 def part_folder(input_index: int, name: str) -> str:

@@ -130,8 +130,12 @@ class SourceHub:
         self._meter = meter
         """Times `next_batch` and counts the items each input emits, if the run is metered."""
         self._lags: Dict[Tuple[str, str], int] = {}
-        """Each `(step_id, partition)`'s items yet to read, for the partitions that can tell (metered runs)."""
+        """Each `(step_id, partition)`'s items yet to read, for the partitions that can tell.
+
+        Polled here in metered runs; an executor-read partition's comes with its task's `ReadNote`.
+        """
         self._ranks = input_ranks(plan)
+        self._sources = {step.step_id: step.config.source for step in plan.inputs}
         self._pieces_per_part = pieces
         self._workers = workers
         """Bytewax's worker count: how many partitions a dynamic source gets."""
@@ -399,9 +403,21 @@ class SourceHub:
         self._remote = {key: None for key in keys}
 
     def note_read(self, note: ReadNote) -> None:
-        """A task read an executor-read partition: count its items and keep how far it got."""
+        """A task read an executor-read partition: count its items and keep how far it got and its lag.
+
+        A source with a `note_lag(step_id, for_part, lag)` method hears the
+        lag too, here in the driver (`KafkaSource` shows it in Bytewax's
+        consumer-lag gauge).
+        """
         self.items_read += note.items
         self._remote[note.key] = note.fraction
+        if note.lag is None:
+            return
+        self._lags[note.key] = note.lag
+        step_id, name = note.key
+        tell = getattr(self._sources.get(step_id), "note_lag", None)
+        if callable(tell):
+            tell(step_id, name, note.lag)
 
     def fraction_done(self) -> Optional[float]:
         """How far the inputs got, if every partition can tell (`fraction_done()`)."""

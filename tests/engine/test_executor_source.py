@@ -239,6 +239,72 @@ def test_the_planner_waits_for_sleeping_partitions_and_ends_on_an_abort(tmp_path
     assert next_position(Position(batch=2, idle=(1,)), inputs, None, NOW).end == "abort"
 
 
+class _Newsworthy(_LoggedSource):
+    """Tells the planner whether its caught-up partitions have news: `news` says, or it raises."""
+
+    def __init__(self, log: Path, news: Any) -> None:
+        super().__init__(log)
+        self.news = news
+        self.asked: List[Any] = []
+
+    def has_news(self, for_part: str, resume_state: int) -> bool:
+        self.asked.append((for_part, resume_state))
+        if isinstance(self.news, Exception):
+            raise self.news
+        return bool(self.news)
+
+
+def test_a_caught_up_partition_gets_a_task_only_when_its_source_has_news(tmp_path: Path) -> None:
+    source = _Newsworthy(tmp_path / "log", news=False)
+    inputs = _inputs(tmp_path, source)
+    first = Position(batch=1)
+    _record(inputs, 0, 1, PartRecord(4, 4, 1, caught_up=True))
+    _record(inputs, 1, 1, PartRecord(0, 0, 0, caught_up=True))
+    assert next_position(first, inputs, None, NOW) is first  # no news: no micro-batch
+    assert source.asked == [("a", 4), ("b", 0)]
+    source.news = True
+    assert next_position(first, inputs, None, NOW) == Position(batch=2, round=1)
+    source.news = OSError("broker down")  # the tasks meet the error and name it
+    assert next_position(first, inputs, None, NOW) == Position(batch=2, round=1)
+    # A source that can't tell has its caught-up partitions read every micro-batch.
+    plain = _inputs(tmp_path, _LoggedSource(tmp_path / "log"))
+    assert next_position(first, plain, None, NOW) == Position(batch=2, round=1)
+
+
+class _Dry(StatefulSourcePartition[int, int]):
+    """Emits `[1, 2]` once, then empty batches: it caught up, and waits for more."""
+
+    def __init__(self) -> None:
+        self._sent = False
+
+    def next_batch(self) -> List[int]:
+        sent, self._sent = self._sent, True
+        return [] if sent else [1, 2]
+
+    def snapshot(self) -> int:
+        return 2 if self._sent else 0
+
+
+class _DrySource(FixedPartitionedSource[int, int]):
+    """One partition `a`, a `_Dry` one, read in the executors."""
+
+    lives_in_driver = False
+
+    def list_parts(self) -> List[str]:
+        return ["a"]
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _Dry:
+        return _Dry()
+
+
+def test_a_reading_that_ran_out_of_items_is_recorded_as_caught_up(tmp_path: Path) -> None:
+    inputs = _inputs(tmp_path, _DrySource(), parts=1)
+    with PartReader(inputs, inputs.parts[0], 1) as reader:
+        assert [item for batch in reader.batches() for item in batch] == [1, 2]
+        reader.finish()
+    assert SnapshotStore(inputs.store).read(inputs.parts[0].folder, 1) == PartRecord(2, 2, 1, caught_up=True)
+
+
 def test_the_planner_polls_the_hub_and_ends_only_once_both_ended(tmp_path: Path) -> None:
     inputs = _inputs(tmp_path, _LoggedSource(tmp_path / "log"), parts=1)
     hub_offsets: List[Dict[str, Any]] = []
@@ -280,6 +346,19 @@ def test_a_replay_stops_where_the_first_reading_did(tmp_path: Path) -> None:
         note = reader.finish()
     assert (rest, note.fraction) == (["a-3"], 1.0)
     assert SnapshotStore(inputs.store).read(spec.folder, 2) == PartRecord(3, 1, 1, eof=True)
+
+
+def test_a_reading_beaten_to_the_record_by_another_attempt_says_so(tmp_path: Path) -> None:
+    spec = _inputs(tmp_path, _LoggedSource(tmp_path / "log")).parts[0]
+    slow = PartReader(_inputs(tmp_path, _LoggedSource(tmp_path / "log"), max_items=3), spec, 1)
+    with PartReader(_inputs(tmp_path, _LoggedSource(tmp_path / "log"), max_items=1), spec, 1) as fast:
+        assert sum(map(len, fast.batches())) == 1
+        fast.finish()
+    with slow:
+        assert sum(map(len, slow.batches())) == 3
+        slow.finish()
+    assert (fast.recorded, slow.recorded) == (True, False)
+    assert SnapshotStore(str(tmp_path / "store")).read(spec.folder, 1) == PartRecord(1, 1, 1)
 
 
 def test_a_reading_error_names_the_step_and_partition(tmp_path: Path) -> None:

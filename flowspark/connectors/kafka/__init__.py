@@ -6,6 +6,15 @@ consumer-group membership, so no join wait and no committed offsets).  Its
 snapshot is the offset of the next message, so a resumed run starts from
 Spark's checkpoint, never from a consumer group.
 
+The partitions are listed on the driver and read in Spark's executors
+(`lives_in_driver` is false): for each micro-batch, the task that owns a
+partition opens its own consumer at the partition's snapshot, reads, and
+closes it, so messages reach the steps without passing through the
+driver.  A tailing partition that caught up gets no task until the broker
+reports messages past it (`KafkaSource.has_news`, asked by the planner),
+so an idle flow runs no micro-batches.  Its lag travels back to the driver
+with the task's report (`KafkaSource.note_lag`).
+
 Each read is bounded by the partition's end offset (high watermark): the one
 the broker reports when the partition is opened, then the one carried by the
 consumer's latest fetch response (so keeping it current costs no request).
@@ -61,6 +70,9 @@ V2 = TypeVar("V2")
 
 _TIMEOUT = 10.0
 """Seconds to wait for the broker's answer about topics or offsets."""
+
+_PROBE_TIMEOUT = 2.0
+"""Seconds `has_news` waits for an end offset: a broker that does not answer fails the partition's task instead."""
 
 _WAIT = 0.2
 """Seconds a partition waits for messages it knows are there but were not fetched yet."""
@@ -296,6 +308,9 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
 class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
     """Read Kafka topics: one source partition per Kafka partition, resumed at the next offset.
 
+    Partitions are read in the Spark tasks that own them, on the executors,
+    which must have `confluent-kafka` and reach the brokers.
+
     Emits `KafkaSourceMessage`s whose key and value are `bytes` (or `None`).
     `tail=False` ends each partition once it has caught up with the
     partition's end offset; `starting_offset` (`OFFSET_BEGINNING`, the
@@ -306,6 +321,8 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
     errors raise a `RuntimeError` naming the topic and partition, or, with
     `raise_on_errors=False`, are emitted as `KafkaError` items.
     """
+
+    lives_in_driver = False
 
     def __init__(
         self,
@@ -326,6 +343,13 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
         self._add_config = dict(add_config or {})
         self._batch_size = batch_size
         self._raise_on_errors = raise_on_errors
+        self._probe: Optional[Consumer] = None
+        """The consumer `has_news` asks, made at its first call (in the planner); never pickled."""
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_probe"] = None
+        return state
 
     def _config(self, base: Dict[str, Any]) -> Dict[str, Any]:
         return {"bootstrap.servers": ",".join(self._brokers), **base, **self._add_config}
@@ -354,21 +378,51 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
             parts.extend(f"{index}-{topic}" for index in found)
         return parts
 
-    @override
-    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _KafkaSourcePartition:
+    def _topic_partition(self, for_part: str) -> TopicPartition:
         index, topic = for_part.split("-", 1)
         if topic not in self._topics:
             msg = f"partition {for_part!r} is of topic {topic!r}, which is not one of {self._topics!r}"
             raise ValueError(msg)
-        consumer = Consumer(self._config({
+        return TopicPartition(topic, int(index))
+
+    def _consumer(self) -> Consumer:
+        return Consumer(self._config({
             "group.id": "flowspark-unused",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
         }))
+
+    def has_news(self, for_part: str, resume_state: Optional[int]) -> bool:
+        """Whether partition `for_part`, caught up at `resume_state`, has messages past it.
+
+        Asked by flowspark's planner for a tailing partition whose last
+        reading caught up, so that it gets a Spark task (and an idle flow a
+        micro-batch) only once the broker's end offset moved past it.  One
+        offsets request; errors are raised (the planner then lets the task
+        meet them).
+        """
+        tp = self._topic_partition(for_part)
+        if resume_state is None or resume_state < 0:
+            return True
+        if self._probe is None:
+            self._probe = self._consumer()
+        high: int = self._probe.get_watermark_offsets(tp, timeout=_PROBE_TIMEOUT)[1]
+        return high > resume_state
+
+    def note_lag(self, step_id: str, for_part: str, lag: int) -> None:
+        """Show a partition's lag, as the task that read it reported, in Bytewax's gauge (in the driver)."""
+        tp = self._topic_partition(for_part)
+        CONSUMER_LAG.set(step_id, tp.topic, tp.partition, lag)
+
+    @override
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _KafkaSourcePartition:
+        tp = self._topic_partition(for_part)
+        topic, index = tp.topic, tp.partition
+        consumer = self._consumer()
         offset = self._starting_offset if resume_state is None else resume_state
         try:
-            return _KafkaSourcePartition(consumer, topic, int(index), offset, self._tail, self._batch_size,
+            return _KafkaSourcePartition(consumer, topic, index, offset, self._tail, self._batch_size,
                                          self._raise_on_errors, step_id)
         except KafkaException as ex:
             consumer.close()

@@ -3,7 +3,9 @@
 Bytewax's `KafkaSource` keeps, in `prometheus_client`'s default registry,
 each partition's messages between its next offset and the partition's end
 (labels `step_id`, `topic`, `partition`).  flowspark's sets the same
-gauge at every `next_batch`.  The collector claims no names when it
+gauge at every `next_batch`, in the Spark worker that reads the partition,
+and in the driver once the task reports its lag (`KafkaSource.note_lag`),
+which is the one `/metrics` shows.  The collector claims no names when it
 registers, so that Bytewax's own Kafka connector can still be imported in
 the same process (its gauge of the same name would clash otherwise).
 """
