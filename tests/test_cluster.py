@@ -421,6 +421,117 @@ def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: Sta
     assert all(any(w in p.parents for w in cluster.work_dirs) for p in places), places
 
 
+
+# A partitioned file flow: `DirSource` -> `DirSink`, each partition recording
+# where it was built (in a Spark task or not, and the working folder, which
+# is an executor's on a cluster).
+FILES_FLOW_MODULE = textwrap.dedent("""
+    import os
+    from pathlib import Path
+
+    from pyspark import TaskContext
+
+    import flowspark.operators as op
+    from flowspark.connectors.files import DirSink, DirSource
+    from flowspark.dataflow import Dataflow
+
+    TRACE_DIR = os.environ["CLUSTER_TRACE"]
+
+
+    def trace(kind, for_part):
+        with open(os.path.join(TRACE_DIR, f"{kind}-{os.getpid()}"), "a") as f:
+            f.write(f"{kind} {for_part} {TaskContext.get() is not None} {os.getcwd()}\\n")
+
+
+    class TracedDirSource(DirSource):
+        def build_part(self, step_id, for_part, resume_state):
+            trace("read", for_part)
+            return super().build_part(step_id, for_part, resume_state)
+
+
+    class TracedDirSink(DirSink):
+        def build_part(self, step_id, for_part, resume_state):
+            trace("write", for_part)
+            return super().build_part(step_id, for_part, resume_state)
+
+
+    flow = Dataflow("cluster_files")
+    lines = op.input("inp", flow, TracedDirSource(Path(os.environ["CLUSTER_IN"])))
+    keyed = op.map("key", lines, lambda line: (line.split(",")[0], line))
+    op.output("out", keyed, TracedDirSink(Path(os.environ["CLUSTER_OUT"]), 3))
+""")
+IN_FILES = 4
+LINES_PER_FILE = 3_000
+
+
+def _start_files_flow(flow_dir: Path, name: str, *extra: str, stderr: Any = subprocess.PIPE) -> "subprocess.Popen[str]":
+    """`python -m flowspark.run` on the partitioned file flow, writing folder `NAME/` and tracing into `trace-NAME/`."""
+    trace = flow_dir / f"trace-{name}"
+    trace.mkdir(exist_ok=True)
+    (flow_dir / name).mkdir(exist_ok=True)
+    env = dict(_spark_env(), CLUSTER_IN=str(flow_dir / "in-files"), CLUSTER_OUT=str(flow_dir / name),
+               CLUSTER_TRACE=str(trace))
+    cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_files_flow.py'}:flow",
+           "--max-batch-items", "500", *extra]
+    return subprocess.Popen(cmd, cwd=flow_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=stderr, text=True, start_new_session=True)
+
+
+def _files_by_key(folder: Path) -> Dict[str, Dict[str, List[str]]]:
+    """Each output file's lines, by key, in file order (a key's lines come from one input file, so their order is set)."""
+    out: Dict[str, Dict[str, List[str]]] = {}
+    for path in sorted(folder.glob("part_*")):
+        by_key = out.setdefault(path.name, {})
+        for line in path.read_text().splitlines():
+            by_key.setdefault(line.split(",")[0], []).append(line)
+    return out
+
+
+@pytest.mark.cluster
+def test_partitioned_file_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: StandaloneCluster,
+                                                                              flow_dir: Path, tmp_path: Path) -> None:
+    (flow_dir / "cluster_files_flow.py").write_text(FILES_FLOW_MODULE)
+    inputs = flow_dir / "in-files"
+    inputs.mkdir()
+    for index in range(IN_FILES):
+        # Each input file holds its own keys, so each key's lines have one order.
+        rows = (f"f{index}k{i % 7},{i}" for i in range(LINES_PER_FILE))
+        (inputs / f"in{index}.txt").write_text("".join(f"{row}\n" for row in rows))
+    local = _start_files_flow(flow_dir, "files-local", "-w", "2")
+    out = flow_dir / "files-cluster"
+    recovery = str(tmp_path / "recovery")
+
+    # Killed (the driver's whole process group) once some output is written.
+    err = tmp_path / "killed.err"
+    with open(err, "w") as log:
+        proc = _start_files_flow(flow_dir, "files-cluster", "--master", cluster.url, "-r", recovery, stderr=log)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while sum(len(p.read_text().splitlines()) for p in out.glob("part_*")) < 2_000:
+            assert proc.poll() is None, _short(err.read_text())
+            assert time.monotonic() < deadline, "the cluster run wrote too little"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed_at = sum(len(p.read_text().splitlines()) for p in out.glob("part_*"))
+    resumed_seconds = _finish(_start_files_flow(flow_dir, "files-cluster", "--master", cluster.url, "-r", recovery),
+                              "resumed cluster")
+    _finish(local, "local")
+    print(f"killed after {killed_at} of {IN_FILES * LINES_PER_FILE} lines; resumed run {resumed_seconds:.1f} s")
+
+    expected = _files_by_key(flow_dir / "files-local")
+    assert sum(len(lines) for by_key in expected.values() for lines in by_key.values()) == IN_FILES * LINES_PER_FILE
+    assert _files_by_key(out) == expected
+    assert killed_at < IN_FILES * LINES_PER_FILE
+    # Every input file was read, and every output file written, inside Spark tasks in the executors' folders.
+    built = [line.split() for f in (flow_dir / "trace-files-cluster").iterdir() for line in f.read_text().splitlines()]
+    assert {part.split("::")[-1] for kind, part, _, _ in built if kind == "read"} == {f"in{i}.txt" for i in range(IN_FILES)}
+    assert {part for kind, part, _, _ in built if kind == "write"} == {"part_0", "part_1", "part_2"}
+    assert all(in_task == "True" for _, _, in_task, _ in built), built
+    places = {Path(cwd) for _, _, _, cwd in built}
+    assert all(any(w in p.parents for w in cluster.work_dirs) for p in places), places
+
 CHECK_SCRIPT = textwrap.dedent('''
     import sys
     from flowspark.engine.cluster import check_recovery_dir_visible
