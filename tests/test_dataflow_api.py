@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Set, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, Set, Tuple
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -83,8 +83,16 @@ class Scrape:
         return {name for name, _ in self.step_series()}
 
 
-def _scrape_when_done(url: str, release: str, deadline: float = 120.0) -> Scrape:
-    """Poll the API until the output took every item, read both routes, then let the flow end."""
+QUERY_GAUGES = frozenset({"flowspark_micro_batch_duration_seconds", "flowspark_micro_batch_id", "flowspark_state_rows"})
+"""flowspark's gauges of the running query, from its last reported progress."""
+
+
+def _scrape_when_done(url: str, release: str, deadline: float = 120.0, also: FrozenSet[str] = frozenset()) -> Scrape:
+    """Poll the API until the output took every item (and metrics `also` are served), read both routes, then let the flow end.
+
+    A micro-batch's items are counted as the driver writes them, before
+    Spark reports the batch's progress, which the query gauges come from.
+    """
     end = time.monotonic() + deadline
     try:
         while time.monotonic() < end:
@@ -95,7 +103,8 @@ def _scrape_when_done(url: str, release: str, deadline: float = 120.0) -> Scrape
                 continue
             families = {f.name: f for f in text_string_to_metric_families(body.decode())}
             scrape = Scrape({}, "", metrics_type, families)
-            if "bytewax_item_inp_count" in families and scrape.items("bytewax_item_inp_count").get("api.out") == HALF:
+            done = "bytewax_item_inp_count" in families and scrape.items("bytewax_item_inp_count").get("api.out") == HALF
+            if done and also <= set(families):
                 dataflow_type, dataflow = _get(url + "/dataflow")
                 return Scrape(json.loads(dataflow), dataflow_type, metrics_type, families)
             time.sleep(0.2)
@@ -114,7 +123,7 @@ def _scrape_flowspark(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Tuple[S
 
     def scrape() -> None:
         try:
-            found["scrape"] = _scrape_when_done(f"http://127.0.0.1:{port}", release)
+            found["scrape"] = _scrape_when_done(f"http://127.0.0.1:{port}", release, also=QUERY_GAUGES)
         except BaseException as ex:
             found["error"] = ex
 
@@ -170,7 +179,7 @@ def test_running_flow_serves_bytewax_routes_and_metrics(tmp_path: Any, monkeypat
                                                        "flowspark_input_lag_items"}
     # The user's own prometheus_client metrics, and flowspark's gauges.
     assert "api_flow_batches" in ours.names("api_flow") and "api_flow_batches" in theirs.names("api_flow")
-    assert {"flowspark_micro_batch_duration_seconds", "flowspark_micro_batch_id", "flowspark_state_rows"} <= ours.names("flowspark_")
+    assert QUERY_GAUGES <= ours.names("flowspark_")
     assert [s.value for s in ours.families["flowspark_input_lag_items"].samples] == [0]
     labels = ours.families["bytewax_item_out_count"].samples[0].labels
     assert set(labels) == {"step_id", "worker_index", "otel_scope_name"}
