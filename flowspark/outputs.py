@@ -39,9 +39,13 @@ class Sink(ABC, Generic[X]):  # noqa: B024
     `FixedPartitionedSink` or `DynamicSink` whose partitions depend only on
     the sink object and their resume state (the file and Kafka sinks) sets
     it to False, and each micro-batch's partitions are then written in
-    Spark's tasks, on the executors: each partition is built (from its last
-    snapshot), written, snapshotted and closed by the one task that owns it
-    in that micro-batch.  Its sink must pickle, and `build_part` (or
+    Spark's tasks, on the executors.  A `FixedPartitionedSink`'s partition
+    is built (from its last snapshot), written, snapshotted and closed by
+    the one task that owns it in that micro-batch.  A `DynamicSink`'s is
+    built, written and closed by each task that made items for it, once per
+    micro-batch, so two tasks may hold partitions of the same
+    `worker_index` at once: such a sink must not assume it is its index's
+    only writer.  Its sink must pickle, and `build_part` (or
     `build`) must work wherever Spark runs the task, whose working
     directory is not the user's: resolve relative paths when the sink is
     made, as the file sinks do.

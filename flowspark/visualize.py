@@ -304,7 +304,11 @@ class PhysicalTap:
 
 @dataclass(frozen=True)
 class PhysicalOutput(PhysicalTap):
-    """An output: the group(s) of its rows, and how and where its items are written."""
+    """An output: the group(s) of its rows, and how and where its items are written.
+
+    `group` is empty for an output written by the passes that make its
+    items: it has no rows.
+    """
 
     sink: str
     """The sink's class and the flowspark base class it subclasses."""
@@ -418,7 +422,7 @@ def physical_plan(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bo
     outputs = [
         PhysicalOutput(
             step.step_id,
-            sink_parts_pattern(index, PASS) if layout.in_executors else output_group(index, PASS),
+            _output_group(index, layout),
             _stage_order(stages_of.get(step.step_id, set())),
             _class_of(step.config.sink, (FixedPartitionedSink, DynamicSink, MicroBatchSink)),
             layout,
@@ -437,13 +441,26 @@ def _fed(stages: Sequence[str]) -> str:
     return ", ".join(stages) if stages else "nothing"
 
 
+def _output_group(index: int, layout: SinkLayout) -> str:
+    """The group of an output's rows, as `PhysicalOutput.group` shows it."""
+    if layout.in_making_task:
+        return ""
+    return sink_parts_pattern(index, PASS) if layout.in_executors else output_group(index, PASS)
+
+
 def _layout_text(layout: SinkLayout) -> str:
-    where = (
-        "; written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order, "
-        "or on a local master when the sink has one partition)"
-        if layout.in_executors
-        else "; written in the driver"
-    )
+    if layout.in_executors:
+        where = (
+            "; written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order, "
+            "or on a local master when the sink has one partition)"
+        )
+    elif layout.in_making_task:
+        where = (
+            "; written in the Spark task whose pass made the items, with no shuffle "
+            "(in the driver when the run keeps one worker's order)"
+        )
+    else:
+        where = "; written in the driver"
     return _routing_text(layout) + where
 
 
@@ -468,8 +485,9 @@ def to_physical(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bool
     elsewhere pass through) and a `transformWithState` stage running the
     layer's steps and the stateless steps fused after them, and last the
     driver's `foreachBatch`, which runs the outputs (each with its sink's
-    partitions, and whether they are written in the driver or in the tasks
-    of the job it starts per micro-batch) and the `inspect_debug` taps.
+    partitions, and whether they are written in the driver, in the tasks
+    of the job it starts per micro-batch, or in the tasks whose passes made
+    the items) and the `inspect_debug` taps.
     The plan is shown for a run of several workers on a cluster; one that
     keeps one worker's order (`run_main`, `-w 1`) writes every sink in the
     driver, and so does a local master for a sink of one partition
@@ -516,11 +534,12 @@ def to_physical(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bool
     lines.append("")
     lines.append(
         f"Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch; "
-        f"group {CONTROL_GROUP} ends the run; outputs written in Spark's tasks get one job per micro-batch, "
-        "repartitioned by sink partition"
+        f"group {CONTROL_GROUP} ends the run; partitioned outputs written in Spark's tasks get one job per "
+        "micro-batch, repartitioned by sink partition"
     )
     lines.extend(
-        f"  output {out.step_id} <- {_fed(out.fed_by)} as {out.group}: {out.sink}, {_layout_text(out.layout)}"
+        f"  output {out.step_id} <- {_fed(out.fed_by)} {f'as {out.group}' if out.group else 'with no rows'}: "
+        f"{out.sink}, {_layout_text(out.layout)}"
         for out in pp.outputs
     )
     lines.extend(f"  tap {tap.step_id} <- {_fed(tap.fed_by)} as {tap.group}" for tap in pp.taps)

@@ -28,7 +28,7 @@ from flowspark.engine.plan import build_plan
 from flowspark.engine.resume_check import DEFAULT_BUCKETS, META, new_groups
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.inputs import DynamicSource
-from flowspark.outputs import MicroBatchSink
+from flowspark.outputs import DynamicSink, MicroBatchSink, StatelessSinkPartition
 from flowspark.recovery import RecoveryConfig, init_db_dir
 from flowspark.testing import TestingSink, TestingSource, run_main
 from flowspark.visualize import PASS, physical_plan, to_mermaid, to_physical
@@ -251,7 +251,7 @@ def test_physical_text_of_two_chained_stateful_steps_and_a_branch() -> None:
             "  stateful two.second.stateful_flat_map.stateful.stateful_batch (stateful_batch) <- layer 1",
             "",
             "Driver: foreachBatch runs the outputs and inspect_debug taps, once per micro-batch; group C ends the run; "
-            "outputs written in Spark's tasks get one job per micro-batch, repartitioned by sink partition",
+            "partitioned outputs written in Spark's tasks get one job per micro-batch, repartitioned by sink partition",
             f"  output two.out_big <- layer 2 as O0@<pass>: {dynamic}; written in the driver",
             f"  output two.out_small <- layer 1 as O1@<pass>: {dynamic}; written in the driver",
             f"  output two.out_raw <- source as O2@<pass>: {dynamic}; written in the driver",
@@ -279,6 +279,13 @@ class _Batches(MicroBatchSink[Any]):
         pass
 
 
+class _Remote(DynamicSink[Any]):
+    lives_in_driver = False
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> StatelessSinkPartition[Any]:
+        raise AssertionError("never built to show the plan")
+
+
 def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Path) -> None:
     flow = Dataflow("io")
     fixed = op.input("fixed", flow, TestingSource([("k", "v")]))
@@ -286,6 +293,7 @@ def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Pat
     op.output("file", fixed, FileSink(tmp_path / "out.txt"))
     op.output("dir", fixed, DirSink(tmp_path, 2))
     op.output("batches", polled, _Batches())
+    op.output("remote", fixed, _Remote())
     lines = to_physical(flow, list_parts=True).splitlines()
     assert "  input io.fixed (input): TestingSource (FixedPartitionedSource), partitions 'iterable'" in lines
     assert "  input io.polled (input): _Polled (DynamicSource), one partition per worker" in lines
@@ -301,6 +309,10 @@ def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Pat
     ) in lines
     assert ("  output io.batches <- source as O2@<pass>: _Batches (MicroBatchSink), the whole micro-batch in one call; "
             "written in the driver") in lines
+    assert ("  output io.remote <- source with no rows: _Remote (DynamicSink), one partition per worker, picked by the pass "
+            "that made the items; written in the Spark task whose pass made the items, with no shuffle "
+            "(in the driver when the run keeps one worker's order)") in lines
+    assert physical_plan(flow).outputs[3].group == ""
 
 
 def test_physical_plan_step_in_two_stages_and_bucket_count() -> None:

@@ -4,7 +4,10 @@ Reads every message of topic `FLOWBENCH_KAFKA_TOPIC` on
 `FLOWBENCH_KAFKA_BROKERS` with `KafkaSource(..., tail=False)` (so the run
 ends at the end offsets) and drops them in a sink that only counts; at
 close each sink partition appends its count as one line to
-`FLOWBENCH_OUTPUT`, so the run can be checked for the number of messages.
+`FLOWBENCH_OUTPUT`, and `benchmarks/run.py` sums the lines, so the run can
+be checked for the number of messages.  Bytewax builds one partition per
+worker for the run; flowspark builds them in each task that reads
+messages, once per micro-batch, so its lines are per task and batch.
 `benchmarks/run.py` runs it only when `flowspark.connectors.kafka` imports
 and a tansu broker binary is installed.
 """
@@ -36,6 +39,9 @@ class _CountingPartition(outputs.StatelessSinkPartition):  # type: ignore[misc,n
 
 
 class CountingSink(outputs.DynamicSink):  # type: ignore[misc,name-defined]
+    # flowspark writes it in the tasks that read the messages; Bytewax ignores the attribute.
+    lives_in_driver = False
+
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _CountingPartition:
         return _CountingPartition()
 

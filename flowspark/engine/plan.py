@@ -59,6 +59,12 @@ class SinkPlace(Enum):
     """In the user's process, by the `foreachBatch` callback (`sink_writer`)."""
     EXECUTORS = "executors"
     """In Spark's tasks: each micro-batch, one task per partition that has items (`sink_tasks`)."""
+    MAKING_TASK = "making task"
+    """In the Spark task whose pass made the items, as it makes them, with no row and no shuffle (`pass_sinks`).
+
+    For a `DynamicSink`: it keeps no snapshot and is written at least once,
+    so no partition needs a single owner per micro-batch.
+    """
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,13 @@ class SinkLayout:
 
     @property
     def in_executors(self) -> bool:
+        """Written by the job the driver starts per micro-batch (`sink_tasks`)."""
         return self.place is SinkPlace.EXECUTORS
+
+    @property
+    def in_making_task(self) -> bool:
+        """Written by the pass that made the items (`pass_sinks`)."""
+        return self.place is SinkPlace.MAKING_TASK
 
     @property
     def drop_keys(self) -> bool:
@@ -196,9 +208,11 @@ def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayo
     The partitions are written in Spark's tasks when the sink need not
     live in the user's process (`Sink.lives_in_driver`), has partitions to
     route to, and the run does not keep one worker's order (`ordered`):
-    that order is made on the driver, across all tasks' items.  Calls a
-    `FixedPartitionedSink`'s `list_parts`; an error there is named after
-    the step.
+    that order is made on the driver, across all tasks' items.  A
+    `FixedPartitionedSink`'s are written by one task per partition, which
+    owns its snapshot; a `DynamicSink`'s by the tasks that made the items.
+    Calls a `FixedPartitionedSink`'s `list_parts`; an error there is named
+    after the step.
     """
     sink = step.config.sink
     away = sink is not None and not sink.lives_in_driver and not ordered
@@ -215,7 +229,7 @@ def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayo
         return SinkLayout(routing, parts, place if parts else SinkPlace.DRIVER)
     if isinstance(sink, MicroBatchSink):
         return SinkLayout(SinkRouting.MICRO_BATCH)
-    return SinkLayout(SinkRouting.BY_PASS, place=place)
+    return SinkLayout(SinkRouting.BY_PASS, place=SinkPlace.MAKING_TASK if away else SinkPlace.DRIVER)
 
 
 def placed_for_machines(plan: Plan, one_machine: bool) -> Plan:
@@ -304,10 +318,11 @@ def source_parts(plan: Plan) -> List[Tuple[int, str]]:
 def for_workers(plan: Plan) -> Plan:
     """A copy without sources, sinks and inspectors: what Spark's workers need (`CoreConfig.for_workers`).
 
-    Sinks written in the executors stay: the workers route items by their `part_fn`.
+    Sinks written in Spark's tasks stay: the workers route items by their
+    `part_fn`, or write them.
     """
 
-    kept = {step.step_id for step, layout in zip(plan.outputs, plan.sinks) if layout.in_executors}
+    kept = {step.step_id for step, layout in zip(plan.outputs, plan.sinks) if layout.place is not SinkPlace.DRIVER}
 
     def strip(step: CoreStep[C_co]) -> CoreStep[C_co]:
         return step if step.step_id in kept else CoreStep(step.step_id, step.config.for_workers())

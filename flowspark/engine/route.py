@@ -5,13 +5,14 @@ Starting from a stream, a batch goes through every `flat_map_batch`,
 Python call chain, and stops where it reaches a stateful step (grouped into
 that step's key buckets), an output or a tap.  The same pass runs inside a
 source's `read()` and after each stateful step, so no stateless step ever
-costs a Spark stage of its own.
+costs a Spark stage of its own.  An output placed in the task that makes
+its items (`plan.SinkPlace.MAKING_TASK`) is written by the pass itself
+(`pass_sinks`).
 """
 
 from __future__ import annotations
 
 import time
-import zlib
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from flowspark.engine import chunks
@@ -22,6 +23,7 @@ from flowspark.engine.groups import Groups, bucket_of
 from flowspark.engine.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.metrics import Meter, Timing
 from flowspark.engine.order import Order
+from flowspark.engine.pass_sinks import PassSinks
 from flowspark.engine.plan import Plan, SinkLayout, SinkRouting
 from flowspark.outputs import FixedPartitionedSink
 from flowspark.step_config import (
@@ -44,8 +46,9 @@ class Collector:
     of each run of items (`end_run`); an `ordered` collector also records
     where each run ended in every output and tap chunk, so that the driver
     can put runs from all tasks in one worker's order (`chunks.ordered`).
-    Items of outputs written in Spark's tasks gather per sink partition
-    and travel in their rows, to the task that writes the partition.
+    Items of outputs written by the sink job (`sink_tasks`) gather per
+    sink partition and travel in their rows, to the task that writes the
+    partition.
     """
 
     def __init__(self, origin: str, link: Optional[DriverLink] = None, ordered: bool = False) -> None:
@@ -124,13 +127,15 @@ class Router:
     """Pushes batches from a stream through the stateless steps below it.
 
     With a `meter`, each step's items in and out are counted per batch and
-    each `mapper` call is timed.
+    each `mapper` call is timed.  `sinks` writes the outputs placed in the
+    task that makes their items; a plan with such outputs needs it.
     """
 
-    def __init__(self, plan: Plan, groups: Groups, meter: Optional[Meter] = None) -> None:
+    def __init__(self, plan: Plan, groups: Groups, meter: Optional[Meter] = None, sinks: Optional[PassSinks] = None) -> None:
         self._plan = plan
         self._groups = groups
         self._meter = meter
+        self._sinks = sinks
         self._bucket_cache: Dict[str, int] = {}
 
     def push(self, stream_id: str, batch: List[Any], out: Collector) -> None:
@@ -166,6 +171,10 @@ class Router:
                 self._to_stateful(step_id, consumer.index, batch, out)
             elif isinstance(config, OutputConfig):
                 layout = self._plan.sinks[consumer.index]
+                if layout.in_making_task:
+                    assert self._sinks is not None, f"step {step_id!r} is written by the pass, which got no `PassSinks`"
+                    self._sinks.write(consumer.index, out.origin, batch)
+                    continue
                 if layout.in_executors:
                     self._to_sink_parts(step_id, consumer.index, layout, config, batch, out)
                     continue
@@ -179,16 +188,7 @@ class Router:
 
     def _to_sink_parts(self, step_id: str, index: int, layout: SinkLayout, config: OutputConfig, batch: List[Any],
                        out: Collector) -> None:
-        """Split a batch bound for an output written in the executors by sink partition.
-
-        A partitioned sink's values go to `part_fn(key)` modulo its
-        partition count; a dynamic sink's items to the worker the driver
-        would pick for this pass: the pass's origin's CRC-32 modulo the
-        worker count.
-        """
-        if layout.routing is SinkRouting.BY_PASS:
-            self._sink_part(step_id, index, zlib.crc32(out.origin.encode()) % self._plan.workers, out).extend(batch)
-            return
+        """Split a batch bound for a partitioned sink written by the sink job: by `part_fn(key)` modulo its partition count."""
         check_keyed(step_id, batch)
         if layout.routing is SinkRouting.ONE_PART:
             self._sink_part(step_id, index, 0, out).extend([value for _, value in batch])

@@ -1,9 +1,10 @@
 """Sink partitions written in Spark's tasks: one Spark job per micro-batch, started by the `foreachBatch` callback.
 
-An output whose sink need not live in the user's process
-(`Sink.lives_in_driver` false; `plan.SinkPlace.EXECUTORS`) never reaches
-the driver.  The workers split its items by sink partition (`route`), and
-the callback runs the micro-batch's rows through one job: a route column,
+An output whose `FixedPartitionedSink` need not live in the user's
+process (`Sink.lives_in_driver` false; `plan.SinkPlace.EXECUTORS`) never
+reaches the driver (a `DynamicSink` that need not is written by the tasks
+that make its items: `pass_sinks`).  The workers split its items by sink
+partition (`route`), and the callback runs the micro-batch's rows through one job: a route column,
 `repartition` into as many tasks as there are partitions (at most the
 run's parallelism), and `mapInArrow`.  Each partition's rows land in one
 task, which builds the partition from the snapshot the ledger holds for the
@@ -47,8 +48,8 @@ from flowspark.engine.destinations import (
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.failures import StepFailure, reported_to
 from flowspark.engine.metrics import Count, Meter, Reading, Timing, worker_index
-from flowspark.engine.plan import Plan, SinkRouting
-from flowspark.outputs import DynamicSink, FixedPartitionedSink, Sink
+from flowspark.engine.plan import Plan
+from flowspark.outputs import FixedPartitionedSink
 
 Snapshots = Dict[str, Dict[str, Any]]
 """Each fixed-partitioned output's partition snapshots, by step id and partition name (the ledger's)."""
@@ -92,24 +93,17 @@ class PartWritten:
     part: int
     items: int
     snapshot: Any
-    """A fixed partition's snapshot after the batch; None for a dynamic sink's."""
+    """The partition's snapshot after the batch."""
 
 
 @dataclass(frozen=True)
 class TaskOutput:
-    """An output written in the executors, as its tasks need it."""
+    """A partitioned output written in the executors, as its tasks need it."""
 
     step_id: str
-    sink: Sink[Any]
-    routing: SinkRouting
+    sink: FixedPartitionedSink[Any, Any]
     parts: Tuple[str, ...]
-    """A partitioned sink's partitions; empty for a dynamic sink."""
-
-    def part_count(self, workers: int) -> int:
-        return workers if self.routing is SinkRouting.BY_PASS else len(self.parts)
-
-    def part_name(self, part: int) -> str:
-        return f"worker {part}" if self.routing is SinkRouting.BY_PASS else self.parts[part]
+    """The sink's partitions, in order."""
 
 
 def _row_order(row: Tuple[str, int, bytes]) -> Tuple[str, int]:
@@ -125,7 +119,6 @@ class BatchWrite:
     write: bool
     """False for a batch the ledger already has: its tasks only pass the driver's rows on."""
     resume: Snapshots
-    workers: int
     link: Optional[DriverLink]
     metered: bool
 
@@ -157,7 +150,7 @@ class BatchWrite:
 
     def _write_part(self, index: int, part: int, rows: List[Tuple[str, int, bytes]], meter: Optional[Meter]) -> PartWritten:
         out = self.outputs[index]
-        name = out.part_name(part)
+        name = out.parts[part]
 
         def call(what: str, func: Any, *args: Any) -> Any:
             try:
@@ -165,12 +158,7 @@ class BatchWrite:
             except Exception as ex:
                 raise StepFailure(f"error calling `{what}` in step {out.step_id!r} for partition {name!r}", ex) from ex
 
-        sink = out.sink
-        if isinstance(sink, FixedPartitionedSink):
-            partition = call("build_part", sink.build_part, out.step_id, name, self.resume.get(out.step_id, {}).get(name))
-        else:
-            assert isinstance(sink, DynamicSink)
-            partition = call("build", sink.build, out.step_id, part, self.workers)
+        partition = call("build_part", out.sink.build_part, out.step_id, name, self.resume.get(out.step_id, {}).get(name))
         items = 0
         try:
             for _, _, payload in rows:
@@ -183,7 +171,7 @@ class BatchWrite:
                     if meter is not None:
                         meter.time(Timing.WRITE_BATCH, out.step_id, time.perf_counter() - started)
                         meter.count(Count.ITEMS_IN, out.step_id, len(values))
-            snapshot = call("snapshot", partition.snapshot) if isinstance(sink, FixedPartitionedSink) else None
+            snapshot = call("snapshot", partition.snapshot)
         except BaseException as error:  # the write's own error is the one to raise
             try:
                 partition.close()
@@ -202,15 +190,14 @@ class SinkTasks:
     """The driver's side: runs each micro-batch's job and hands back the driver's rows and what the tasks wrote."""
 
     def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False) -> None:
-        self._workers = plan.workers
         self._link = link
         self._metered = metered
         self.outputs = {
-            index: TaskOutput(step.step_id, step.config.sink, layout.routing, layout.parts)
+            index: TaskOutput(step.step_id, step.config.sink, layout.parts)
             for index, (step, layout) in enumerate(zip(plan.outputs, plan.sinks))
-            if layout.in_executors and step.config.sink is not None
+            if layout.in_executors and isinstance(step.config.sink, FixedPartitionedSink)
         }
-        slots = [(index, part) for index, out in sorted(self.outputs.items()) for part in range(out.part_count(plan.workers))]
+        slots = [(index, part) for index, out in sorted(self.outputs.items()) for part in range(len(out.parts))]
         self._tasks = max(1, min(parallelism, len(slots)))
         keys = route_keys(self._tasks)
         self._route = {sink_part_prefix(index, part): keys[n % self._tasks] for n, (index, part) in enumerate(slots)}
@@ -229,7 +216,7 @@ class SinkTasks:
         routes = F.create_map(*[F.lit(v) for pair in self._route.items() for v in pair])
         prefix = F.substring_index(F.col("grp"), "@", 1)
         route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self._default_route)).cast("int")
-        work = BatchWrite(self.outputs, fresh, resume, self._workers, self._link, self._metered)
+        work = BatchWrite(self.outputs, fresh, resume, self._link, self._metered)
         table = frame.withColumn("route", route).repartition(self._tasks, "route").mapInArrow(work, chunks.SCHEMA_DDL).toArrow()
         grps = table.column("grp")
         reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
@@ -242,13 +229,8 @@ class SinkTasks:
 
     def snapshots(self, before: Snapshots, written: List[PartWritten]) -> Snapshots:
         """The fixed-partitioned outputs' snapshots after a batch: those the tasks took, the others as `before`."""
-        after: Snapshots = {
-            out.step_id: dict(before.get(out.step_id, {}))
-            for out in self.outputs.values()
-            if out.routing is not SinkRouting.BY_PASS
-        }
+        after: Snapshots = {out.step_id: dict(before.get(out.step_id, {})) for out in self.outputs.values()}
         for w in written:
             out = self.outputs[w.output]
-            if out.routing is not SinkRouting.BY_PASS:
-                after[out.step_id][out.part_name(w.part)] = w.snapshot
+            after[out.step_id][out.parts[w.part]] = w.snapshot
         return after

@@ -3,8 +3,10 @@
 Every `inspect_debug` tap, and every output whose sink lives in the
 driver (`Sink.lives_in_driver`), runs here, in the user's process, so
 `TestingSink` lists, prints and other in-process effects behave as in
-Bytewax.  The other outputs are written in Spark's tasks, by one job per
-micro-batch that also brings this callback its own rows (`sink_tasks`).
+Bytewax.  The other outputs are written in Spark's tasks: a
+`FixedPartitionedSink` by one job per micro-batch that also brings this
+callback its own rows (`sink_tasks`), a `DynamicSink` by the tasks that
+make its items (`pass_sinks`), and nothing of theirs comes here.
 Each micro-batch is written once: a ledger in the checkpoint
 directory records the last written batch id and the snapshot of every
 `FixedPartitionedSink` partition after it, so a batch Spark replays after a
@@ -32,7 +34,7 @@ from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
-from flowspark.engine.plan import Plan, SinkLayout, SinkRouting
+from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
 from flowspark.engine.route import check_keyed
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
 from flowspark.engine.sink_tasks import PartWritten, SinkTasks
@@ -43,19 +45,19 @@ from flowspark.errors import FlowsparkRuntimeError
 class _Output:
     """The partitions of one output step, built as the plan lays them out (`SinkLayout`).
 
-    Those of an output written in the executors are built in its tasks,
-    never here.
+    Those of an output written in Spark's tasks are built there, never here.
     """
 
     def __init__(self, step_id: str, sink: Any, layout: SinkLayout, resume: Dict[str, Any], workers: int = 1) -> None:
         self.step_id = step_id
         self.sink = sink
         self.routing = layout.routing
-        self.fixed = self.routing in (SinkRouting.BY_KEY, SinkRouting.ONE_PART) and not layout.in_executors
+        here = layout.place is SinkPlace.DRIVER
+        self.fixed = self.routing in (SinkRouting.BY_KEY, SinkRouting.ONE_PART) and here
         self.names = list(layout.parts)
         self.pending: List[Any] = []
         self.parts: Dict[str, Any] = {}
-        if layout.in_executors:
+        if not here:
             return
         if self.fixed:
             for name in self.names:

@@ -7,7 +7,8 @@ driver-resident ones it asks the `SourceHub` in the user's process.
 `read()` runs in Spark's Python workers: it reads an executor partition
 itself, or fetches a piece of pickled batches from the hub, pushes the
 batches through the stateless steps right after the inputs (the fused
-pass) and yields chunk rows as Arrow.  A range that ends the input
+pass), which also writes the dynamic sinks placed in the task that makes
+their items (`pass_sinks`), and yields chunk rows as Arrow.  A range that ends the input
 (`InputEnd`) also yields the end's marker for every stateful bucket and the
 control row that tells the driver.
 """
@@ -34,6 +35,7 @@ from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.metrics import Meter, Reading, worker_index
 from flowspark.engine.order import SOURCE
+from flowspark.engine.pass_sinks import PassSinks
 from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.route import Collector, Router
 
@@ -139,11 +141,12 @@ class _Reader(DataSourceStreamReader):
         Each batch is one run, placed at its round and partition (`order`).
         """
         stream_id = self._plan.inputs[int(origin.split(".")[0])].config.downs[0]
-        router = Router(self._plan, self._groups, meter)
         out = Collector(origin, self._link, self._plan.ordered)
-        for round_, blob in enumerate(pickle.loads(payload), first_round):
-            router.push(stream_id, chunks.loads(blob), out)
-            out.end_run((round_, SOURCE, rank, ""))
+        with PassSinks(self._plan, meter) as sinks:
+            router = Router(self._plan, self._groups, meter, sinks)
+            for round_, blob in enumerate(pickle.loads(payload), first_round):
+                router.push(stream_id, chunks.loads(blob), out)
+                out.end_run((round_, SOURCE, rank, ""))
         return out.rows(itertools.count(seq_base))
 
     def _read_part(self, task: PartTask) -> List[chunks.Row]:
@@ -151,7 +154,9 @@ class _Reader(DataSourceStreamReader):
 
         Each batch is one run, placed at its round and partition (`order`).
         A reading that another attempt of the task beat to the record (a
-        speculative copy) is dropped and done again as a replay of that one.
+        speculative copy) is dropped and done again as a replay of that one;
+        what the dropped reading wrote to sinks written by the pass stays
+        written (they are at least once).
         """
         spec = self._inputs.parts[task.part]
         stream_id = self._plan.inputs[spec.input_index].config.downs[0]
@@ -160,9 +165,9 @@ class _Reader(DataSourceStreamReader):
             recorded = False
             while not recorded:
                 meter = Meter(self._report) if self._metered else None
-                router = Router(self._plan, self._groups, meter)
                 out = Collector(f"{spec.input_index:03d}.{spec.index:05d}.000", self._link, self._plan.ordered)
-                with PartReader(self._inputs, spec, task.batch, meter) as reader:
+                with PassSinks(self._plan, meter) as sinks, PartReader(self._inputs, spec, task.batch, meter) as reader:
+                    router = Router(self._plan, self._groups, meter, sinks)
                     for round_, batch in enumerate(reader.batches(), task.first_round):
                         router.push(stream_id, batch, out)
                         out.end_run((round_, SOURCE, rank, ""))

@@ -7,7 +7,9 @@ micro-batch whatever the number of items or keys.  Inside a bucket each
 key's pickled logic snapshot and `notify_at` are stored together, in slots
 of many keys each (`slots`), and Spark's processing-time timers wake the
 bucket when a slot's earliest wake-up is due.  Rows bound for later layers,
-outputs or the driver pass through unchanged.
+outputs or the driver pass through unchanged.  The dynamic sinks placed in
+the task that makes their items are written by the layer's task, and their
+partitions closed when the task ends (`pass_sinks`).
 
 A bucket's micro-batch is handled tick by tick (`order`), as one Bytewax
 worker's activations would handle it: each key's values of a round in one
@@ -21,6 +23,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
@@ -41,6 +44,7 @@ from flowspark.engine.groups import Groups
 from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
 from flowspark.engine.order import EOF_ROUND, START_ROUND, batch_phase, notify_phase
+from flowspark.engine.pass_sinks import PassSinks
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
@@ -285,7 +289,8 @@ class LayerProcessor(StatefulProcessor):
         self._slots = handle.getMapState("slots", "slot int", "entries binary")
         self._wakes = handle.getMapState("wakes", "slot int", "at long")
         self._meter = Meter(self._report) if self._metered else None
-        self._router = Router(self._plan, self._groups, self._meter)
+        self._sinks = PassSinks(self._plan, self._meter)
+        self._router = Router(self._plan, self._groups, self._meter, self._sinks)
 
     def _mine(self, grp: str) -> Optional[int]:
         dest = parse(grp)
@@ -302,9 +307,19 @@ class LayerProcessor(StatefulProcessor):
             return
         # The batch's values are all freed inside `_run`, before the
         # collector is back on: it would otherwise walk every one of them.
-        with reported_to(self._link), collector_paused():
+        with self._work():
             finished = self._run(step, grp, rows, timerValues.getCurrentProcessingTimeInMs())
         yield from finished
+
+    @contextmanager
+    def _work(self) -> Iterator[None]:
+        """Run user code: a failure is reported to the driver and closes the sink partitions the task built."""
+        try:
+            with reported_to(self._link), collector_paused():
+                yield
+        except BaseException as error:
+            self._sinks.abandon(error)
+            raise
 
     def _run(self, step: int, grp: str, rows: Iterator[Row], now_ms: int) -> List[Row]:
         """Feed a bucket's rows of one micro-batch to its keys' logics; the rows they emit."""
@@ -358,7 +373,7 @@ class LayerProcessor(StatefulProcessor):
         step = self._mine(grp)
         if step is None:
             return iter(())
-        with reported_to(self._link), collector_paused():
+        with self._work():
             bucket, out = self._open(step, grp)
             now_ms = timerValues.getCurrentProcessingTimeInMs()
             self._calls(step, bucket, bucket.due_keys(now_ms), "on_notify", (START_ROUND, self._notify_phase), out)
@@ -466,5 +481,7 @@ class LayerProcessor(StatefulProcessor):
         self._link.call("metrics", worker_index(), reading)
 
     def close(self) -> None:
+        with self._work():
+            self._sinks.close()
         if self._meter is not None:
             self._meter.flush()

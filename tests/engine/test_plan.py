@@ -74,7 +74,7 @@ def test_each_sink_type_gets_its_layout(tmp_path: Path) -> None:
         SinkLayout(SinkRouting.ONE_PART, ("part_0",), away),
         SinkLayout(SinkRouting.BY_PASS),
         SinkLayout(SinkRouting.MICRO_BATCH),
-        SinkLayout(SinkRouting.BY_PASS, (), away),
+        SinkLayout(SinkRouting.BY_PASS, (), SinkPlace.MAKING_TASK),
     ]
     assert [layout.drop_keys for layout in plan.sinks] == [True, False, True, False, False, False]
 
@@ -94,9 +94,9 @@ def test_on_one_machine_a_sink_of_one_partition_is_written_in_the_driver(tmp_pat
     op.output("dir", items, DirSink(tmp_path, 2))
     op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
     plan = build_plan(flow)
-    away, here = SinkPlace.EXECUTORS, SinkPlace.DRIVER
-    assert [layout.place for layout in placed_for_machines(plan, one_machine=True).sinks] == [here, away, away]
-    assert [layout.place for layout in placed_for_machines(plan, one_machine=False).sinks] == [away, away, away]
+    away, here, making = SinkPlace.EXECUTORS, SinkPlace.DRIVER, SinkPlace.MAKING_TASK
+    assert [layout.place for layout in placed_for_machines(plan, one_machine=True).sinks] == [here, away, making]
+    assert [layout.place for layout in placed_for_machines(plan, one_machine=False).sinks] == [away, away, making]
 
 
 def test_a_sink_without_partitions_is_written_in_the_driver() -> None:
@@ -105,17 +105,19 @@ def test_a_sink_without_partitions_is_written_in_the_driver() -> None:
     assert build_plan(flow).sinks == [SinkLayout(SinkRouting.BY_KEY, ())]
 
 
-def test_the_workers_get_the_layouts_and_only_the_sinks_written_in_the_executors(tmp_path: Path) -> None:
+def test_the_workers_get_the_layouts_and_only_the_sinks_written_in_sparks_tasks(tmp_path: Path) -> None:
     flow = Dataflow("df")
     items = op.input("inp", flow, TestingSource([("k", "v")]))
     sink = FileSink(tmp_path / "out.txt")
+    kafka = KafkaSink(["localhost:9092"], "t")
     op.output("file", items, sink)
     op.output("list", items, TestingSink([]))
+    op.output("kafka", items, kafka)
     plan = build_plan(flow, workers=3)
     workers = for_workers(plan)
     assert workers.sinks == plan.sinks and workers.workers == 3
-    assert [step.config.sink for step in workers.outputs] == [sink, None]
-    assert [c.step.config.sink for c in workers.consumers[items.stream_id]] == [sink, None]
+    assert [step.config.sink for step in workers.outputs] == [sink, None, kafka]
+    assert [c.step.config.sink for c in workers.consumers[items.stream_id]] == [sink, None, kafka]
 
 
 def test_the_writer_builds_the_partitions_the_plan_listed(tmp_path: Path) -> None:

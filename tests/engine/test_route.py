@@ -5,36 +5,58 @@ from __future__ import annotations
 import itertools
 import zlib
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
 import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
-from flowspark.connectors.kafka import KafkaSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
 from flowspark.engine.destinations import output_group, sink_part_group
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.groups import Groups
+from flowspark.engine.pass_sinks import PassSinks
 from flowspark.engine.plan import Plan, build_plan, for_workers
 from flowspark.engine.route import Collector, Router
+from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.testing import TestingSource
 
 
-def _plan(tmp_path: Path, ordered: bool = False, workers: int = 1) -> Plan:
-    """Outputs to a one-file and a two-file sink: written in the driver if `ordered`, else in Spark's tasks."""
+class _Listed(StatelessSinkPartition[Any]):
+    def __init__(self, items: List[Any]) -> None:
+        self._items = items
+
+    def write_batch(self, items: List[Any]) -> None:
+        self._items.extend(items)
+
+
+class _PerWorker(DynamicSink[Any]):
+    """A dynamic sink that may leave the driver: each worker's items in a list, in this process."""
+
+    lives_in_driver = False
+
+    def __init__(self) -> None:
+        self.by_worker: Dict[int, List[Any]] = {}
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _Listed:
+        return _Listed(self.by_worker.setdefault(worker_index, []))
+
+
+def _plan(tmp_path: Path, ordered: bool = False, workers: int = 1, dynamic: Optional[_PerWorker] = None) -> Plan:
+    """Outputs to a one-file, a two-file and a dynamic sink: written in the driver if `ordered`, else in Spark's tasks."""
     flow = Dataflow("df")
     items = op.input("inp", flow, TestingSource[Tuple[str, str]]([]))
     op.output("one_file", items, FileSink(tmp_path / "out.txt"))
     op.output("two_files", items, DirSink(tmp_path, 2, assign_file=lambda key: int(key[1:])))
-    op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
+    op.output("dynamic", items, dynamic or _PerWorker())
     return build_plan(flow, ordered=ordered, workers=workers)
 
 
 def _push(plan: Plan, batch: List[Any], origin: str = "000.00000.000") -> Collector:
     out = Collector(origin)
-    Router(plan, Groups.balanced(len(plan.stateful), 2)).push(plan.inputs[0].config.downs[0], batch, out)
+    with PassSinks(plan) as sinks:
+        Router(plan, Groups.balanced(len(plan.stateful), 2), sinks=sinks).push(plan.inputs[0].config.downs[0], batch, out)
     return out
 
 
@@ -51,16 +73,19 @@ def test_a_single_partition_sink_in_the_driver_gets_bare_values_from_the_workers
     }
 
 
-def test_sinks_written_in_tasks_get_a_row_per_partition_from_the_workers(tmp_path: Path) -> None:
+def test_partitioned_sinks_written_in_tasks_get_a_row_per_partition_and_a_dynamic_one_is_written_by_the_pass(
+    tmp_path: Path
+) -> None:
     origin = "S0/3"
-    out = _push(for_workers(_plan(tmp_path, workers=3)), [("k0", "x"), ("k1", "y"), ("k2", "z")], origin)
-    worker = zlib.crc32(origin.encode()) % 3  # the worker the driver would have picked for this pass
+    dynamic = _PerWorker()
+    out = _push(for_workers(_plan(tmp_path, workers=3, dynamic=dynamic)), [("k0", "x"), ("k1", "y"), ("k2", "z")], origin)
     assert _rows(out) == {
         sink_part_group(0, 0, origin): ["x", "y", "z"],
         sink_part_group(1, 0, origin): ["x", "z"],
         sink_part_group(1, 1, origin): ["y"],
-        sink_part_group(2, worker, origin): [("k0", "x"), ("k1", "y"), ("k2", "z")],
     }
+    worker = zlib.crc32(origin.encode()) % 3  # the worker the driver would have picked for this pass
+    assert dynamic.by_worker == {worker: [("k0", "x"), ("k1", "y"), ("k2", "z")]}
 
 
 def test_a_failing_part_fn_in_the_workers_names_the_step(tmp_path: Path) -> None:

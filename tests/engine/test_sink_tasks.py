@@ -1,13 +1,13 @@
-"""Sink partitions written in Spark's tasks: routing, where the writes run, dynamic sinks, errors."""
+"""Partitioned sinks written in Spark's tasks: routing, where the writes run, errors (dynamic sinks: `test_pass_sinks`)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, List, Set, Tuple
+from typing import Any, List, Tuple
 
 import pytest
-from conftest import LineSink, where_am_i
+from conftest import LineSink
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -16,7 +16,6 @@ from flowspark.dataflow import Dataflow
 from flowspark.engine.session import get_session
 from flowspark.engine.sink_tasks import route_keys, spark_int_hash
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.testing import TestingSource, cluster_main
 
 ITEMS = [(f"k{n % 2}", f"v{n}") for n in range(40)]
@@ -76,42 +75,6 @@ def test_a_partition_with_no_items_is_still_built_once_so_a_fresh_run_empties_it
     _run(sink)
     assert sink.lines("p2") == []
     assert [name for name, *_ in sink.builds()].count("p2") == 1
-
-
-class _Recording(StatelessSinkPartition[Any]):
-    def __init__(self, path: Path) -> None:
-        self._path = path
-
-    def write_batch(self, items: List[Any]) -> None:
-        with open(self._path, "a") as f:
-            f.write("".join(f"{item}\n" for item in items))
-
-
-class WorkerFiles(DynamicSink[Any]):
-    """One file per worker; each build appends `worker_index worker_count in_task` to `built.txt`."""
-
-    lives_in_driver = False
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory.absolute()
-
-    def build(self, step_id: str, worker_index: int, worker_count: int) -> _Recording:
-        in_task = where_am_i().split()[1]
-        with open(self.directory / "built.txt", "a") as f:
-            f.write(f"{worker_index} {worker_count} {in_task}\n")
-        return _Recording(self.directory / f"worker{worker_index}")
-
-    def built(self) -> Set[Tuple[int, int, str]]:
-        rows = [line.split() for line in (self.directory / "built.txt").read_text().splitlines()]
-        return {(int(index), int(count), in_task) for index, count, in_task in rows}
-
-
-def test_a_dynamic_sink_that_need_not_live_in_the_driver_gets_a_partition_per_worker_in_tasks(tmp_path: Path) -> None:
-    sink = WorkerFiles(tmp_path)
-    _run(sink)
-    assert sink.built() == {(0, 2, "True"), (1, 2, "True")}
-    written = [line for i in (0, 1) if (tmp_path / f"worker{i}").exists() for line in (tmp_path / f"worker{i}").read_text().splitlines()]
-    assert sorted(written) == sorted(str(item) for item in ITEMS)
 
 
 def test_a_failing_write_in_a_task_names_the_step_and_partition_and_shows_the_users_line(tmp_path: Path) -> None:

@@ -283,6 +283,23 @@ def test_stashed_chunks_are_taken_by_ticket_and_leftovers_dropped_after_the_batc
         stash.take(dropped)
 
 
+class _RemotePerWorker(_PerWorker):
+    lives_in_driver = False
+
+
+def test_the_driver_builds_nothing_for_a_dynamic_sink_written_in_the_tasks_that_make_its_items(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    seen: List[Tuple[str, Any, int]] = []
+    sink = _RemotePerWorker()
+    plan = _plan(sink, seen=seen)
+    assert plan.sinks[0].in_making_task
+    writer = SinkWriter(plan, str(tmp_path), parallelism=2)
+    writer(_frame(spark, [_tap(0, "a", [1]), _control(InputEnd.EOF)]), 0)
+    writer.close()
+    assert (sink.built, seen, writer.finished.is_set()) == ([], [("w.tap0", 1, 1)], True)
+
+
 def test_close_closes_every_partition(tmp_path: Path) -> None:
     sink = _Parts()
     SinkWriter(_plan(sink), str(tmp_path)).close()

@@ -494,8 +494,9 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
     batch as written is produced again, whole, when the run resumes, so
     consumers can see those messages twice.  Nothing is lost.
 
-    Each worker's partition produces from a Spark task (`lives_in_driver`
-    is false): a producer is made, flushed and closed per micro-batch.
+    Its partitions produce from the Spark tasks that made the messages
+    (`lives_in_driver` is false): a producer is made, flushed and closed
+    per task and micro-batch.
     """
 
     lives_in_driver = False
