@@ -21,7 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
-from typing import IO, Any, Dict, Iterator, List
+from typing import IO, Any, Callable, Dict, Iterator, List
 
 import pyspark
 import pytest
@@ -258,6 +258,20 @@ def _short(err: str) -> str:
     return "\n".join(kept)[-8000:]
 
 
+def _kill_once_written(proc: "subprocess.Popen[str]", err: Path, written: Callable[[], int], enough: int) -> int:
+    """SIGKILL the run's whole process group once `written()` reaches `enough` lines; the lines written by then."""
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while written() < enough:
+            assert proc.poll() is None, _short(err.read_text())
+            assert time.monotonic() < deadline, "the cluster run wrote too little"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return written()
+
+
 def _by_key(path: Path) -> Dict[str, List[str]]:
     """Each key's output lines, in output order."""
     out: Dict[str, List[str]] = {}
@@ -390,16 +404,7 @@ def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: Sta
     with open(err, "w") as log:
         proc = _start_kafka_flow(flow_dir, "kafka-cluster", broker, topic, True, "--master", cluster.url,
                                  "-r", recovery, stderr=log)
-    try:
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while not (out.exists() and len(out.read_text().splitlines()) >= 150):
-            assert proc.poll() is None, _short(err.read_text())
-            assert time.monotonic() < deadline, "the cluster run wrote too little"
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    killed_at = len(out.read_text().splitlines())
+    killed_at = _kill_once_written(proc, err, lambda: len(out.read_text().splitlines()) if out.exists() else 0, 150)
     _produce(broker, topic, 600, 150)
     # Resumed on the cluster to the end of the topic, beside the uninterrupted reference run on a local master.
     local = _start_kafka_flow(flow_dir, "kafka-local", broker, topic, False)
@@ -505,16 +510,7 @@ def test_partitioned_file_flow_killed_and_resumed_on_cluster_matches_local_run(c
     err = tmp_path / "killed.err"
     with open(err, "w") as log:
         proc = _start_files_flow(flow_dir, "files-cluster", "--master", cluster.url, "-r", recovery, stderr=log)
-    try:
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while sum(len(p.read_text().splitlines()) for p in out.glob("part_*")) < 2_000:
-            assert proc.poll() is None, _short(err.read_text())
-            assert time.monotonic() < deadline, "the cluster run wrote too little"
-            time.sleep(0.1)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    killed_at = sum(len(p.read_text().splitlines()) for p in out.glob("part_*"))
+    killed_at = _kill_once_written(proc, err, lambda: sum(len(p.read_text().splitlines()) for p in out.glob("part_*")), 2_000)
     resumed_seconds = _finish(_start_files_flow(flow_dir, "files-cluster", "--master", cluster.url, "-r", recovery),
                               "resumed cluster")
     _finish(local, "local")
