@@ -268,7 +268,8 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, pa
         queries: List[Any] = []
         writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries),
                             None if metrics is None else metrics.driver_meter(), workers=config.workers,
-                            epoch_per_round=config.epoch_per_round, link=server.link, parallelism=parallelism)
+                            epoch_per_round=config.epoch_per_round, link=server.link, parallelism=parallelism,
+                            write_behind=config.recovery_dir is None)
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
         query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,

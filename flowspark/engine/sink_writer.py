@@ -20,6 +20,7 @@ tap's runs of items from every task are put in that order first (`order`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -39,6 +40,7 @@ from flowspark.engine.route import check_keyed
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
 from flowspark.engine.sink_tasks import PartWritten, SinkTasks
 from flowspark.engine.storage import Location
+from flowspark.engine.write_behind import WriteBehind
 from flowspark.errors import FlowsparkRuntimeError
 
 
@@ -118,8 +120,9 @@ class OutputStash:
     its pass ends, and the row it sends through Spark carries only the
     ticket; the writer takes the chunk by its ticket.  Through Spark, the
     JVM would convert every chunk to rows and back to Arrow and collect it
-    as a task result.  Micro-batches run one after another, so what is left
-    once a batch is written came from a task attempt Spark dropped.
+    as a task result.  Micro-batches run one after another, so once a
+    batch's job has ended the stash holds its chunks and those of task
+    attempts Spark dropped, which the writer's lookup by ticket leaves.
     """
 
     TICKET = b"FST"
@@ -136,16 +139,15 @@ class OutputStash:
             self._chunks[ticket] = payload
         return ticket
 
-    def take(self, payload: bytes) -> bytes:
-        """The chunk a row's payload stands for: the stashed one for a ticket, else the payload itself."""
-        if not payload.startswith(self.TICKET):
-            return payload
-        with self._lock:
-            return self._chunks.pop(payload)
+    def detach(self) -> Dict[bytes, bytes]:
+        """Every chunk stashed so far, taken out at once; later chunks gather anew.
 
-    def clear(self) -> None:
+        Called once a batch's job has ended: the chunks its rows name are
+        all here, and the next batch's cannot be yet.
+        """
         with self._lock:
-            self._chunks.clear()
+            taken, self._chunks = self._chunks, {}
+        return taken
 
 
 _Part = Tuple[Destination, Optional[Order], int, List[Any]]
@@ -165,7 +167,7 @@ class SinkWriter:
     def __init__(self, plan: Plan, checkpoint: str | Location, stash: Optional[OutputStash] = None,
                  on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
                  workers: int = 1, epoch_per_round: bool = False, link: Optional[DriverLink] = None,
-                 parallelism: int = 1) -> None:
+                 parallelism: int = 1, write_behind: bool = False) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
@@ -185,6 +187,8 @@ class SinkWriter:
         self.ending: Optional[InputEnd] = None
         self.failure: Optional[BaseException] = None
         self.last_batch = self._ledger.batch
+        self._behind = WriteBehind() if write_behind else None
+        """Writes each batch while Spark computes the next (`write_behind`), if the run can't resume."""
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         # Every batch must be run in full, even one Spark starts after the
@@ -197,21 +201,39 @@ class SinkWriter:
             if self._tasks is None:
                 table = frame.toArrow()
             else:
+                # The sink job starts from the snapshots the last write committed.
+                self._settle()
                 table, written = self._tasks.run(frame, batch_id > self._ledger.batch, self._ledger.snapshots)
+            stashed = self._stash.detach() if self._stash is not None else {}
+            if self._behind is None:
+                self._write_table(table, batch_id, written, stashed)
+            else:
+                self._behind.submit(lambda: self._write_table(table, batch_id, written, stashed))
+        except BaseException as ex:
+            self._fail(ex)
+            raise
+
+    def _fail(self, ex: BaseException) -> None:
+        # Once the run is over, stopping the query may interrupt a batch;
+        # it is not committed and a resumed run replays it.
+        if self.failure is None and not self.finished.is_set():
+            self.failure = ex
+
+    def _settle(self) -> None:
+        """Wait for the write of the last batch, if it is behind."""
+        if self._behind is not None:
+            self._behind.join()
+
+    def _write_table(self, table: Any, batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes]) -> None:
+        try:
             with collector_paused():
                 rows = zip(*(table.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names))
-                self._write(rows, batch_id, written)
+                self._write(rows, batch_id, away, stashed)
         except BaseException as ex:
-            # Once the run is over, stopping the query may interrupt a batch;
-            # it is not committed and a resumed run replays it.
-            if self.failure is None and not self.finished.is_set():
-                self.failure = ex
+            self._fail(ex)
             raise
-        finally:
-            if self._stash is not None:
-                self._stash.clear()
 
-    def _write(self, rows: Iterable[chunks.Row], batch_id: int, away: List[PartWritten]) -> None:
+    def _write(self, rows: Iterable[chunks.Row], batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes]) -> None:
         """Write the driver's rows of a batch and commit it with what the tasks wrote (`away`)."""
         ordered = sorted(rows, key=lambda r: (r[0] == CONTROL_GROUP, r[0], r[1]))
         fresh = batch_id > self._ledger.batch
@@ -220,7 +242,7 @@ class SinkWriter:
         if not fresh:
             return
         written = sum(w.items for w in away)
-        for dest, order, kind, items in self._in_order(ordered) if self._plan.ordered else self._as_sent(ordered):
+        for dest, order, kind, items in self._in_order(ordered, stashed) if self._plan.ordered else self._as_sent(ordered, stashed):
             if kind == chunks.CONTROL:
                 self.ending = InputEnd(chunks.loads(items[0]))
                 continue
@@ -255,20 +277,22 @@ class SinkWriter:
         if self.ending is not None:
             self.finished.set()
 
-    def _payload(self, payload: bytes) -> bytes:
-        return self._stash.take(payload) if self._stash is not None else payload
+    @staticmethod
+    def _payload(payload: bytes, stashed: Dict[bytes, bytes]) -> bytes:
+        """The chunk a row's payload stands for: the stashed one for a ticket, else the payload itself."""
+        return stashed.pop(payload) if payload.startswith(OutputStash.TICKET) else payload
 
-    def _as_sent(self, rows: List[chunks.Row]) -> Iterator[_Part]:
+    def _as_sent(self, rows: List[chunks.Row], stashed: Dict[bytes, bytes]) -> Iterator[_Part]:
         """Each row's items a part at a time: the driver never holds a whole chunk's items."""
         for grp, _, kind, payload in rows:
             dest = parse(grp)
             if kind == chunks.CONTROL:
                 yield dest, None, kind, [payload]
                 continue
-            for items in chunks.item_parts(self._payload(payload)):
+            for items in chunks.item_parts(self._payload(payload, stashed)):
                 yield dest, None, kind, items
 
-    def _in_order(self, rows: List[chunks.Row]) -> Iterator[_Part]:
+    def _in_order(self, rows: List[chunks.Row], stashed: Dict[bytes, bytes]) -> Iterator[_Part]:
         """Every run of items of the batch, each destination's runs sorted by their `Order`.
 
         Runs of the same order keep the order of their rows (sorted by
@@ -281,7 +305,7 @@ class SinkWriter:
                 yield parse(grp), None, kind, [payload]
                 continue
             target = parse(grp).without_origin()
-            marks, inner = chunks.runs_of(self._payload(payload))
+            marks, inner = chunks.runs_of(self._payload(payload, stashed))
             items = chunks.loads(inner)
             start = 0
             for order, end in marks or []:
@@ -327,5 +351,8 @@ class SinkWriter:
                 raise FlowsparkRuntimeError(msg) from ex
 
     def close(self) -> None:
+        """Close the sinks' partitions once the last write is over (its error, if any, is the run's `failure`)."""
+        with contextlib.suppress(BaseException):
+            self._settle()
         for output in self._outputs:
             output.close()
