@@ -208,5 +208,5 @@ def test_the_writer_puts_runs_from_all_tasks_in_order(tmp_path: Any) -> None:
             collector.outputs.setdefault(0, chunks.ItemChunk("writer.out")).extend(items)
             collector.end_run(order)
         rows.extend(collector.rows(iter(range(10))))
-    SinkWriter(plan, str(tmp_path))._write(rows, 0, [])
+    SinkWriter(plan, str(tmp_path))._write(rows, 0, [], {})
     assert out == ["a0", "b0", "b1", "k1", "z1", "a2"]

@@ -63,24 +63,15 @@ def test_a_link_pickles_with_its_key_and_the_server_rejects_a_wrong_key_but_serv
     assert done.stdout.decode().strip() == "pong"
 
 
-def test_the_stash_gives_back_each_chunk_once_by_its_ticket(server: DriverServer) -> None:
+def test_the_stash_hands_over_what_it_holds_once_keyed_by_ticket(server: DriverServer) -> None:
     stash = OutputStash(server)
     payload = chunks.dumps(["a", "b"])
     ticket = server.link.call("stash", payload)
     assert ticket.startswith(OutputStash.TICKET) and len(ticket) < 40
-    assert chunks.loads(stash.take(ticket)) == ["a", "b"]
-    with pytest.raises(KeyError):
-        stash.take(ticket)
-
-
-def test_a_payload_that_is_no_ticket_passes_through_and_clear_drops_leftovers(server: DriverServer) -> None:
-    stash = OutputStash(server)
-    inline = chunks.dumps([1, 2])
-    assert stash.take(inline) == inline
-    left = stash.put(b"from a dropped task attempt")
-    stash.clear()
-    with pytest.raises(KeyError):
-        stash.take(left)
+    assert {t: chunks.loads(p) for t, p in stash.detach().items()} == {ticket: ["a", "b"]}
+    assert stash.detach() == {}
+    later = stash.put(b"the next batch's")
+    assert stash.detach() == {later: b"the next batch's"}
 
 
 def _raw(server: DriverServer) -> socket.socket:

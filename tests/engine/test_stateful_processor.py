@@ -45,8 +45,9 @@ def _rows_for(plan: Plan, groups: Groups, items: List[Tuple[str, int]]) -> List[
 
 def _emitted(stash: OutputStash, rows: List[Row]) -> List[Any]:
     items: List[Any] = []
+    stashed = stash.detach()
     for row in rows:
-        for part in chunks.item_parts(stash.take(row.payload)):
+        for part in chunks.item_parts(stashed[row.payload]):
             items.extend(part)
     return items
 
