@@ -27,6 +27,7 @@ from zlib import adler32
 
 from typing_extensions import override
 
+from flowspark.engine.encoded_lines import LineFormat
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition, batch
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
@@ -397,6 +398,11 @@ class DirSource(FixedPartitionedSource[str, int]):
         return _line_partition(self._absolute_dir / rel_path, self._batch_size, resume_state)
 
 
+def _line_format(end: str) -> Optional[LineFormat]:
+    """How `_FileSinkPartition` writes values; `None` where text files translate line ends (not on POSIX systems)."""
+    return LineFormat(end, _default_encoding()) if os.linesep == "\n" else None
+
+
 class _FileSinkPartition(StatefulSinkPartition[str, int]):
     """Append `value + end` per value to one file, synced to disk at each snapshot.
 
@@ -418,6 +424,11 @@ class _FileSinkPartition(StatefulSinkPartition[str, int]):
         if values:
             # The bytes of a write per value and per `end`, in one write.
             self._f.write(self._end.join(values) + self._end)
+
+    def write_lines(self, data: bytes) -> None:
+        """Append values the workers already encoded with the sink's `line_format()`."""
+        self._f.flush()
+        self._f.buffer.write(data)
 
     @override
     def snapshot(self) -> int:
@@ -458,6 +469,10 @@ class FileSink(FixedPartitionedSink[str, int]):
     @override
     def part_fn(self, item_key: str) -> int:
         return 0
+
+    def line_format(self) -> Optional[LineFormat]:
+        """How a partition writes values, so that Spark's workers can encode them where they are made."""
+        return _line_format(self._end)
 
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _FileSinkPartition:
@@ -517,6 +532,10 @@ class DirSink(FixedPartitionedSink[str, int]):
     @override
     def part_fn(self, item_key: str) -> int:
         return self._assign_file(item_key)
+
+    def line_format(self) -> Optional[LineFormat]:
+        """How a partition writes values (as `FileSink.line_format`)."""
+        return _line_format(self._end)
 
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _FileSinkPartition:

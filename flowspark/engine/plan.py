@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Dict, Generic, List, Set, Tuple, TypeVar
+from typing import Dict, Generic, List, Optional, Set, Tuple, TypeVar
 
 from flowspark.dataflow import Dataflow
+from flowspark.engine.encoded_lines import LineFormat, line_format
 from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink
 from flowspark.step_config import (
@@ -75,6 +76,8 @@ class SinkLayout:
     parts: Tuple[str, ...] = ()
     """The sink's `list_parts()`, in order; empty for other sinks."""
     place: SinkPlace = SinkPlace.DRIVER
+    lines: Optional[LineFormat] = None
+    """How the workers encode the values of a single-partition sink written in the driver (`encoded_lines`), if they may."""
 
     @property
     def in_executors(self) -> bool:
@@ -226,7 +229,8 @@ def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayo
             msg = f"error calling `list_parts` in step {step.step_id!r}"
             raise FlowsparkRuntimeError(msg) from ex
         routing = SinkRouting.ONE_PART if len(parts) == 1 else SinkRouting.BY_KEY
-        return SinkLayout(routing, parts, place if parts else SinkPlace.DRIVER)
+        lines = line_format(sink) if routing is SinkRouting.ONE_PART and not ordered else None
+        return SinkLayout(routing, parts, place if parts else SinkPlace.DRIVER, lines)
     if isinstance(sink, MicroBatchSink):
         return SinkLayout(SinkRouting.MICRO_BATCH)
     return SinkLayout(SinkRouting.BY_PASS, place=SinkPlace.MAKING_TASK if away else SinkPlace.DRIVER)

@@ -13,11 +13,12 @@ its items (`plan.SinkPlace.MAKING_TASK`) is written by the pass itself
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from flowspark.engine import chunks
 from flowspark.engine.destinations import output_group, sink_part_group, tap_group
 from flowspark.engine.driver_link import DriverLink
+from flowspark.engine.encoded_lines import LineChunk
 from flowspark.engine.failures import StepFailure, guarded
 from flowspark.engine.groups import Groups, bucket_of
 from flowspark.engine.keyed_chunks import KeyedChunk, Slot
@@ -61,7 +62,7 @@ class Collector:
         """Per stateful step, how to add each key's items to its bucket's chunk."""
         self.unflushed = 0
         """Items added to stateful chunks since they were last flushed."""
-        self.outputs: Dict[int, chunks.ItemChunk] = {}
+        self.outputs: Dict[int, Union[chunks.ItemChunk, LineChunk]] = {}
         self.sink_parts: Dict[Tuple[int, int], chunks.ItemChunk] = {}
         """Items of outputs written in the executors, by output index and sink partition."""
         self.taps: Dict[int, chunks.ItemChunk] = {}
@@ -72,7 +73,8 @@ class Collector:
             chunk.end_run(order)
         if self._ordered:
             for items in self.outputs.values():
-                items.end_run(order)
+                if isinstance(items, chunks.ItemChunk):
+                    items.end_run(order)
             for items in self.taps.values():
                 items.end_run(order)
 
@@ -93,9 +95,9 @@ class Collector:
             rows.append((tap_group(index, self.origin), next(seq), chunks.DATA, self._ship(items)))
         return rows
 
-    def _ship(self, items: chunks.ItemChunk) -> bytes:
+    def _ship(self, items: Union[chunks.ItemChunk, LineChunk]) -> bytes:
         payload = items.dumps()
-        if self._ordered:
+        if isinstance(items, chunks.ItemChunk) and self._ordered:
             payload = chunks.ordered(items.runs, payload)
         if self._link is None:
             return payload
@@ -183,7 +185,10 @@ class Router:
                     check_keyed(step_id, batch)
                 sink = out.outputs.get(consumer.index)
                 if sink is None:
-                    sink = out.outputs[consumer.index] = chunks.ItemChunk(step_id)
+                    sink = out.outputs[consumer.index] = (
+                        chunks.ItemChunk(step_id) if layout.lines is None or self._plan.ordered
+                        else LineChunk(step_id, layout.lines)
+                    )
                 sink.extend([value for _, value in batch] if drop_keys else batch)
 
     def _to_sink_parts(self, step_id: str, index: int, layout: SinkLayout, config: OutputConfig, batch: List[Any],

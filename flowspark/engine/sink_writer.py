@@ -26,11 +26,12 @@ import threading
 import time
 import uuid
 import zlib
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, parse
 from flowspark.engine.driver_link import DriverLink, DriverServer
+from flowspark.engine.encoded_lines import EncodedLines, TakesLines, encoded
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
@@ -76,18 +77,23 @@ class _Output:
             msg = f"error calling `{what}` in step {self.step_id!r}"
             raise FlowsparkRuntimeError(msg) from ex
 
-    def write(self, items: List[Any], origin: str) -> None:
-        """Write items that the pass named `origin` made; a dynamic sink's worker is chosen by the origin."""
+    def write(self, items: Union[List[Any], EncodedLines], origin: str) -> int:
+        """Write items that the pass named `origin` made (a dynamic sink's worker is chosen by the origin); their count."""
+        if isinstance(items, EncodedLines):
+            self._write_lines(items.data)
+            return items.count
         if self.routing is SinkRouting.MICRO_BATCH:
             self.pending.extend(items)
-            return
-        if self.routing is SinkRouting.BY_PASS:
+        elif self.routing is SinkRouting.BY_PASS:
             worker = zlib.crc32(origin.encode()) % len(self.parts)
             self._call("write_batch", self.parts[str(worker)].write_batch, items)
-            return
-        if self.routing is SinkRouting.ONE_PART:
+        elif self.routing is SinkRouting.ONE_PART:
             self._call("write_batch", self.parts[self.names[0]].write_batch, items)
-            return
+        else:
+            self._write_by_key(items)
+        return len(items)
+
+    def _write_by_key(self, items: List[Any]) -> None:
         check_keyed(self.step_id, items)
         by_part: Dict[str, List[Any]] = {}
         count = len(self.names)
@@ -96,6 +102,14 @@ class _Output:
             by_part.setdefault(self.names[index], []).append(value)
         for name, values in by_part.items():
             self._call("write_batch", self.parts[name].write_batch, values)
+
+    def _write_lines(self, data: bytes) -> None:
+        """Append what the workers encoded for the one partition (`encoded_lines`)."""
+        part = self.parts[self.names[0]]
+        if not isinstance(part, TakesLines):
+            msg = f"step {self.step_id!r}: its sink offers a line format, but its partition has no `write_lines`"
+            raise FlowsparkRuntimeError(msg)
+        self._call("write_batch", part.write_lines, data)
 
     def end_batch(self, batch_id: int, run_id: str) -> None:
         """Hand a `MicroBatchSink` everything the batch brought it."""
@@ -150,8 +164,8 @@ class OutputStash:
         return taken
 
 
-_Part = Tuple[Destination, Optional[Order], int, List[Any]]
-"""What the writer handles at once: a destination (with its origin, if known), the items' order if known, the kind and the items."""
+_Part = Tuple[Destination, Optional[Order], int, Union[List[Any], EncodedLines]]
+"""What the writer handles at once: a destination (with its origin, if known), the items' order if known, the kind and the items (or their encoded lines)."""
 
 _LAST: Order = (EOF_ROUND + 1, 0, 0, "")
 """Order of items a chunk holds beyond its last marked run: after all others."""
@@ -243,17 +257,19 @@ class SinkWriter:
             return
         written = sum(w.items for w in away)
         for dest, order, kind, items in self._in_order(ordered, stashed) if self._plan.ordered else self._as_sent(ordered, stashed):
-            if kind == chunks.CONTROL:
-                self.ending = InputEnd(chunks.loads(items[0]))
-                continue
             if dest.kind is DestinationKind.OUTPUT:
                 started = time.perf_counter()
-                self._outputs[dest.index].write(items, dest.origin)
-                written += len(items)
+                count = self._outputs[dest.index].write(items, dest.origin)
+                written += count
                 if self._meter is not None:
                     step_id = self._outputs[dest.index].step_id
                     self._meter.time(Timing.WRITE_BATCH, step_id, time.perf_counter() - started)
-                    self._meter.count(Count.ITEMS_IN, step_id, len(items))
+                    self._meter.count(Count.ITEMS_IN, step_id, count)
+            elif isinstance(items, EncodedLines):
+                msg = f"{dest} got encoded lines: only a sink's chunks are encoded"
+                raise AssertionError(msg)
+            elif kind == chunks.CONTROL:
+                self.ending = InputEnd(chunks.loads(items[0]))
             else:
                 self._inspect(dest.index, items, self._epoch(order, batch_id))
         for output in self._outputs:
@@ -289,7 +305,12 @@ class SinkWriter:
             if kind == chunks.CONTROL:
                 yield dest, None, kind, [payload]
                 continue
-            for items in chunks.item_parts(self._payload(payload, stashed)):
+            chunk = self._payload(payload, stashed)
+            lines = encoded(chunk)
+            if lines is not None:
+                yield dest, None, kind, lines
+                continue
+            for items in chunks.item_parts(chunk):
                 yield dest, None, kind, items
 
     def _in_order(self, rows: List[chunks.Row], stashed: Dict[bytes, bytes]) -> Iterator[_Part]:

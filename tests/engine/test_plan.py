@@ -11,6 +11,7 @@ import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.connectors.kafka import KafkaSink
+from flowspark.engine.encoded_lines import LineFormat
 from flowspark.engine.plan import SinkLayout, SinkPlace, SinkRouting, build_plan, for_workers, placed_for_machines
 from flowspark.engine.sink_writer import SinkWriter
 from flowspark.errors import FlowsparkRuntimeError
@@ -68,10 +69,11 @@ def test_each_sink_type_gets_its_layout(tmp_path: Path) -> None:
     op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
     plan = build_plan(flow)
     away = SinkPlace.EXECUTORS
+    lines = LineFormat("\n", "UTF-8")  # the workers may encode a one-file sink's lines
     assert plan.sinks == [
-        SinkLayout(SinkRouting.ONE_PART, (str(tmp_path / "out.txt"),), away),
+        SinkLayout(SinkRouting.ONE_PART, (str(tmp_path / "out.txt"),), away, lines),
         SinkLayout(SinkRouting.BY_KEY, ("part_0", "part_1"), away),
-        SinkLayout(SinkRouting.ONE_PART, ("part_0",), away),
+        SinkLayout(SinkRouting.ONE_PART, ("part_0",), away, lines),
         SinkLayout(SinkRouting.BY_PASS),
         SinkLayout(SinkRouting.MICRO_BATCH),
         SinkLayout(SinkRouting.BY_PASS, (), SinkPlace.MAKING_TASK),
