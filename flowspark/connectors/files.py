@@ -471,8 +471,11 @@ class FileSink(FixedPartitionedSink[str, int]):
         return 0
 
     def line_format(self) -> Optional[LineFormat]:
-        """How a partition writes values, so that Spark's workers can encode them where they are made."""
-        return _line_format(self._end)
+        """How a partition writes values, so that Spark's workers can encode them where they are made.
+
+        `None` for a subclass that builds partitions of its own: they may write otherwise.
+        """
+        return _line_format(self._end) if type(self).build_part is FileSink.build_part else None
 
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _FileSinkPartition:
@@ -535,7 +538,7 @@ class DirSink(FixedPartitionedSink[str, int]):
 
     def line_format(self) -> Optional[LineFormat]:
         """How a partition writes values (as `FileSink.line_format`)."""
-        return _line_format(self._end)
+        return _line_format(self._end) if type(self).build_part is DirSink.build_part else None
 
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _FileSinkPartition:

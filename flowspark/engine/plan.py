@@ -77,7 +77,7 @@ class SinkLayout:
     """The sink's `list_parts()`, in order; empty for other sinks."""
     place: SinkPlace = SinkPlace.DRIVER
     lines: Optional[LineFormat] = None
-    """How the workers encode the values of a single-partition sink written in the driver (`encoded_lines`), if they may."""
+    """How the workers encode the values of each sink partition (`encoded_lines`), if they may."""
 
     @property
     def in_executors(self) -> bool:
@@ -229,7 +229,9 @@ def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayo
             msg = f"error calling `list_parts` in step {step.step_id!r}"
             raise FlowsparkRuntimeError(msg) from ex
         routing = SinkRouting.ONE_PART if len(parts) == 1 else SinkRouting.BY_KEY
-        lines = line_format(sink) if routing is SinkRouting.ONE_PART and not ordered else None
+        # The workers know each value's partition when there is one, or when they route them.
+        encodable = not ordered and (routing is SinkRouting.ONE_PART or place is SinkPlace.EXECUTORS)
+        lines = line_format(sink) if encodable else None
         return SinkLayout(routing, parts, place if parts else SinkPlace.DRIVER, lines)
     if isinstance(sink, MicroBatchSink):
         return SinkLayout(SinkRouting.MICRO_BATCH)

@@ -63,7 +63,7 @@ class Collector:
         self.unflushed = 0
         """Items added to stateful chunks since they were last flushed."""
         self.outputs: Dict[int, Union[chunks.ItemChunk, LineChunk]] = {}
-        self.sink_parts: Dict[Tuple[int, int], chunks.ItemChunk] = {}
+        self.sink_parts: Dict[Tuple[int, int], Union[chunks.ItemChunk, LineChunk]] = {}
         """Items of outputs written in the executors, by output index and sink partition."""
         self.taps: Dict[int, chunks.ItemChunk] = {}
 
@@ -196,7 +196,7 @@ class Router:
         """Split a batch bound for a partitioned sink written by the sink job: by `part_fn(key)` modulo its partition count."""
         check_keyed(step_id, batch)
         if layout.routing is SinkRouting.ONE_PART:
-            self._sink_part(step_id, index, 0, out).extend([value for _, value in batch])
+            self._sink_part(step_id, index, layout, 0, out).extend([value for _, value in batch])
             return
         sink = config.sink
         assert isinstance(sink, FixedPartitionedSink), f"step {step_id!r} lost its sink on its way to the workers"
@@ -210,13 +210,15 @@ class Router:
         except Exception as ex:
             raise StepFailure(f"error calling `part_fn` in step {step_id!r} for key {key!r}", ex) from ex
         for part, values in by_part.items():
-            self._sink_part(step_id, index, part, out).extend(values)
+            self._sink_part(step_id, index, layout, part, out).extend(values)
 
     @staticmethod
-    def _sink_part(step_id: str, index: int, part: int, out: Collector) -> chunks.ItemChunk:
+    def _sink_part(step_id: str, index: int, layout: SinkLayout, part: int, out: Collector) -> Union[chunks.ItemChunk, LineChunk]:
         items = out.sink_parts.get((index, part))
         if items is None:
-            items = out.sink_parts[index, part] = chunks.ItemChunk(step_id)
+            items = out.sink_parts[index, part] = (
+                chunks.ItemChunk(step_id) if layout.lines is None else LineChunk(step_id, layout.lines)
+            )
         return items
 
     def _branch(self, step_id: str, config: BranchConfig, batch: List[Any], out: Collector) -> None:

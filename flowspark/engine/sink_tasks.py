@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, ContextManager, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +46,7 @@ from flowspark.engine.destinations import (
     sink_part_prefix,
 )
 from flowspark.engine.driver_link import DriverLink
+from flowspark.engine.encoded_lines import EncodedLines, encoded
 from flowspark.engine.failures import StepFailure, reported_to
 from flowspark.engine.metrics import Count, Meter, Reading, Timing, worker_index
 from flowspark.engine.plan import Plan
@@ -162,15 +163,14 @@ class BatchWrite:
         items = 0
         try:
             for _, _, payload in rows:
-                for values in chunks.item_parts(payload):
-                    if not values:
-                        continue
+                lines = encoded(payload)
+                for values in [lines] if lines is not None else chunks.item_parts(payload):
                     started = time.perf_counter()
-                    call("write_batch", partition.write_batch, values)
-                    items += len(values)
-                    if meter is not None:
+                    count = self._write(partition, values, call)
+                    items += count
+                    if meter is not None and count:
                         meter.time(Timing.WRITE_BATCH, out.step_id, time.perf_counter() - started)
-                        meter.count(Count.ITEMS_IN, out.step_id, len(values))
+                        meter.count(Count.ITEMS_IN, out.step_id, count)
             snapshot = call("snapshot", partition.snapshot)
         except BaseException as error:  # the write's own error is the one to raise
             try:
@@ -180,6 +180,17 @@ class BatchWrite:
             raise
         call("close", partition.close)
         return PartWritten(index, part, items, snapshot)
+
+    @staticmethod
+    def _write(partition: Any, values: Union[List[Any], EncodedLines], call: Callable[..., Any]) -> int:
+        """Write a part of a chunk (its values, or the lines the pass encoded for them); how many values it held."""
+        if isinstance(values, EncodedLines):
+            if values.count:
+                call("write_batch", partition.write_lines, values.data)
+            return values.count
+        if values:
+            call("write_batch", partition.write_batch, values)
+        return len(values)
 
     def _report(self, reading: Reading) -> None:
         assert self.link is not None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import pytest
 
@@ -14,6 +14,7 @@ from flowspark.engine import chunks
 from flowspark.engine.encoded_lines import EncodedLines, LineChunk, LineFormat, encoded, line_format
 from flowspark.engine.failures import StepFailure
 from flowspark.errors import FlowsparkRuntimeError
+from flowspark.outputs import StatefulSinkPartition
 from flowspark.testing import TestingSource, cluster_main
 
 
@@ -39,6 +40,36 @@ def test_file_sinks_offer_their_format_and_other_sinks_none(tmp_path: Path) -> N
     assert line_format(FileSink(tmp_path / "o", end="\r\n")) == LineFormat("\r\n", "UTF-8")
     assert line_format(DirSink(tmp_path, 2)) == LineFormat("\n", "UTF-8")
     assert line_format(object()) is None
+
+
+class _UpperCaseFileSink(FileSink):
+    """Builds partitions of its own, which the workers can't know how to encode for."""
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> Any:
+        return _Upper(super().build_part(step_id, for_part, resume_state))
+
+
+class _Upper(StatefulSinkPartition[str, int]):
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write_batch(self, values: List[str]) -> None:
+        self._inner.write_batch([v.upper() for v in values])
+
+    def snapshot(self) -> int:
+        return int(self._inner.snapshot())
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_a_sink_that_builds_its_own_partitions_gets_its_values(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    assert line_format(_UpperCaseFileSink(path)) is None
+    flow = Dataflow("enc")
+    op.output("out", op.input("inp", flow, TestingSource([("k", "a"), ("k", "b")], 2)), _UpperCaseFileSink(path))
+    cluster_main(flow, [], 0, worker_count_per_proc=2)
+    assert path.read_text() == "A\nB\n"
 
 
 def _lines_flow(items: List[Tuple[str, Any]], path: Path) -> Dataflow:

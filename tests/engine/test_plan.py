@@ -69,10 +69,10 @@ def test_each_sink_type_gets_its_layout(tmp_path: Path) -> None:
     op.output("kafka", items, KafkaSink(["localhost:9092"], "t"))
     plan = build_plan(flow)
     away = SinkPlace.EXECUTORS
-    lines = LineFormat("\n", "UTF-8")  # the workers may encode a one-file sink's lines
+    lines = LineFormat("\n", "UTF-8")  # the workers may encode the lines of a sink that writes lines
     assert plan.sinks == [
         SinkLayout(SinkRouting.ONE_PART, (str(tmp_path / "out.txt"),), away, lines),
-        SinkLayout(SinkRouting.BY_KEY, ("part_0", "part_1"), away),
+        SinkLayout(SinkRouting.BY_KEY, ("part_0", "part_1"), away, lines),  # the tasks route each value
         SinkLayout(SinkRouting.ONE_PART, ("part_0",), away, lines),
         SinkLayout(SinkRouting.BY_PASS),
         SinkLayout(SinkRouting.MICRO_BATCH),

@@ -13,6 +13,7 @@ import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
+from flowspark.engine.encoded_lines import encoded
 from flowspark.engine.destinations import output_group, sink_part_group
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.groups import Groups
@@ -61,7 +62,13 @@ def _push(plan: Plan, batch: List[Any], origin: str = "000.00000.000") -> Collec
 
 
 def _rows(out: Collector) -> Dict[str, List[Any]]:
-    return {grp: chunks.loads(payload) for grp, _, _, payload in out.rows(itertools.count())}
+    """Each row's items; the lines a file sink's chunk holds, for chunks the pass encoded (`encoded_lines`)."""
+    return {grp: _items(payload) for grp, _, _, payload in out.rows(itertools.count())}
+
+
+def _items(payload: bytes) -> List[Any]:
+    lines = encoded(payload)
+    return chunks.loads(payload) if lines is None else ["encoded:" + line for line in lines.data.decode().splitlines()]
 
 
 def test_a_single_partition_sink_in_the_driver_gets_bare_values_from_the_workers(tmp_path: Path) -> None:
@@ -80,9 +87,9 @@ def test_partitioned_sinks_written_in_tasks_get_a_row_per_partition_and_a_dynami
     dynamic = _PerWorker()
     out = _push(for_workers(_plan(tmp_path, workers=3, dynamic=dynamic)), [("k0", "x"), ("k1", "y"), ("k2", "z")], origin)
     assert _rows(out) == {
-        sink_part_group(0, 0, origin): ["x", "y", "z"],
-        sink_part_group(1, 0, origin): ["x", "z"],
-        sink_part_group(1, 1, origin): ["y"],
+        sink_part_group(0, 0, origin): ["encoded:x", "encoded:y", "encoded:z"],
+        sink_part_group(1, 0, origin): ["encoded:x", "encoded:z"],
+        sink_part_group(1, 1, origin): ["encoded:y"],
     }
     worker = zlib.crc32(origin.encode()) % 3  # the worker the driver would have picked for this pass
     assert dynamic.by_worker == {worker: [("k0", "x"), ("k1", "y"), ("k2", "z")]}
