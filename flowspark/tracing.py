@@ -233,23 +233,48 @@ class RunTrace:
     span: Optional["Span"]
     flow_id: str
 
-    def batch_span(self, batch_id: int) -> ContextManager[None]:
-        """A context manager timing the driver's work on micro-batch `batch_id`."""
-        return _batch(self, batch_id)
 
+class BatchTrace:
+    """The `flowspark.batch` span of one micro-batch: from its callback's start to the end of its write.
 
-@contextmanager
-def _batch(run: RunTrace, batch_id: int) -> Iterator[None]:
-    started = time.monotonic()
-    if run.tracer is None or run.span is None:
-        yield
-    else:
+    The write may end in another thread than the one that started the
+    span (`engine/write_behind.py`), so the span is started and ended by
+    hand, and made current only around the write (`active`).
+    """
+
+    def __init__(self, run: RunTrace, batch_id: int) -> None:
+        self._run = run
+        self._batch_id = batch_id
+        self._started = time.monotonic()
+        self._span: Optional["Span"] = None
+        self._ended = False
+        if run.tracer is not None and run.span is not None:
+            from opentelemetry import trace
+
+            parent = trace.set_span_in_context(run.span)
+            self._span = run.tracer.start_span("flowspark.batch", context=parent, attributes={"flowspark.batch_id": batch_id})
+
+    def active(self) -> ContextManager[Any]:
+        """The span as the current one, for spans the write makes (a sink's own, say)."""
+        if self._span is None:
+            return nullcontext()
         from opentelemetry import trace
 
-        parent = trace.set_span_in_context(run.span)
-        with run.tracer.start_as_current_span("flowspark.batch", context=parent, attributes={"flowspark.batch_id": batch_id}):
-            yield
-    _runs_log.debug("flow %r: micro-batch %d written in %.3f s", run.flow_id, batch_id, time.monotonic() - started)
+        return trace.use_span(self._span, end_on_exit=False)
+
+    def end(self, error: Optional[BaseException] = None) -> None:
+        """End the span (once), with `error` if the batch failed."""
+        if self._ended:
+            return
+        self._ended = True
+        if self._span is not None:
+            if error is not None:
+                from opentelemetry.trace import Status, StatusCode
+
+                self._span.record_exception(error)
+                self._span.set_status(Status(StatusCode.ERROR, str(error)))
+            self._span.end()
+        _runs_log.debug("flow %r: micro-batch %d written in %.3f s", self._run.flow_id, self._batch_id, time.monotonic() - self._started)
 
 
 _runs: Dict[str, RunTrace] = {}
@@ -275,15 +300,6 @@ def traced_run(flow_id: str) -> Iterator[RunTrace]:
             handle.flush()
 
 
-BatchFunction = Callable[[Any, int], None]
-
-
-def traced_batches(flow_id: str, write: BatchFunction) -> BatchFunction:
-    """`write` (a `foreachBatch` function), wrapped in a batch span of the run of `flow_id`."""
-
-    def traced(frame: Any, batch_id: int) -> None:
-        run = _runs.get(flow_id) or RunTrace(None, None, flow_id)
-        with run.batch_span(batch_id):
-            write(frame, batch_id)
-
-    return traced
+def start_batch(flow_id: str, batch_id: int) -> BatchTrace:
+    """Start the span of micro-batch `batch_id` in the run of `flow_id` (a log line only, when tracing is off)."""
+    return BatchTrace(_runs.get(flow_id) or RunTrace(None, None, flow_id), batch_id)

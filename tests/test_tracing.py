@@ -1,12 +1,13 @@
 """`flowspark.tracing` has Bytewax's API and sends real OTLP spans: one per run, one per micro-batch."""
 
 from __future__ import annotations
-
 import gc
 import importlib
+import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, List
 
@@ -139,3 +140,17 @@ def test_bytewax_tracing_example_runs_with_renamed_imports(tmp_path: Path) -> No
     assert got == expected == [f"<dance>{2 * i - 1}</dance>" for i in range(6)]
     assert {s.service for s in spans} == {"Tracing-example"}
     assert any(s.name == "flowspark.batch" for s in spans)
+
+
+def test_a_batch_span_ends_once_whichever_thread_ends_it(caplog: pytest.LogCaptureFixture) -> None:
+    from flowspark.tracing import start_batch
+
+    caplog.set_level(logging.DEBUG, logger="flowspark.tracing")
+    batch = start_batch("untraced", 3)
+    with batch.active():
+        pass
+    ender = threading.Thread(target=batch.end)
+    ender.start()
+    ender.join()
+    batch.end(RuntimeError("late"))
+    assert [r.getMessage().split(" written")[0] for r in caplog.records] == ["flow 'untraced': micro-batch 3"]

@@ -44,7 +44,7 @@ from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
 from flowspark.engine.warm_up import warm_python_workers
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.tracing import traced_batches, traced_run
+from flowspark.tracing import traced_run
 
 _log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, c
         )
     location = checkpoint.join("query").hadoop_uri
     writing = (
-        frame.writeStream.foreachBatch(traced_batches(plan.flow_id, writer))
+        frame.writeStream.foreachBatch(writer)
         .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
         .option("checkpointLocation", location)
         .trigger(processingTime=f"{int(interval * 1000)} milliseconds")

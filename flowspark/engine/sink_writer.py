@@ -43,6 +43,7 @@ from flowspark.engine.sink_tasks import PartWritten, SinkTasks
 from flowspark.engine.storage import Location
 from flowspark.engine.write_behind import WriteBehind
 from flowspark.errors import FlowsparkRuntimeError
+from flowspark.tracing import BatchTrace, start_batch
 
 
 class _Output:
@@ -207,6 +208,7 @@ class SinkWriter:
     def __call__(self, frame: Any, batch_id: int) -> None:
         # Every batch must be run in full, even one Spark starts after the
         # end of input (timers): skipping it fails Spark's state commit check.
+        trace = start_batch(self._plan.flow_id, batch_id)
         try:
             # Arrow, not `collect()`: for `collect()` the JVM pickles a
             # binary column one byte at a time (as a latin-1 string), about
@@ -220,10 +222,11 @@ class SinkWriter:
                 table, written = self._tasks.run(frame, batch_id > self._ledger.batch, self._ledger.snapshots)
             stashed = self._stash.detach() if self._stash is not None else {}
             if self._behind is None:
-                self._write_table(table, batch_id, written, stashed)
+                self._write_table(table, batch_id, written, stashed, trace)
             else:
-                self._behind.submit(lambda: self._write_table(table, batch_id, written, stashed))
+                self._behind.submit(lambda: self._write_table(table, batch_id, written, stashed, trace))
         except BaseException as ex:
+            trace.end(ex)
             self._fail(ex)
             raise
 
@@ -238,14 +241,18 @@ class SinkWriter:
         if self._behind is not None:
             self._behind.join()
 
-    def _write_table(self, table: Any, batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes]) -> None:
+    def _write_table(self, table: Any, batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes],
+                     trace: BatchTrace) -> None:
+        """Write a batch's rows (`table`) and what the tasks wrote (`away`); end its span."""
         try:
-            with collector_paused():
+            with trace.active(), collector_paused():
                 rows = zip(*(table.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names))
                 self._write(rows, batch_id, away, stashed)
         except BaseException as ex:
+            trace.end(ex)
             self._fail(ex)
             raise
+        trace.end()
 
     def _write(self, rows: Iterable[chunks.Row], batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes]) -> None:
         """Write the driver's rows of a batch and commit it with what the tasks wrote (`away`)."""
