@@ -1,6 +1,7 @@
 """`flowspark.tracing` has Bytewax's API and sends real OTLP spans: one per run, one per micro-batch."""
 
 from __future__ import annotations
+
 import gc
 import importlib
 import logging
