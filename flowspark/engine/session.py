@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession
 from flowspark.engine import class_archive
 from flowspark.engine.cluster import is_local_master
 from flowspark.engine.java_check import check_java
+from flowspark.engine.native_libs import rocksdb_library_dir
 from flowspark.engine.spark_source import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -136,6 +137,9 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
             .config("spark.authenticate", "true")
             .config("spark.ui.killEnabled", "false")
         )
+        library_dir = rocksdb_library_dir(os.environ.get("SPARK_HOME"))
+        if library_dir is not None and "spark.driver.extraLibraryPath" not in (conf or {}):
+            builder = builder.config("spark.driver.extraLibraryPath", library_dir)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     try:
