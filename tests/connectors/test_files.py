@@ -64,7 +64,7 @@ LINE_FILES = {
 }
 
 
-@pytest.mark.parametrize("batch_size", [1, 2, 1000])
+@pytest.mark.parametrize("batch_size", [0, 1, 2, 1000])
 @pytest.mark.parametrize("content", LINE_FILES.values(), ids=LINE_FILES.keys())
 def test_file_source_matches_bytewax(tmp_path: Path, content: bytes, batch_size: int) -> None:
     path = tmp_path / "in.txt"
