@@ -28,6 +28,7 @@ from zlib import adler32
 from typing_extensions import override
 
 from flowspark.engine.encoded_lines import LineFormat
+from flowspark.engine.line_blocks import LineBlock
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition, batch
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
@@ -128,15 +129,23 @@ class _Lines:
         """Blocks read since the last line ending."""
         self._at_end = False
 
-    def take(self, most: int) -> List[str]:
-        """Up to `most` next lines; none at the end of the file."""
+    def take(self, most: int) -> Optional[LineBlock]:
+        """Up to `most` next lines, undecoded (`LineBlock`); `None` at the end of the file.
+
+        No line holds a `\\n` any more, so one join (here), decode and
+        split (`LineBlock.lines`) is exact.  The block is decoded once here
+        too, so that bad bytes fail at the batch that holds them.
+        """
         raw: List[bytes] = []
         while len(raw) < most and (self._taken < len(self._lines) or self._refill()):
             upto = min(len(self._lines), self._taken + most - len(raw))
             raw.extend(self._lines[self._taken : upto])
             self._taken = upto
-        # No line holds a `\n` any more, so one join, decode and split is exact.
-        return b"\n".join(raw).decode(self._encoding).split("\n") if raw else []
+        if not raw:
+            return None
+        data = b"\n".join(raw)
+        data.decode(self._encoding)
+        return LineBlock(len(raw), data, self._encoding)
 
     def position(self) -> int:
         """The byte offset after the last line taken: where a resumed read starts."""
@@ -209,13 +218,17 @@ class _LinePartition(StatefulSourcePartition[str, int]):
 
     @override
     def next_batch(self) -> List[str]:
+        return self.next_line_block().lines()
+
+    def next_line_block(self) -> LineBlock:
+        """The next batch's lines as bytes, for the driver's hub to hand over undecoded (`line_blocks`)."""
         try:
-            lines = self._lines.take(self._batch_size)
+            block = self._lines.take(self._batch_size)
         except UnicodeDecodeError as err:
             raise _named(err, self._path) from err
-        if not lines:
+        if block is None:
             raise StopIteration
-        return lines
+        return block
 
     @override
     def snapshot(self) -> int:

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import cloudpickle
 
@@ -30,13 +30,14 @@ from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.executor_source import ReadNote, reads_in_executors
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.input_end import InputEnd
+from flowspark.engine.line_blocks import GivesLineBlocks, LineBlock
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.read_ahead import ReadAhead
 
 Offset = Dict[str, Any]
-Batch = Tuple[int, bytes]
-"""One batch a partition produced: its item count and the items, pickled as soon as read."""
+Batch = Tuple[int, Union[bytes, LineBlock]]
+"""One batch a partition produced: its item count and the items, pickled as soon as read (or its lines' bytes)."""
 PartData = Tuple[int, int, List[Batch]]
 """A partition's input step index, its global index, and the batches it produced."""
 Piece = Tuple[str, int, int, int, int, int]
@@ -69,6 +70,21 @@ def _split(batches: List[Batch], pieces: int) -> List[List[Batch]]:
         runs[-1].append(batch)
         size += batch[0]
     return [r for r in runs if r]
+
+
+def _read_batch(partition: Any, step_id: str) -> Batch:
+    """A partition's next batch, pickled, or as its lines' bytes if it can hand them over (`line_blocks`)."""
+    if isinstance(partition, GivesLineBlocks):
+        block = partition.next_line_block()
+        return block.count, block
+    items = list(partition.next_batch())
+    return len(items), chunks.dumps_items(step_id, items) if items else b""
+
+
+def _items(batch: Batch) -> List[Any]:
+    """A batch's items, unpickled or decoded."""
+    blob = batch[1]
+    return blob.lines() if isinstance(blob, LineBlock) else chunks.loads(blob)
 
 
 def _encode(value: Any) -> str:
@@ -285,21 +301,24 @@ class SourceHub:
                     break
                 started = time.perf_counter()
                 try:
-                    batch = list(part.partition.next_batch())
+                    batch = _read_batch(part.partition, part.step_id)
                 except StopIteration:
                     part.finish()
                     break
                 except AbortExecution:
                     polled.abort = True
                     break
+                except StepFailure:
+                    raise
                 except Exception as ex:
                     raise StepFailure(f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
+                count = batch[0]
                 if self._meter is not None:
                     self._meter.time(Timing.NEXT_BATCH, part.step_id, time.perf_counter() - started)
-                    self._meter.count(Count.ITEMS_OUT, part.step_id, len(batch))
-                if batch:
-                    batches.append((len(batch), chunks.dumps_items(part.step_id, batch)))
-                    total += len(batch)
+                    self._meter.count(Count.ITEMS_OUT, part.step_id, count)
+                if count:
+                    batches.append(batch)
+                    total += count
                 elif part.partition.next_awake() is None:
                     break
             if batches:
@@ -369,13 +388,15 @@ class SourceHub:
             got = 0
             while got < want:
                 try:
-                    batch = list(part.partition.next_batch())
+                    batch = _read_batch(part.partition, part.step_id)
                 except (StopIteration, AbortExecution):
                     break
-                batch = batch[: want - got]
-                if batch:
-                    batches.append((len(batch), chunks.dumps_items(part.step_id, batch)))
-                    got += len(batch)
+                if batch[0] > want - got:
+                    items = _items(batch)[: want - got]
+                    batch = len(items), chunks.dumps_items(part.step_id, items)
+                if batch[0]:
+                    batches.append(batch)
+                    got += batch[0]
                 else:
                     time.sleep(0.01)
             part.close()
