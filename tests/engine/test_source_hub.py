@@ -5,15 +5,18 @@ from __future__ import annotations
 import base64
 import pickle
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
 import flowspark.operators as op
+from flowspark.connectors.files import FileSource
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.line_blocks import LineBlock
 from flowspark.engine.plan import build_plan
 from flowspark.engine.source_hub import Offset, SourceHub
 from flowspark.inputs import (
@@ -137,8 +140,8 @@ def _items(hub: SourceHub, start: Offset, end: Offset) -> Dict[str, List[Any]]:
     """The items each piece of the range carries, by origin, as a task would fetch them."""
     found: Dict[str, List[Any]] = {}
     for origin, _, number, index, _, _ in hub.partition_data(start, end):
-        blobs = pickle.loads(hub.piece(number, index))
-        found.setdefault(origin, []).extend(item for blob in blobs for item in chunks.loads(blob))
+        for blob in pickle.loads(hub.piece(number, index)):
+            found.setdefault(origin, []).extend(blob.lines() if isinstance(blob, LineBlock) else chunks.loads(blob))
     return found
 
 
@@ -241,6 +244,43 @@ def test_a_range_the_hub_no_longer_holds_is_read_again_from_its_start_snapshot(s
     # After a restart Spark asks for the pieces of a range the new hub never read.
     restarted = _hub(server, _ListSource({"a": list(range(10))}, batch_size=4), max_items=5)
     assert _items(restarted, first, second) == {"000.00000.000": [0, 1, 2, 3, 4, 5]}
+
+
+def test_a_file_sources_batches_reach_the_tasks_as_the_bytes_of_their_lines(server: DriverServer, tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("".join(f"line {i} é\n" for i in range(7)), encoding="utf-8")
+    hub = _hub(server, FileSource(path, batch_size=3))
+    first = hub.initial_offset()
+    end = hub.latest_offset(first)
+    [(_, _, number, index, _, _)] = hub.partition_data(first, end)
+    blocks = pickle.loads(hub.piece(number, index))
+    assert all(isinstance(block, LineBlock) for block in blocks)
+    assert [block.count for block in blocks] == [3, 3, 1]
+    assert [line for block in blocks for line in block.lines()] == [f"line {i} é" for i in range(7)]
+
+
+def test_a_file_range_read_again_stops_inside_a_batch_where_the_first_reading_did(server: DriverServer, tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("".join(f"{i}\n" for i in range(10)))
+    hub = _hub(server, FileSource(path, batch_size=3), max_items=5)
+    first = hub.initial_offset()
+    second = hub.latest_offset(first)
+    hub.close()
+    assert second["parts"]["0:" + FileSource(path).list_parts()[0]]["c"] == 6
+
+    restarted = _hub(server, FileSource(path, batch_size=4), max_items=5)
+    [items] = _items(restarted, first, second).values()
+    assert items == [str(i) for i in range(6)]
+
+
+def test_bad_bytes_in_a_file_fail_the_poll_that_reads_them_naming_the_step_and_file(server: DriverServer, tmp_path: Path) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine\n" * 4 + b"\xff\xfe\n")
+    hub = _hub(server, FileSource(path, batch_size=2))
+    with pytest.raises(StepFailure, match="`next_batch` in step 'hub.inp0'") as failure:
+        hub.latest_offset(hub.initial_offset())
+    assert isinstance(failure.value.__cause__, UnicodeDecodeError)
+    assert "bad.txt" in str(failure.value.__cause__)
 
 
 def test_a_busy_partition_is_cut_into_pieces_that_keep_its_order(server: DriverServer) -> None:
