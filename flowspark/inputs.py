@@ -12,6 +12,7 @@ import asyncio
 import queue
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta, timezone
+from itertools import islice
 from typing import (
     AsyncIterable,
     Callable,
@@ -195,14 +196,10 @@ class SimplePollingSource(FixedPartitionedSource[X, Sn]):
 
 
 def batch(ib: Iterable[X], batch_size: int) -> Iterator[List[X]]:
-    """Chunk an iterable into lists of at most `batch_size` items."""
+    """Chunk an iterable into lists of at most `batch_size` items (none at all if `batch_size` is 0, as in Bytewax)."""
     it = iter(ib)
     while True:
-        chunk: List[X] = []
-        for item in it:
-            chunk.append(item)
-            if len(chunk) >= batch_size:
-                break
+        chunk = list(islice(it, batch_size))
         if not chunk:
             return
         yield chunk

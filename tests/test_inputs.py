@@ -31,6 +31,20 @@ def _getter(items: List[Any]) -> Callable[[], Any]:
     return get
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_batch_cuts_an_iterable_as_bytewax_does(size: int) -> None:
+    engines = [importlib.import_module(f"{engine}.inputs") for engine in ENGINES]
+    assert [list(inputs.batch(iter(range(7)), size)) for inputs in engines] == [[list(range(i, min(i + size, 7))) for i in range(0, 7, size)]] * 2
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_batch_of_size_zero_gives_no_batch_and_a_negative_size_is_a_value_error(engine: str) -> None:
+    inputs = importlib.import_module(f"{engine}.inputs")
+    assert list(inputs.batch(iter(range(3)), 0)) == []
+    with pytest.raises(ValueError):
+        list(inputs.batch(iter(range(3)), -1))
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_batch_getter_ends_cleanly_on_stop_iteration(engine: str) -> None:
     inputs = importlib.import_module(f"{engine}.inputs")

@@ -64,18 +64,30 @@ def _lines(f: IO[str]) -> Iterator[str]:
         line = f.readline()
 
 
-class _TextPartition(StatefulSourcePartition[X, int]):
-    """Emit `items` (parsed from the open file `f`) in batches; snapshot `f.tell()`."""
+class _FilePartition(StatefulSourcePartition[X, int]):
+    """A partition reading one open file (`f`, whose bytes `raw` reads); it tells how much of the file it read."""
 
-    def __init__(self, path: Path, f: TextIO, items: Iterator[X], batch_size: int) -> None:
+    def __init__(self, path: Path, f: IO[Any], raw: BinaryIO) -> None:
         self._path = path
         self._f = f
+        self._raw = raw
         self._size = os.path.getsize(path)
-        self._batches = batch(items, batch_size)
 
     def fraction_done(self) -> float:
         """How much of the file has been read, for progress bars (a flowspark addition)."""
-        return min(1.0, self._f.buffer.tell() / self._size) if self._size else 1.0
+        return min(1.0, self._raw.tell() / self._size) if self._size else 1.0
+
+    @override
+    def close(self) -> None:
+        self._f.close()
+
+
+class _TextPartition(_FilePartition[X]):
+    """Emit `items` (parsed from the open file `f`) in batches; snapshot `f.tell()`."""
+
+    def __init__(self, path: Path, f: TextIO, items: Iterator[X], batch_size: int) -> None:
+        super().__init__(path, f, f.buffer)
+        self._batches = batch(items, batch_size)
 
     @override
     def next_batch(self) -> List[X]:
@@ -87,10 +99,6 @@ class _TextPartition(StatefulSourcePartition[X, int]):
     @override
     def snapshot(self) -> int:
         return self._f.tell()
-
-    @override
-    def close(self) -> None:
-        self._f.close()
 
 
 _BLOCK = 1 << 20
@@ -200,21 +208,16 @@ class _Lines:
         self._lines, self._sizes = lines, sizes
 
 
-class _LinePartition(StatefulSourcePartition[str, int]):
+class _LinePartition(_FilePartition[str]):
     """Emit a file's lines in batches (`_Lines`); snapshot the byte offset after the last one."""
 
     def __init__(self, path: Path, resume_state: Optional[int], batch_size: int) -> None:
-        self._path = path
-        self._f = open(path, "rb")
+        f = open(path, "rb")
+        super().__init__(path, f, f)
         if resume_state is not None:
-            self._f.seek(resume_state)
-        self._size = os.path.getsize(path)
-        self._lines = _Lines(self._f, _default_encoding())
+            f.seek(resume_state)
+        self._lines = _Lines(f, _default_encoding())
         self._batch_size = batch_size
-
-    def fraction_done(self) -> float:
-        """How much of the file has been read, for progress bars (a flowspark addition)."""
-        return min(1.0, self._f.tell() / self._size) if self._size else 1.0
 
     @override
     def next_batch(self) -> List[str]:
@@ -233,10 +236,6 @@ class _LinePartition(StatefulSourcePartition[str, int]):
     @override
     def snapshot(self) -> int:
         return self._lines.position()
-
-    @override
-    def close(self) -> None:
-        self._f.close()
 
 
 def _default_encoding() -> str:

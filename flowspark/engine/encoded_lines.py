@@ -55,6 +55,18 @@ class TakesLines(Protocol):
     def write_lines(self, data: bytes) -> None: ...
 
 
+def write_lines(step_id: str, partition: Any, data: bytes) -> None:
+    """Hand encoded lines to a sink partition; one without `write_lines` is a `TypeError` that names the step.
+
+    Only a sink that offers a `LineFormat` and builds partitions that
+    can't take encoded lines gets there: a mistake in the sink's class.
+    """
+    if not isinstance(partition, TakesLines):
+        msg = f"step {step_id!r}: its sink offers a line format, but its partition has no `write_lines`"
+        raise TypeError(msg)
+    partition.write_lines(data)
+
+
 def line_format(sink: Any) -> Optional[LineFormat]:
     """The sink's `LineFormat`, if it offers one."""
     return sink.line_format() if isinstance(sink, WritesLines) else None

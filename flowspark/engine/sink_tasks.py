@@ -46,7 +46,7 @@ from flowspark.engine.destinations import (
     sink_part_prefix,
 )
 from flowspark.engine.driver_link import DriverLink
-from flowspark.engine.encoded_lines import EncodedLines, encoded
+from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.failures import StepFailure, reported_to
 from flowspark.engine.metrics import Count, Meter, Reading, Timing, worker_index
 from flowspark.engine.plan import Plan
@@ -166,7 +166,7 @@ class BatchWrite:
                 lines = encoded(payload)
                 for values in [lines] if lines is not None else chunks.item_parts(payload):
                     started = time.perf_counter()
-                    count = self._write(partition, values, call)
+                    count = self._write(out.step_id, partition, values, call)
                     items += count
                     if meter is not None and count:
                         meter.time(Timing.WRITE_BATCH, out.step_id, time.perf_counter() - started)
@@ -182,11 +182,11 @@ class BatchWrite:
         return PartWritten(index, part, items, snapshot)
 
     @staticmethod
-    def _write(partition: Any, values: Union[List[Any], EncodedLines], call: Callable[..., Any]) -> int:
+    def _write(step_id: str, partition: Any, values: Union[List[Any], EncodedLines], call: Callable[..., Any]) -> int:
         """Write a part of a chunk (its values, or the lines the pass encoded for them); how many values it held."""
         if isinstance(values, EncodedLines):
             if values.count:
-                call("write_batch", partition.write_lines, values.data)
+                call("write_batch", write_lines, step_id, partition, values.data)
             return values.count
         if values:
             call("write_batch", partition.write_batch, values)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, parse
 from flowspark.engine.driver_link import DriverLink, DriverServer
-from flowspark.engine.encoded_lines import EncodedLines, TakesLines, encoded
+from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
@@ -106,11 +106,7 @@ class _Output:
 
     def _write_lines(self, data: bytes) -> None:
         """Append what the workers encoded for the one partition (`encoded_lines`)."""
-        part = self.parts[self.names[0]]
-        if not isinstance(part, TakesLines):
-            msg = f"step {self.step_id!r}: its sink offers a line format, but its partition has no `write_lines`"
-            raise FlowsparkRuntimeError(msg)
-        self._call("write_batch", part.write_lines, data)
+        self._call("write_batch", write_lines, self.step_id, self.parts[self.names[0]], data)
 
     def end_batch(self, batch_id: int, run_id: str) -> None:
         """Hand a `MicroBatchSink` everything the batch brought it."""

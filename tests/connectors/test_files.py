@@ -315,7 +315,7 @@ CSV_FILES = {
 }
 
 
-@pytest.mark.parametrize("batch_size", [1, 2, 1000])
+@pytest.mark.parametrize("batch_size", [0, 1, 2, 1000])
 @pytest.mark.parametrize("content", CSV_FILES.values(), ids=CSV_FILES.keys())
 def test_csv_source_matches_bytewax(tmp_path: Path, content: bytes, batch_size: int) -> None:
     path = tmp_path / "in.csv"

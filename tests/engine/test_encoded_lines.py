@@ -11,7 +11,7 @@ import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
-from flowspark.engine.encoded_lines import EncodedLines, LineChunk, LineFormat, encoded, line_format
+from flowspark.engine.encoded_lines import EncodedLines, LineChunk, LineFormat, encoded, line_format, write_lines
 from flowspark.engine.failures import StepFailure
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import StatefulSinkPartition
@@ -34,6 +34,22 @@ def test_a_value_the_sink_could_not_write_fails_naming_the_step() -> None:
     with pytest.raises(StepFailure) as raised:
         LineFormat("\n", "ascii").encode("f.out", ["é"])
     assert isinstance(raised.value.cause, UnicodeEncodeError)
+
+
+class _Appender:
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write_lines(self, data: bytes) -> None:
+        self.data += data
+
+
+def test_encoded_lines_go_to_the_partitions_write_lines_and_a_partition_without_one_is_named() -> None:
+    partition = _Appender()
+    write_lines("f.out", partition, b"a\nb\n")
+    assert partition.data == b"a\nb\n"
+    with pytest.raises(TypeError, match="step 'f.out': its sink offers a line format, but its partition has no `write_lines`"):
+        write_lines("f.out", object(), b"a\n")
 
 
 def test_file_sinks_offer_their_format_and_other_sinks_none(tmp_path: Path) -> None:
