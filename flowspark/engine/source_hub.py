@@ -72,15 +72,6 @@ def _split(batches: List[Batch], pieces: int) -> List[List[Batch]]:
     return [r for r in runs if r]
 
 
-def _read_batch(partition: Any, step_id: str) -> Batch:
-    """A partition's next batch, pickled, or as its lines' bytes if it can hand them over (`line_blocks`)."""
-    if isinstance(partition, GivesLineBlocks):
-        block = partition.next_line_block()
-        return block.count, block
-    items = list(partition.next_batch())
-    return len(items), chunks.dumps_items(step_id, items) if items else b""
-
-
 def _items(batch: Batch) -> List[Any]:
     """A batch's items, unpickled or decoded."""
     blob = batch[1]
@@ -109,6 +100,7 @@ class _Part:
         self.done = False
         self.final: Any = None
         self.partition = self._build(resume)
+        self._gives_lines = isinstance(self.partition, GivesLineBlocks)
 
     def _build(self, resume: Any) -> Any:
         try:
@@ -117,6 +109,14 @@ class _Part:
             return self.source.build(self.step_id, int(self.name[1:]), self.workers)
         except Exception as ex:
             raise StepFailure(f"error building partition {self.name!r} of step {self.step_id!r}", ex) from ex
+
+    def read(self) -> Batch:
+        """The next batch, pickled, or as its lines' bytes if the partition can hand them over (`line_blocks`)."""
+        if self._gives_lines:
+            block = self.partition.next_line_block()
+            return block.count, block
+        items = list(self.partition.next_batch())
+        return len(items), chunks.dumps_items(self.step_id, items) if items else b""
 
     def awake(self, now: datetime) -> bool:
         at = self.partition.next_awake()
@@ -301,7 +301,7 @@ class SourceHub:
                     break
                 started = time.perf_counter()
                 try:
-                    batch = _read_batch(part.partition, part.step_id)
+                    batch = part.read()
                 except StopIteration:
                     part.finish()
                     break
@@ -388,7 +388,7 @@ class SourceHub:
             got = 0
             while got < want:
                 try:
-                    batch = _read_batch(part.partition, part.step_id)
+                    batch = part.read()
                 except (StopIteration, AbortExecution):
                     break
                 if batch[0] > want - got:
