@@ -142,6 +142,7 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
             builder = builder.config("spark.driver.extraLibraryPath", library_dir)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
+    threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
         with _local_jvm_environment(local), _no_orphan_jvm():
             spark = _with_filtered_stderr(builder.getOrCreate)
@@ -158,6 +159,18 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
     spark.sparkContext.setLogLevel(os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL", "OFF").upper())
     spark.dataSource.register(FlowsparkSource)
     return spark
+
+
+def _import_gateway_converters() -> None:
+    """Import what PySpark's first JVM call imports, while the JVM is still starting.
+
+    PySpark's numpy argument converter imports `pyspark.testing.utils`
+    (and with it pandas) on the first call through the gateway, after
+    the JVM has started: in a thread now, that import runs while the main
+    thread only waits for the JVM.  Python's import lock makes the first
+    call wait for it if it has not finished.
+    """
+    import pyspark.testing.utils  # noqa: F401
 
 
 def _private_dir() -> str:
