@@ -65,6 +65,29 @@ def stateful_group(step: int, bucket: int, salt: Optional[int] = None) -> str:
     return plain if salt is None else f"{plain}.{salt}"
 
 
+def source_origin(input_index: int, partition: int, piece: int) -> str:
+    """The origin of the pass over one piece of a source partition; origins sort by input, partition and piece."""
+    return f"{input_index:03d}.{partition:05d}.{piece:03d}"
+
+
+def origin_worker(origin: str, workers: int) -> int:
+    """The worker whose partition of a dynamic sink writes what pass `origin` made (of `workers`).
+
+    Source partitions, and the pieces a driver-read partition is cut into,
+    take the workers in turn: `(partition + piece) % workers`.  A stateful
+    bucket goes to worker `bucket % workers`, as it goes to Spark's task
+    `bucket % P` (`groups`).  So every worker gets its share, as each of
+    Bytewax's workers writes what it processed.  Items merged from every
+    pass (a run that keeps one worker's order) have no origin: worker 0.
+    """
+    if not origin:
+        return 0
+    if origin.startswith(DestinationKind.STATEFUL.value):
+        return int(origin[origin.index("/") + 1 :].partition(".")[0]) % workers
+    _, partition, piece = origin.split(".")
+    return (int(partition) + int(piece)) % workers
+
+
 def output_group(output: int, origin: str) -> str:
     """The group of the items pass `origin` made for output `output`."""
     return f"{DestinationKind.OUTPUT.value}{output}@{origin}"

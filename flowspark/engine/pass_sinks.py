@@ -6,8 +6,8 @@ owner per micro-batch.  The fused pass (`route`) hands each batch bound for
 it here, in the task that runs the pass (a source's `read()` or a stateful
 layer's task), and no row carries the items anywhere: no shuffle pickles
 and moves them, and the driver never sees them.  A pass's items go to the
-partition of worker `crc32(origin) % workers`, the worker the driver would
-pick for them (`sink_writer`).  A partition is built the first time its
+partition of worker `origin_worker(origin, workers)`, the worker the driver
+would pick for them (`sink_writer`).  A partition is built the first time its
 task writes to it, written a few thousand items at a time, and closed when
 the task's work ends, so partitions are built once per task and
 micro-batch, and two tasks of one stage may hold partitions of the same
@@ -17,11 +17,11 @@ worker index at once.
 from __future__ import annotations
 
 import time
-import zlib
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 from flowspark.engine import chunks
+from flowspark.engine.destinations import origin_worker
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan
@@ -48,7 +48,7 @@ class PassSinks:
 
     def write(self, index: int, origin: str, items: List[Any]) -> None:
         """Items that the pass named `origin` made for output `index`; written once a few thousand are pending."""
-        slot = (index, zlib.crc32(origin.encode()) % self._plan.workers)
+        slot = (index, origin_worker(origin, self._plan.workers))
         pending = self._pending.setdefault(slot, [])
         pending.extend(items)
         if len(pending) >= chunks.PIECE_ITEMS:

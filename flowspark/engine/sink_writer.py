@@ -25,11 +25,10 @@ import itertools
 import threading
 import time
 import uuid
-import zlib
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from flowspark.engine import chunks
-from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, parse
+from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, origin_worker, parse
 from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.gc_pause import collector_paused
@@ -86,7 +85,7 @@ class _Output:
         if self.routing is SinkRouting.MICRO_BATCH:
             self.pending.extend(items)
         elif self.routing is SinkRouting.BY_PASS:
-            worker = zlib.crc32(origin.encode()) % len(self.parts)
+            worker = origin_worker(origin, len(self.parts))
             self._call("write_batch", self.parts[str(worker)].write_batch, items)
         elif self.routing is SinkRouting.ONE_PART:
             self._call("write_batch", self.parts[self.names[0]].write_batch, items)

@@ -26,6 +26,7 @@ import cloudpickle
 
 from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
 from flowspark.engine import chunks
+from flowspark.engine.destinations import source_origin
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.executor_source import ReadNote, reads_in_executors
 from flowspark.engine.failures import StepFailure
@@ -366,7 +367,7 @@ class SourceHub:
             round_ = first_round
             rank = self._ranks[input_index] << 20 | index
             for piece, run in enumerate(_split(batches, self._pieces_per_part)):
-                origin = f"{input_index:03d}.{index:05d}.{piece:03d}"
+                origin = source_origin(input_index, index, piece)
                 pieces.append((origin, piece << 40, number, len(payloads), round_, rank))
                 payloads.append(pickle.dumps([blob for _, blob in run], pickle.HIGHEST_PROTOCOL))
                 round_ += len(run)

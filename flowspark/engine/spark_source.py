@@ -26,7 +26,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from flowspark.engine import chunks
-from flowspark.engine.destinations import CONTROL_GROUP
+from flowspark.engine.destinations import CONTROL_GROUP, source_origin
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTask, Position, next_position, prune, tasks
 from flowspark.engine.failures import reported_to
@@ -166,7 +166,7 @@ class _Reader(DataSourceStreamReader):
             recorded = False
             while not recorded:
                 meter = Meter(self._report) if self._metered else None
-                out = Collector(f"{spec.input_index:03d}.{spec.index:05d}.000", self._link, self._plan.ordered)
+                out = Collector(source_origin(spec.input_index, spec.index, 0), self._link, self._plan.ordered)
                 with PassSinks(self._plan, meter) as sinks, PartReader(self._inputs, spec, task.batch, meter) as reader:
                     router = Router(self._plan, self._groups, meter, sinks)
                     for round_, batch in enumerate(reader.batches(), task.first_round):

@@ -9,10 +9,12 @@ from flowspark.engine.destinations import (
     Destination,
     DestinationKind,
     WRITTEN_GROUP,
+    origin_worker,
     output_group,
     parse,
     sink_part_group,
     sink_part_prefix,
+    source_origin,
     stateful_group,
     tap_group,
 )
@@ -47,3 +49,18 @@ def test_outputs_and_taps_sort_as_their_names_without_origin_do() -> None:
 def test_unknown_text_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
         parse(text)
+
+
+def test_source_origins_sort_by_input_partition_and_piece() -> None:
+    origins = [source_origin(i, p, k) for i in (0, 1) for p in (0, 2, 10) for k in (0, 1, 12)]
+    assert sorted(origins) == origins
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_every_worker_gets_its_share_of_source_pieces_partitions_and_buckets(workers: int) -> None:
+    pieces = [origin_worker(source_origin(0, 0, k), workers) for k in range(workers)]
+    partitions = [origin_worker(source_origin(1, p, 0), workers) for p in range(2 * workers)]
+    buckets = [origin_worker(stateful_group(0, b, salt=517), workers) for b in range(16)]
+    assert sorted(pieces) == list(range(workers))
+    assert sorted(partitions) == sorted(list(range(workers)) * 2)
+    assert buckets == [b % workers for b in range(16)]

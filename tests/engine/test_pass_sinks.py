@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import zlib
 from pathlib import Path
 from typing import Any, List, Set, Tuple
 
@@ -13,10 +12,13 @@ from conftest import where_am_i
 import flowspark.operators as op
 from flowspark.connectors.files import DirSource
 from flowspark.dataflow import Dataflow, Stream
+from flowspark.engine.destinations import origin_worker, source_origin
 from flowspark.engine.failures import StepFailure
+from flowspark.engine.groups import bucket_of
 from flowspark.engine.metrics import Count, Meter, Reading, Timing
 from flowspark.engine.pass_sinks import PassSinks
 from flowspark.engine.plan import SinkPlace, build_plan
+from flowspark.engine.resume_check import DEFAULT_BUCKETS
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.testing import TestingSource, cluster_main
@@ -81,9 +83,11 @@ def test_a_dynamic_sink_is_written_in_the_tasks_that_made_its_items_every_item_o
     sink = WorkerFiles(tmp_path)
     _run(sink, shape)
     builds = sink.builds()
-    # The pass's origin picks the worker index, so which of 0 and 1 get items depends on the run's passes.
+    # The pass's origin picks the worker index: the source's two pieces take the workers in turn, a bucket
+    # its own worker (here both keys' buckets may have the same one).
     assert builds and {(count, in_task) for _, count, _, in_task in builds} == {(2, "True")}
-    assert {index for index, *_ in builds} <= {0, 1} and all(pid != os.getpid() for _, _, pid, _ in builds)
+    assert all(pid != os.getpid() for _, _, pid, _ in builds)
+    assert {index for index, *_ in builds} == ({0, 1} if shape == "stateless" else {bucket_of(key, DEFAULT_BUCKETS) % 2 for key, _ in ITEMS})
     assert sink.written() == sorted(str(item) for item in ITEMS)
 
 
@@ -100,6 +104,7 @@ def test_a_partitioned_source_read_in_tasks_writes_a_dynamic_sink_in_the_same_ta
     cluster_main(flow, [], 0, worker_count_per_proc=2)
     assert sink.written() == sorted(f"{n}-{line}" for n in range(3) for line in range(50))
     assert all(pid != os.getpid() and in_task == "True" for _, _, pid, in_task in sink.builds())
+    assert {index for index, *_ in sink.builds()} == {0, 1}  # the partitions take the workers in turn
 
 
 @pytest.mark.parametrize("shape", ["stateless", "stateful"])
@@ -154,7 +159,7 @@ def _sinks(sink: _Logged, meter: Any = None) -> PassSinks:
 def test_each_origin_writes_to_its_workers_partition_built_once_per_task_and_closed_at_its_end() -> None:
     sink = _Logged()
     origins = ["000.00000.000", "000.00002.000"]
-    workers = [zlib.crc32(origin.encode()) % 3 for origin in origins]
+    workers = [origin_worker(origin, 3) for origin in origins]
     assert workers[0] != workers[1]
     with _sinks(sink) as sinks:
         sinks.write(0, origins[0], [1, 2])
@@ -171,8 +176,8 @@ def test_writes_are_counted_and_timed_per_output_step() -> None:
     readings: List[Reading] = []
     meter = Meter(readings.append)
     with _sinks(_Logged(), meter) as sinks:
-        sinks.write(0, "a", [1, 2, 3])
-        sinks.write(0, "a", [4])
+        sinks.write(0, source_origin(0, 0, 0), [1, 2, 3])
+        sinks.write(0, source_origin(0, 0, 0), [4])
     meter.flush()
     (reading,) = readings
     assert reading.counts == {(Count.ITEMS_IN, "p.out"): 4}
@@ -184,17 +189,16 @@ def test_a_failing_partition_call_names_the_step(what: str) -> None:
     sink = _Logged(fail_on=what)
     with pytest.raises(StepFailure, match=f"error calling `{what}` in step 'p.out'") as info:
         with _sinks(sink) as sinks:
-            sinks.write(0, "a", [1])
+            sinks.write(0, source_origin(0, 1, 0), [1])
     assert isinstance(info.value.cause, ValueError)
     closed: Set[Any] = {worker for kind, worker in sink.log if kind == "close"}
-    assert closed == (set() if what == "build" else {zlib.crc32(b"a") % 3})
+    assert closed == (set() if what == "build" else {1})
 
 
 def test_a_failing_task_closes_the_partitions_it_built() -> None:
     sink = _Logged()
     with pytest.raises(RuntimeError, match="the pass failed"):
         with _sinks(sink) as sinks:
-            sinks.write(0, "a", list(range(5000)))  # more than a piece: written at once
+            sinks.write(0, source_origin(0, 2, 0), list(range(5000)))  # more than a piece: written at once
             raise RuntimeError("the pass failed")
-    worker = zlib.crc32(b"a") % 3
-    assert [kind for kind, _ in sink.log] == ["build", f"write {worker}", "close"]
+    assert [kind for kind, _ in sink.log] == ["build", "write 2", "close"]

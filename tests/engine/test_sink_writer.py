@@ -9,7 +9,6 @@ import os
 import stat
 import threading
 import time
-import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -21,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine import chunks
-from flowspark.engine.destinations import CONTROL_GROUP, output_group, sink_part_group, tap_group
+from flowspark.engine.destinations import CONTROL_GROUP, origin_worker, output_group, sink_part_group, source_origin, tap_group
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.input_end import InputEnd
@@ -34,6 +33,10 @@ from flowspark.engine.sink_writer import LEDGER, OutputStash, SinkWriter, read_l
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink, StatefulSinkPartition, StatelessSinkPartition
 from flowspark.testing import TestingSource
+
+ORIGIN_A = source_origin(0, 0, 0)
+ORIGIN_B = source_origin(0, 1, 0)
+"""The passes (source pieces) that make the rows of these tests."""
 
 
 class _CountingPart(StatefulSinkPartition[Any, int]):
@@ -155,10 +158,10 @@ def test_a_batch_reaches_sinks_and_taps_and_the_end_marker_finishes_the_run(spar
     sink = _PerWorker()
     reports: List[Tuple[int, int]] = []
     writer = SinkWriter(_plan(sink, seen=seen), str(tmp_path), on_batch=lambda batch, written: reports.append((batch, written)))
-    writer(_frame(spark, [_out(0, "a", [1, 2]), _tap(0, "a", ["x"])]), 0)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [1, 2]), _tap(0, ORIGIN_A, ["x"])]), 0)
     assert sink.by_worker == {0: [1, 2]} and seen == [("w.tap0", "x", 1)]  # Bytewax counts epochs from 1
     assert not writer.finished.is_set() and writer.last_batch == 0
-    writer(_frame(spark, [_out(0, "a", [3]), _control(InputEnd.EOF)]), 1)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [3]), _control(InputEnd.EOF)]), 1)
     assert sink.by_worker == {0: [1, 2, 3]}
     assert writer.finished.is_set() and writer.ending is InputEnd.EOF
     assert reports == [(0, 2), (1, 1)]
@@ -167,28 +170,28 @@ def test_a_batch_reaches_sinks_and_taps_and_the_end_marker_finishes_the_run(spar
 def test_a_batch_written_before_is_skipped_whole_by_a_new_writer(spark: SparkSession, tmp_path: Path) -> None:
     first = _PerWorker()
     writer = SinkWriter(_plan(first), str(tmp_path))
-    writer(_frame(spark, [_out(0, "a", [1])]), 0)
-    writer(_frame(spark, [_out(0, "a", [2])]), 1)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [1])]), 0)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [2])]), 1)
 
     again = _PerWorker()
     resumed = SinkWriter(_plan(again), str(tmp_path))
     assert resumed.last_batch == 1
-    resumed(_frame(spark, [_out(0, "a", [2]), _control(InputEnd.EOF)]), 1)  # Spark replays the last batch
+    resumed(_frame(spark, [_out(0, ORIGIN_A, [2]), _control(InputEnd.EOF)]), 1)  # Spark replays the last batch
     assert again.by_worker == {0: []} and not resumed.finished.is_set()
-    resumed(_frame(spark, [_out(0, "a", [3])]), 2)
+    resumed(_frame(spark, [_out(0, ORIGIN_A, [3])]), 2)
     assert again.by_worker == {0: [3]}
 
 
 def test_the_ledger_is_private_to_the_user(spark: SparkSession, tmp_path: Path) -> None:
     writer = SinkWriter(_plan(_PerWorker()), str(tmp_path))
-    writer(_frame(spark, [_out(0, "a", [1])]), 0)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [1])]), 0)
     assert stat.S_IMODE(os.stat(tmp_path / LEDGER).st_mode) & 0o077 == 0
 
 
 def test_partitioned_sinks_get_values_by_key_and_resume_from_the_ledger(spark: SparkSession, tmp_path: Path) -> None:
     sink = _Parts()
     writer = SinkWriter(_plan(sink), str(tmp_path))
-    writer(_frame(spark, [_out(0, "a", [("k0", "a"), ("k1", "b"), ("k0", "c")])]), 0)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [("k0", "a"), ("k1", "b"), ("k0", "c")])]), 0)
     assert sink.written == {"p0": ["a", "c"], "p1": ["b"]}
     assert sink.built == [("p0", None), ("p1", None)]
 
@@ -200,10 +203,10 @@ def test_partitioned_sinks_get_values_by_key_and_resume_from_the_ledger(spark: S
 def test_a_batch_cut_short_by_a_failing_write_is_rewritten_from_the_snapshots_before_it(spark: SparkSession, tmp_path: Path) -> None:
     sink = _Parts()
     writer = SinkWriter(_plan(sink), str(tmp_path))
-    writer(_frame(spark, [_out(0, "a", [("k0", 1), ("k1", 2)])]), 0)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [("k0", 1), ("k1", 2)])]), 0)
     sink.broken.append("p1")
     with pytest.raises(FlowsparkRuntimeError, match="error calling `write_batch` in step 'w.out0'") as caught:
-        writer(_frame(spark, [_out(0, "a", [("k0", 3), ("k1", 4)])]), 1)
+        writer(_frame(spark, [_out(0, ORIGIN_A, [("k0", 3), ("k1", 4)])]), 1)
     assert isinstance(caught.value.__cause__, OSError)
     assert writer.failure is caught.value and writer.last_batch == 0
     assert sink.written == {"p0": [1, 3], "p1": [2]}  # p0 got batch 1, p1 did not
@@ -211,15 +214,15 @@ def test_a_batch_cut_short_by_a_failing_write_is_rewritten_from_the_snapshots_be
     # The resumed run rebuilds every partition at batch 0's snapshots and writes batch 1 again: no duplicates.
     sink.broken.clear()
     resumed = SinkWriter(_plan(sink), str(tmp_path))
-    resumed(_frame(spark, [_out(0, "a", [("k0", 3), ("k1", 4)])]), 1)
+    resumed(_frame(spark, [_out(0, ORIGIN_A, [("k0", 3), ("k1", 4)])]), 1)
     assert sink.written == {"p0": [1, 3], "p1": [2, 4]}
 
 
 def test_an_aborted_batch_keeps_the_snapshots_before_it(spark: SparkSession, tmp_path: Path) -> None:
     sink = _Parts()
     writer = SinkWriter(_plan(sink), str(tmp_path))
-    writer(_frame(spark, [_out(0, "a", [("k0", 1)])]), 0)
-    writer(_frame(spark, [_out(0, "a", [("k0", 2)]), _control(InputEnd.ABORT)]), 1)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [("k0", 1)])]), 0)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [("k0", 2)]), _control(InputEnd.ABORT)]), 1)
     assert writer.ending is InputEnd.ABORT and writer.finished.is_set()
 
     again = _Parts()
@@ -231,7 +234,7 @@ def test_an_aborted_batch_keeps_the_snapshots_before_it(spark: SparkSession, tmp
 def test_a_micro_batch_sink_gets_each_batch_once_with_its_id_and_the_run_id(spark: SparkSession, tmp_path: Path) -> None:
     sink = _Batches()
     writer = SinkWriter(_plan(sink), str(tmp_path))
-    writer(_frame(spark, [_out(0, "a", [1, 2]), _out(0, "b", [3])]), 0)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [1, 2]), _out(0, ORIGIN_B, [3])]), 0)
     writer(_frame(spark, [_control(InputEnd.EOF)]), 1)  # no items: no call
     writer.close()
     assert len(sink.calls) == 1 and sink.closed
@@ -240,7 +243,7 @@ def test_a_micro_batch_sink_gets_each_batch_once_with_its_id_and_the_run_id(spar
 
     resumed_sink = _Batches()
     resumed = SinkWriter(_plan(resumed_sink), str(tmp_path))
-    resumed(_frame(spark, [_out(0, "a", [4])]), 2)
+    resumed(_frame(spark, [_out(0, ORIGIN_A, [4])]), 2)
     assert resumed_sink.calls == [("w.out0", 2, run_id, [4])]  # the run id outlives the writer
 
 
@@ -251,7 +254,8 @@ def test_a_dynamic_sink_gets_one_partition_per_worker_and_each_origin_one_worker
     origins = ["000.00000.000", "000.00001.000", "000.00002.000", "000.00003.000"]
     writer(_frame(spark, [_out(0, origin, [(origin, n) for n in range(3)]) for origin in origins]), 0)
     for origin in origins:
-        assert sink.by_worker[zlib.crc32(origin.encode()) % 3].count((origin, 1)) == 1
+        assert sink.by_worker[origin_worker(origin, 3)].count((origin, 1)) == 1
+    assert sorted(sink.by_worker) == [0, 1, 2]
     assert sorted(item for items in sink.by_worker.values() for item in items) == sorted((o, n) for o in origins for n in range(3))
 
 
@@ -262,9 +266,9 @@ def test_an_ordered_run_writes_and_inspects_in_one_workers_order(spark: SparkSes
     plan.ordered = True
     writer = SinkWriter(plan, str(tmp_path), epoch_per_round=True)
     rows = [
-        _ordered(output_group(0, "b"), [((1, 0, 0, ""), ["b1"])]),
-        _ordered(output_group(0, "a"), [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
-        _ordered(tap_group(0, "a"), [((0, 0, 0, ""), ["t0"]), ((3, 0, 0, ""), ["t3"])]),
+        _ordered(output_group(0, ORIGIN_B), [((1, 0, 0, ""), ["b1"])]),
+        _ordered(output_group(0, ORIGIN_A), [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
+        _ordered(tap_group(0, ORIGIN_A), [((0, 0, 0, ""), ["t0"]), ((3, 0, 0, ""), ["t3"])]),
     ]
     writer(_frame(spark, rows), 0)
     assert sink.by_worker == {0: ["a0", "b1", "a2"]}
@@ -279,7 +283,7 @@ def test_stashed_chunks_are_taken_by_ticket_and_leftovers_dropped_after_the_batc
     writer = SinkWriter(_plan(sink), str(tmp_path), stash)
     ticket = server.link.call("stash", chunks.dumps([1, 2]))
     dropped = stash.put(chunks.dumps([99]))  # from a task attempt Spark dropped
-    writer(_frame(spark, [(output_group(0, "a"), 0, chunks.DATA, ticket)]), 0)
+    writer(_frame(spark, [(output_group(0, ORIGIN_A), 0, chunks.DATA, ticket)]), 0)
     assert sink.by_worker == {0: [1, 2]}
     assert dropped not in stash.detach()  # the batch took the leftover with its own chunks
 
@@ -296,7 +300,7 @@ def test_the_driver_builds_nothing_for_a_dynamic_sink_written_in_the_tasks_that_
     plan = _plan(sink, seen=seen)
     assert plan.sinks[0].in_making_task
     writer = SinkWriter(plan, str(tmp_path), parallelism=2)
-    writer(_frame(spark, [_tap(0, "a", [1]), _control(InputEnd.EOF)]), 0)
+    writer(_frame(spark, [_tap(0, ORIGIN_A, [1]), _control(InputEnd.EOF)]), 0)
     writer.close()
     assert (sink.built, seen, writer.finished.is_set()) == ([], [("w.tap0", 1, 1)], True)
 
@@ -324,13 +328,13 @@ def test_a_failing_inspector_names_the_step(spark: SparkSession, tmp_path: Path)
     op.inspect_debug("peek", op.input("inp", flow, TestingSource([])), broken)
     writer = SinkWriter(build_plan(flow), str(tmp_path))
     with pytest.raises(FlowsparkRuntimeError, match="error calling `inspector` in step 'w.peek'"):
-        writer(_frame(spark, [_tap(0, "a", [1])]), 0)
+        writer(_frame(spark, [_tap(0, ORIGIN_A, [1])]), 0)
 
 
 def test_a_bare_value_for_a_partitioned_sink_names_the_step(spark: SparkSession, tmp_path: Path) -> None:
     writer = SinkWriter(_plan(_Parts()), str(tmp_path))
     with pytest.raises(StepFailure, match="step 'w.out0' requires `\\(key, value\\)` 2-tuple"):
-        writer(_frame(spark, [_out(0, "a", [5])]), 0)
+        writer(_frame(spark, [_out(0, ORIGIN_A, [5])]), 0)
 
 
 def test_a_damaged_ledger_is_named_not_retried(tmp_path: Path) -> None:
@@ -364,8 +368,8 @@ def test_an_executor_sink_is_written_in_tasks_while_taps_and_the_end_come_to_the
     seen: List[Tuple[str, Any, int]] = []
     sink = LineSink(tmp_path)
     writer = _away_writer(sink, tmp_path, server, seen)
-    rows = [_part(0, "b", ["b0"]), _part(0, "a", ["a0", "a1"], seq=1), _part(0, "a", ["a2"], seq=0), _part(1, "a", ["x"]),
-            _tap(0, "a", ["t"]), _control(InputEnd.EOF)]
+    rows = [_part(0, ORIGIN_B, ["b0"]), _part(0, ORIGIN_A, ["a0", "a1"], seq=1), _part(0, ORIGIN_A, ["a2"], seq=0), _part(1, ORIGIN_A, ["x"]),
+            _tap(0, ORIGIN_A, ["t"]), _control(InputEnd.EOF)]
     writer(_frame(spark, rows), 0)
     assert sink.lines("p0") == ["a2", "a0", "a1", "b0"]  # as the driver orders rows: by group name, then sequence
     assert sink.lines("p1") == ["x"]
@@ -378,12 +382,12 @@ def test_an_executor_sink_batch_the_ledger_has_runs_its_job_but_writes_nothing(
     spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
 ) -> None:
     sink = LineSink(tmp_path)
-    _away_writer(sink, tmp_path, server)(_frame(spark, [_part(0, "a", ["v"])]), 0)
+    _away_writer(sink, tmp_path, server)(_frame(spark, [_part(0, ORIGIN_A, ["v"])]), 0)
     builds = len(sink.builds())
     resumed = _away_writer(sink, tmp_path, server)
-    resumed(_frame(spark, [_part(0, "a", ["v"])]), 0)  # Spark replays the batch
+    resumed(_frame(spark, [_part(0, ORIGIN_A, ["v"])]), 0)  # Spark replays the batch
     assert len(sink.builds()) == builds and sink.lines("p0") == ["v"]
-    resumed(_frame(spark, [_part(1, "a", ["w"])]), 1)
+    resumed(_frame(spark, [_part(1, ORIGIN_A, ["w"])]), 1)
     assert sink.lines("p0") == ["v"] and sink.lines("p1") == ["w"]
     # The resumed run's first written batch built every partition again from its snapshot.
     assert sorted(name for name, *_ in sink.builds()[builds:]) == ["p0", "p1"]
@@ -394,14 +398,14 @@ def test_an_executor_sink_batch_cut_short_is_rewritten_from_the_snapshots_before
 ) -> None:
     sink = LineSink(tmp_path, broken=["p1"])
     writer = _away_writer(sink, tmp_path, server)
-    writer(_frame(spark, [_part(0, "a", ["a"])]), 0)
+    writer(_frame(spark, [_part(0, ORIGIN_A, ["a"])]), 0)
     with pytest.raises(Exception, match="error calling `write_batch` in step 'w.out0' for partition 'p1'"):
-        writer(_frame(spark, [_part(0, "a", ["b"]), _part(1, "a", ["c"])]), 1)
+        writer(_frame(spark, [_part(0, ORIGIN_A, ["b"]), _part(1, ORIGIN_A, ["c"])]), 1)
     assert writer.failure is not None and writer.last_batch == 0
 
     fixed = LineSink(tmp_path)
     resumed = _away_writer(fixed, tmp_path, server)
-    resumed(_frame(spark, [_part(0, "a", ["b"]), _part(1, "a", ["c"])]), 1)
+    resumed(_frame(spark, [_part(0, ORIGIN_A, ["b"]), _part(1, ORIGIN_A, ["c"])]), 1)
     assert fixed.lines("p0") == ["a", "b"] and fixed.lines("p1") == ["c"]
 
 
@@ -411,7 +415,7 @@ def test_an_executor_sinks_tasks_count_and_time_their_writes(
     metrics = FlowMetrics()
     server.register("metrics", metrics.add)
     writer = _away_writer(LineSink(tmp_path), tmp_path, server, meter=metrics.driver_meter())
-    writer(_frame(spark, [_part(0, "a", ["a", "b"]), _part(1, "a", ["c"])]), 0)
+    writer(_frame(spark, [_part(0, ORIGIN_A, ["a", "b"]), _part(1, ORIGIN_A, ["c"])]), 0)
     counts = {worker: n for (count, step_id, worker), n in metrics.counts().items() if (count, step_id) == (Count.ITEMS_IN, "w.out0")}
     assert counts == {0: 2, 1: 1}  # each partition's task reports as its own worker
     timings = metrics.timings()
@@ -423,13 +427,13 @@ def test_a_resumed_executor_sink_cuts_back_partitions_its_replay_brings_nothing_
 ) -> None:
     sink = LineSink(tmp_path, broken=["p1"])
     writer = _away_writer(sink, tmp_path, server)
-    writer(_frame(spark, [_part(0, "a", ["a"])]), 0)
+    writer(_frame(spark, [_part(0, ORIGIN_A, ["a"])]), 0)
     with pytest.raises(Exception, match="disk full"):
-        writer(_frame(spark, [_part(0, "a", ["b"]), _part(1, "a", ["c"])]), 1)
+        writer(_frame(spark, [_part(0, ORIGIN_A, ["b"]), _part(1, ORIGIN_A, ["c"])]), 1)
     assert sink.lines("p0") == ["a", "b"]  # written before p1 failed
 
     fixed = LineSink(tmp_path)
-    _away_writer(fixed, tmp_path, server)(_frame(spark, [_part(1, "a", ["c"])]), 1)  # a replay that differs
+    _away_writer(fixed, tmp_path, server)(_frame(spark, [_part(1, ORIGIN_A, ["c"])]), 1)  # a replay that differs
     assert fixed.lines("p0") == ["a"] and fixed.lines("p1") == ["c"]
 
 
@@ -438,13 +442,13 @@ def test_an_aborted_batch_of_an_executor_sink_is_cut_back_by_the_resumed_run(
 ) -> None:
     sink = LineSink(tmp_path)
     writer = _away_writer(sink, tmp_path, server)
-    writer(_frame(spark, [_part(0, "a", ["1"])]), 0)
-    writer(_frame(spark, [_part(0, "a", ["2"]), _control(InputEnd.ABORT)]), 1)
+    writer(_frame(spark, [_part(0, ORIGIN_A, ["1"])]), 0)
+    writer(_frame(spark, [_part(0, ORIGIN_A, ["2"]), _control(InputEnd.ABORT)]), 1)
     assert writer.ending is InputEnd.ABORT and sink.lines("p0") == ["1", "2"]
     assert read_ledger(str(tmp_path / LEDGER)) == (1, {"w.out0": {"p0": 2, "p1": 0}})
 
     resumed = _away_writer(sink, tmp_path, server)
-    resumed(_frame(spark, [_part(0, "a", ["2"])]), 2)  # the resumed run reads the aborted epoch again
+    resumed(_frame(spark, [_part(0, ORIGIN_A, ["2"])]), 2)  # the resumed run reads the aborted epoch again
     assert sink.lines("p0") == ["1", "2"]
 
 
@@ -476,9 +480,9 @@ def test_writing_behind_returns_before_the_write_and_keeps_the_batches_order(spa
     sink = _Slow()
     writer = SinkWriter(_plan(sink), str(tmp_path), write_behind=True)
     started = time.perf_counter()
-    writer(_frame(spark, [_out(0, "a", [1, 2])]), 0)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [1, 2])]), 0)
     returned = time.perf_counter() - started
-    writer(_frame(spark, [_out(0, "a", [3]), _control(InputEnd.EOF)]), 1)
+    writer(_frame(spark, [_out(0, ORIGIN_A, [3]), _control(InputEnd.EOF)]), 1)
     assert writer.finished.wait(10)
     writer.close()
     assert returned < 0.2 <= time.perf_counter() - started
@@ -490,9 +494,9 @@ def test_writing_behind_returns_before_the_write_and_keeps_the_batches_order(spa
 def test_a_write_behind_that_fails_is_the_runs_failure_and_stops_later_batches(spark: SparkSession, tmp_path: Path) -> None:
     sink = _Slow()
     writer = SinkWriter(_plan(sink), str(tmp_path), write_behind=True)
-    writer(_frame(spark, [_out(0, "a", ["boom"])]), 0)  # fails in the background
+    writer(_frame(spark, [_out(0, ORIGIN_A, ["boom"])]), 0)  # fails in the background
     with pytest.raises(FlowsparkRuntimeError, match="write_batch.*'w.out0'") as raised:
-        writer(_frame(spark, [_out(0, "a", [1])]), 1)
+        writer(_frame(spark, [_out(0, ORIGIN_A, [1])]), 1)
     writer.close()
     assert writer.failure is raised.value
     assert isinstance(raised.value.__cause__, ValueError)
