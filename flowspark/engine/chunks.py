@@ -82,6 +82,10 @@ _plain_skips = 0
 """How many more pickles go straight to cloudpickle (see `_dump_one`)."""
 
 
+_STACK_GLOBAL = pickle.STACK_GLOBAL
+"""The opcode with which protocols 4 and 5 refer to a module's class or function."""
+
+
 def _needs_cloudpickle(blob: bytes) -> bool:
     """Whether a plain pickle names a module whose code must travel by value.
 
@@ -89,8 +93,13 @@ def _needs_cloudpickle(blob: bytes) -> bool:
     (`shipping`): a plain pickle refers to their classes and functions by
     name, which a Spark worker cannot import.  A module name only shows up
     in a pickle as its UTF-8 text, so a byte search finds every reference;
-    data that merely contains such text just takes the slower path.
+    data that merely contains such text just takes the slower path.  The
+    C pickler (at `HIGHEST_PROTOCOL`) names every class and function with
+    a `STACK_GLOBAL` opcode, so a pickle without that byte names none:
+    small snapshots and items of plain data skip the search.
     """
+    if _STACK_GLOBAL not in blob:
+        return False
     if b"__main__" in blob:
         return True
     for name in cloudpickle.list_registry_pickle_by_value():

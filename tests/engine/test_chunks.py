@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import pickle
 import sys
 import types
 from pathlib import Path
@@ -103,3 +104,8 @@ def test_items_only_cloudpickle_can_pickle_still_travel(plain_first: None) -> No
 def test_installed_classes_come_back_equal(plain_first: None) -> None:
     messages = [KafkaSourceMessage(None, f"{i},x".encode(), "t", [("h", b"v")], None, i, 0, (1, i)) for i in range(BIG)]
     assert chunks.loads(chunks.dumps(messages)) == messages
+
+
+def test_plain_data_that_names_no_class_or_function_is_never_searched_for_module_names() -> None:
+    assert not chunks._needs_cloudpickle(pickle.dumps(("__main__", b"__main__", 7), pickle.HIGHEST_PROTOCOL))
+    assert chunks._needs_cloudpickle(pickle.dumps([types.SimpleNamespace, "__main__"], pickle.HIGHEST_PROTOCOL))
