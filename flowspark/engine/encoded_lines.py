@@ -4,10 +4,13 @@ A sink whose partitions write each value as one line of text (`FileSink`)
 says how with a `LineFormat`.  The workers then send each output chunk as
 the bytes the sink would write (`LineChunk`), and the driver's writer hands
 them to the partition's `write_lines` in one call: the values are never
-pickled, unpickled or joined again.  Only a single-partition sink written
-in the driver qualifies (every value goes to the one file, so no key is
-needed), and only when the run keeps no worker's order, since that order
-is made by sorting runs of items in the driver.
+pickled, unpickled or joined again.  The plan (`plan.sink_layout`) lets
+the workers encode for a sink of one partition (every value goes to the
+one file, so no key is needed) and for a sink whose partitions Spark's
+tasks write (the workers route each value to its partition), and only
+when the run keeps no worker's order, since that order is made by sorting
+runs of items in the driver.  The partition that takes the lines is the
+driver's or the sink task's (`write_lines`).
 """
 
 from __future__ import annotations

@@ -186,8 +186,7 @@ class Router:
                 sink = out.outputs.get(consumer.index)
                 if sink is None:
                     sink = out.outputs[consumer.index] = (
-                        chunks.ItemChunk(step_id) if layout.lines is None or self._plan.ordered
-                        else LineChunk(step_id, layout.lines)
+                        chunks.ItemChunk(step_id) if layout.lines is None else LineChunk(step_id, layout.lines)
                     )
                 sink.extend([value for _, value in batch] if drop_keys else batch)
 
