@@ -65,7 +65,10 @@ def write_lines(step_id: str, partition: Any, data: bytes) -> None:
     can't take encoded lines gets there: a mistake in the sink's class.
     """
     if not isinstance(partition, TakesLines):
-        msg = f"step {step_id!r}: its sink offers a line format, but its partition has no `write_lines`"
+        msg = (
+            f"step {step_id!r}: its sink offers a line format, but its partition has no `write_lines`; "
+            "give the partition a `write_lines(data: bytes)` method, or have the sink's `line_format()` return None"
+        )
         raise TypeError(msg)
     partition.write_lines(data)
 
