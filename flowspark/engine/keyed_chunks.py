@@ -75,7 +75,7 @@ _Chunk = Tuple[List[str], "array[int]", List[int], List[Order], List[Any]]
 class Arrivals:
     """A bucket's items of one micro-batch, by key, in arrival order.
 
-    `merged(key)` gives a key's values in one list; `by_tick()` gives each
+    `by_key()` gives each key's values in one list; `by_tick()` gives each
     tick's values by key, ticks in order, for handling the micro-batch
     round by round as one Bytewax worker does.  Each view is computed on
     first use.
@@ -115,9 +115,10 @@ class Arrivals:
         self._group()
         return sorted(self._values)
 
-    def merged(self, key: str) -> List[Any]:
+    def by_key(self) -> Dict[str, List[Any]]:
+        """Each key's values, in arrival order."""
         self._group()
-        return self._values[key]
+        return self._values
 
     def by_tick(self) -> List[Tuple[Tick, Dict[str, List[Any]]]]:
         """Each tick's values by key, ticks in order; within a key, values in their runs' order."""

@@ -11,13 +11,20 @@ as one round trip, whether the bucket holds ten keys or ten million.
 
 The earliest wake-up of each slot's keys is a second map (`wakes`), so that
 a timer finds its due keys by reading only the slots that are due.
+
+The layout also records each slot's version, new at every write, so that a
+Python worker can keep the slots it saved and use them in a later call
+instead of reading them again, while they are still current (`slot_cache`).
 """
 
 from __future__ import annotations
 
 import pickle
+import struct
 import zlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
+
+from flowspark.engine.slot_cache import WORKER_CACHE, SlotCache, new_version
 
 SLOT_KEYS = 512
 """The average number of keys per slot above which a bucket doubles its slots."""
@@ -48,6 +55,33 @@ def wake_of(stored: bytes) -> Optional[int]:
 def snapshot_bytes(stored: bytes) -> bytes:
     """The pickled snapshot a stored value carries."""
     return stored[11:]
+
+
+class StateVariables(NamedTuple):
+    """The state variables of a bucket (see `SlottedState`), as a processor's handle declares them."""
+
+    layout: Any
+    slots: Any
+    wakes: Any
+
+
+def state_variables(handle: Any) -> StateVariables:
+    """Declare a processor's state variables on its `StatefulProcessorHandle`."""
+    return StateVariables(
+        handle.getValueState("layout", "slots int, keys long, versions binary"),
+        handle.getMapState("slots", "slot int", "entries binary"),
+        handle.getMapState("wakes", "slot int", "at long"),
+    )
+
+
+def _versions_of(blob: bytes, slot_count: int) -> List[int]:
+    """Each slot's version from the layout's bytes (0: never written)."""
+    stored = list(struct.unpack(f"<{len(blob) // 8}q", blob))
+    return stored + [0] * (slot_count - len(stored))
+
+
+def _versions_blob(versions: List[int]) -> bytes:
+    return struct.pack(f"<{len(versions)}q", *versions)
 
 
 def _encoded(earliest: Optional[int], entries: Dict[str, bytes]) -> bytes:
@@ -102,19 +136,27 @@ class _Slot:
 class SlottedState:
     """One bucket's keys' stored values during one handler call, over three of Spark's state variables.
 
-    `layout` (value state: slot count and key count), `slots` (map state:
-    slot → its earliest wake-up and its keys' values) and `wakes` (map
-    state: slot → its earliest wake-up, for timers).  Reads are cached
-    until `save`, which writes what changed.
+    `layout` (value state: slot count, key count and each slot's version),
+    `slots` (map state: slot → its earliest wake-up and its keys' values)
+    and `wakes` (map state: slot → its earliest wake-up, for timers).
+    Reads are cached until `save`, which writes what changed; the slots
+    read or saved are then kept in the worker's `cache`, for the bucket's
+    next call.
     """
 
-    def __init__(self, layout: Any, slots: Any, wakes: Any) -> None:
-        self._layout = layout
-        self._slots = slots
-        self._wakes = wakes
-        stored = layout.get()
-        self._slot_count, self._key_count = (1, 0) if stored is None else (int(stored[0]), int(stored[1]))
-        self._stored_layout = (self._slot_count, self._key_count)
+    def __init__(self, variables: StateVariables, bucket: str, cache: SlotCache = WORKER_CACHE) -> None:
+        self._layout = variables.layout
+        self._slots = variables.slots
+        self._wakes = variables.wakes
+        self._bucket = bucket
+        self._cache = cache
+        stored = self._layout.get()
+        if stored is None:
+            self._slot_count, self._key_count, self._versions = 1, 0, [0]
+        else:
+            self._slot_count, self._key_count = int(stored[0]), int(stored[1])
+            self._versions = _versions_of(bytes(stored[2]), self._slot_count)
+        self._stored_layout = (self._slot_count, self._key_count, list(self._versions))
         self._loaded: Dict[int, _Slot] = {}
         self._dirty: Set[int] = set()
 
@@ -125,17 +167,31 @@ class SlottedState:
     def _slot(self, slot: int) -> _Slot:
         found = self._loaded.get(slot)
         if found is None:
-            stored = self._slots.getValue((slot,))
-            found = self._loaded[slot] = _Slot(None, {}) if stored is None else _Slot(*decoded(stored[0]))
+            found = self._loaded[slot] = _Slot(*self._read(slot))
         return found
+
+    def _read(self, slot: int) -> Tuple[Optional[int], Dict[str, bytes]]:
+        """A slot's earliest wake-up and entries as saved: from the worker's cache if it kept them, else from the store."""
+        kept = self._cache.take(self._bucket, self._slot_count, slot, self._versions[slot])
+        if kept is not None:
+            return kept
+        stored = self._slots.getValue((slot,))
+        return (None, {}) if stored is None else decoded(stored[0])
 
     def get(self, key: str) -> Optional[bytes]:
         """`key`'s stored value, or None if it has none."""
-        return self._slot(slot_of(key, self._slot_count)).entries.get(key)
+        return self.get_in(slot_of(key, self._slot_count), key)
+
+    def get_in(self, slot: int, key: str) -> Optional[bytes]:
+        """`get` for a key whose slot (`slot_of`) the caller knows."""
+        return self._slot(slot).entries.get(key)
 
     def put(self, key: str, value: Optional[bytes]) -> None:
         """Replace `key`'s stored value (None removes it), to be written by `save`."""
-        slot = slot_of(key, self._slot_count)
+        self.put_in(slot_of(key, self._slot_count), key, value)
+
+    def put_in(self, slot: int, key: str, value: Optional[bytes]) -> None:
+        """`put` for a key whose slot (`slot_of`) the caller knows."""
         target = self._slot(slot)
         had = key in target.entries
         if value is None and not had:
@@ -174,22 +230,28 @@ class SlottedState:
         return sorted(due)
 
     def save(self, register_timer: Callable[[int], None]) -> None:
-        """Write the slots that changed, their earliest wake-ups and timers; then drop what was read.
+        """Write the slots that changed, their earliest wake-ups, timers and versions; then keep what was read.
 
         If the slots now hold more than `SLOT_KEYS` keys on average, the
         bucket is spread over enough slots, in one pass (`_grow`).
         """
         registered: Set[int] = set()
-        for slot in self._dirty:
-            loaded = self._loaded[slot]
-            self._write(slot, loaded.entries, loaded.earliest(), loaded.earliest_before, registered, register_timer)
+        version = new_version()
+        for slot, loaded in self._loaded.items():
+            earliest = loaded.earliest_before
+            if slot in self._dirty:
+                earliest = loaded.earliest()
+                self._write(slot, loaded.entries, earliest, loaded.earliest_before, registered, register_timer)
+                self._versions[slot] = version
+            self._cache.keep(self._bucket, self._slot_count, slot, self._versions[slot], earliest, loaded.entries)
         self._dirty.clear()
         self._loaded.clear()
         if self._key_count > self._slot_count * SLOT_KEYS:
-            self._grow(registered, register_timer)
-        if (self._slot_count, self._key_count) != self._stored_layout:
-            self._layout.update((self._slot_count, self._key_count))
-            self._stored_layout = (self._slot_count, self._key_count)
+            self._grow(version, registered, register_timer)
+        layout = (self._slot_count, self._key_count, self._versions)
+        if layout != self._stored_layout:
+            self._layout.update((self._slot_count, self._key_count, _versions_blob(self._versions)))
+            self._stored_layout = (self._slot_count, self._key_count, list(self._versions))
 
     def _write(self, slot: int, entries: Dict[str, bytes], earliest: Optional[int], before: Optional[int],
                registered: Set[int], register_timer: Callable[[int], None]) -> None:
@@ -208,22 +270,23 @@ class SlottedState:
             register_timer(earliest)
             registered.add(earliest)
 
-    def _grow(self, registered: Set[int], register_timer: Callable[[int], None]) -> None:
+    def _grow(self, version: int, registered: Set[int], register_timer: Callable[[int], None]) -> None:
         """Spread the keys over enough slots for `SLOT_KEYS` each, one old slot in memory at a time.
 
         Slot counts are powers of two and `slot_of` takes the low bits of
         the key's hash, so a key of slot `s` of `n` lands in a slot
         `s + j * n` of the new count: each old slot splits on its own.
+        Every slot gets `version`; none is kept by the cache, which keeps a
+        bucket's slots for one slot count.
         """
         n = self._slot_count
         grown = n
         while self._key_count > grown * SLOT_KEYS:
             grown *= 2
         for slot in range(n):
-            stored = self._slots.getValue((slot,))
-            if stored is None:
+            before, entries = self._read(slot)
+            if not entries:
                 continue
-            before, entries = decoded(stored[0])
             parts: Dict[int, Dict[str, bytes]] = {}
             for key, value in entries.items():
                 parts.setdefault(slot_of(key, grown), {})[key] = value
@@ -232,3 +295,4 @@ class SlottedState:
             for target, part in parts.items():
                 self._write(target, part, _earliest(part), before if target == slot else None, registered, register_timer)
         self._slot_count = grown
+        self._versions = [version] * grown

@@ -117,8 +117,6 @@ class _Bucket:
         self._touched: Set[str] = set()
         self._checked: Set[str] = set()
         self._wake_at: Dict[str, Optional[int]] = {}
-        self._folded: Dict[str, Any] = {}
-        """States left by a state function (`fold`), None for discarded."""
 
     def _load(self, key: str) -> None:
         """Read `key`'s snapshot and wake-up, once per call."""
@@ -159,15 +157,22 @@ class _Bucket:
             self._live[key] = None
         return [(key, value) for value in emit]
 
-    def fold(self, key: str, fold: StateFunction, values: List[Any]) -> List[Tuple[str, Any]]:
-        """Run a step's state function for `key` (see `state_function`); return what it emits, keyed."""
-        self._load(key)
+    def fold(self, slot: int, key: str, fold: StateFunction, values: List[Any]) -> List[Tuple[str, Any]]:
+        """Run a step's state function (see `state_function`) for `key` of `slot`; return what it emits, keyed.
+
+        The state left goes straight to the bucket's state, to be written by
+        `persist`, unless it pickles to the bytes already stored.
+        """
+        stored = self._state.get_in(slot, key)
         started = time.perf_counter()
-        emits, state = guarded(self.step_id, "on_batch", fold, self._resume[key], values, key=key)
+        resume = None if stored is None else chunks.loads(slots.snapshot_bytes(stored))
+        emits, left = guarded(self.step_id, "on_batch", fold, resume, values, key=key)
         if self._meter is not None:
             self._meter.time(LOGIC_TIMINGS["on_batch"], self.step_id, time.perf_counter() - started)
             self._meter.passed(self.step_id, len(values), len(emits))
-        self._folded[key] = state
+        kept = None if left is None else slots.packed(chunks.dumps(left), None)
+        if kept != stored:
+            self._state.put_in(slot, key, kept)
         return [(key, value) for value in emits]
 
     def overdue(self, key: str, now_ms: int) -> bool:
@@ -202,10 +207,10 @@ class _Bucket:
         keys.difference_update(k for k, v in self._live.items() if v is None)
         return sorted(keys)
 
-    def slot_groups(self, keys: List[str]) -> Iterator[List[str]]:
-        """`keys` in groups that each fall in at most `SLOT_GROUP` slots, groups in slot order."""
+    def slot_groups(self, keys: List[str]) -> Iterator[List[Tuple[int, str]]]:
+        """`keys` with their slots, in groups that each fall in at most `SLOT_GROUP` slots, groups in slot order."""
         slot_count = self._state.slot_count
-        group: List[str] = []
+        group: List[Tuple[int, str]] = []
         slots_in_group = 0
         last_slot = -1
         for slot, key in sorted((slots.slot_of(k, slot_count), k) for k in keys):
@@ -215,7 +220,7 @@ class _Bucket:
                     group, slots_in_group = [], 0
                 slots_in_group += 1
                 last_slot = slot
-            group.append(key)
+            group.append((slot, key))
         if group:
             yield group
 
@@ -252,10 +257,6 @@ class _Bucket:
             value = slots.packed(chunks.dumps(snap), at_ms)
             if value != self._stored.get(key):
                 self._state.put(key, value)
-        for key, state in self._folded.items():
-            kept = None if state is None else slots.packed(chunks.dumps(state), None)
-            if kept != self._stored.get(key):
-                self._state.put(key, kept)
         self._state.save(handle.registerTimer)
         self._forget()
 
@@ -263,7 +264,7 @@ class _Bucket:
         """Let go of every key handled so far: each is saved, and a discarded key is not built again."""
         discarded = {key for key, logic in self._live.items() if logic is None}
         self._live = dict.fromkeys(discarded)
-        for known in (self._resume, self._stored, self._wake_at, self._folded):
+        for known in (self._resume, self._stored, self._wake_at):
             known.clear()
         self._resume.update(dict.fromkeys(discarded))
         self._touched.clear()
@@ -285,9 +286,7 @@ class LayerProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         freeze_start_up_objects()
         self._handle = handle
-        self._layout = handle.getValueState("layout", "slots int, keys long")
-        self._slots = handle.getMapState("slots", "slot int", "entries binary")
-        self._wakes = handle.getMapState("wakes", "slot int", "at long")
+        self._state = slots.state_variables(handle)
         self._meter = Meter(self._report) if self._metered else None
         self._sinks = PassSinks(self._plan, self._meter)
         self._router = Router(self._plan, self._groups, self._meter, self._sinks)
@@ -381,7 +380,7 @@ class LayerProcessor(StatefulProcessor):
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
-        state = slots.SlottedState(self._layout, self._slots, self._wakes)
+        state = slots.SlottedState(self._state, grp)
         bucket = _Bucket(self._plan.stateful[step].step_id, config.builder, state, self._meter)
         return bucket, Collector(grp, self._link, self._plan.ordered)
 
@@ -400,14 +399,15 @@ class LayerProcessor(StatefulProcessor):
         tick = (START_ROUND, self._batch_phase)
         fold = state_function(bucket.logic(keys[0]))
         keyed: List[Tuple[str, Any]] = []
+        values = arrivals.by_key()
         for group in bucket.slot_groups(keys):
-            for k in group:
+            for slot, k in group:
                 if fold is not None:
-                    keyed.extend(bucket.fold(k, fold, arrivals.merged(k)))
+                    keyed.extend(bucket.fold(slot, k, fold, values[k]))
                 else:
                     if bucket.overdue(k, now_ms):
                         self._call(step, bucket, k, "on_notify", (START_ROUND, self._notify_phase), out)
-                    keyed.extend(bucket.call(k, "on_batch", arrivals.merged(k)))
+                    keyed.extend(bucket.call(k, "on_batch", values[k]))
                 if len(keyed) >= chunks.PIECE_ITEMS:
                     self._push(step, keyed, tick, out)
                     keyed = []

@@ -27,9 +27,9 @@ def test_values_come_back_by_key_in_arrival_order_across_chunks() -> None:
     arrivals.add(_chunk([[("b", 1), ("a", 2), ("b", 3)], [("a", 4)]]))
     arrivals.add(_chunk([[("c", 5), ("b", 6)]]))
     assert arrivals.keys() == ["a", "b", "c"]
-    assert arrivals.merged("a") == [2, 4]
-    assert arrivals.merged("b") == [1, 3, 6]
-    assert arrivals.merged("c") == [5]
+    assert arrivals.by_key()["a"] == [2, 4]
+    assert arrivals.by_key()["b"] == [1, 3, 6]
+    assert arrivals.by_key()["c"] == [5]
 
 
 def test_a_batch_that_brought_nothing_leaves_no_mark() -> None:
@@ -48,8 +48,8 @@ def test_many_values_and_keys_survive_the_trip() -> None:
     arrivals = Arrivals()
     arrivals.add(_chunk([items[i : i + 1000] for i in range(0, len(items), 1000)]))
     for key in arrivals.keys():
-        assert arrivals.merged(key) == [v for k, v in items if k == key]
-    assert sum(len(per_key.get("k7", [])) for _, per_key in arrivals.by_tick()) == len(arrivals.merged("k7"))
+        assert arrivals.by_key()[key] == [v for k, v in items if k == key]
+    assert sum(len(per_key.get("k7", [])) for _, per_key in arrivals.by_tick()) == len(arrivals.by_key()["k7"])
 
 
 
@@ -77,4 +77,4 @@ def test_ticks_come_in_order_across_chunks_each_with_its_values_by_key() -> None
         ((1, 0), {"c": ["c1", "c2"]}),
         ((2, 0), {"a": ["a3"]}),
     ]
-    assert arrivals.merged("a") == ["a1", "a3", "a0"]  # merged keeps chunk order: for order-free logics only
+    assert arrivals.by_key()["a"] == ["a1", "a3", "a0"]  # merged keeps chunk order: for order-free logics only

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from pyspark.sql.streaming.tws_tester import _InMemoryStatefulProcessorHandle
 
 from flowspark.engine import chunks
-from flowspark.engine.slots import SLOT_KEYS, SlottedState, decoded, packed, slot_of, wake_of
+from flowspark.engine.slot_cache import SlotCache
+from flowspark.engine.slots import SLOT_KEYS, SlottedState, decoded, packed, slot_of, state_variables, wake_of
 from flowspark.engine.stateful import unpacked
 
 
@@ -17,9 +18,10 @@ class _Bucket:
     def __init__(self) -> None:
         self.handle = _InMemoryStatefulProcessorHandle(timeMode="ProcessingTime")
         self.handle.setGroupingKey(("S0/0",))
-        self.layout = self.handle.getValueState("layout", "slots int, keys long")
-        self.slots = self.handle.getMapState("slots", "slot int", "entries binary")
-        self.wakes = self.handle.getMapState("wakes", "slot int", "at long")
+        self.variables = state_variables(self.handle)
+        self.layout, self.slots, self.wakes = self.variables
+        self.cache = SlotCache()
+        """The Python worker's cache; `open(cache=SlotCache())` is a call in another worker."""
         self.slot_calls = 0
         self._count_calls_of(self.slots)
 
@@ -34,8 +36,12 @@ class _Bucket:
 
             setattr(state, name, counted)
 
-    def open(self) -> SlottedState:
-        return SlottedState(self.layout, self.slots, self.wakes)
+    def open(self, cache: Optional[SlotCache] = None) -> SlottedState:
+        return SlottedState(self.variables, "S0/0", self.cache if cache is None else cache)
+
+    def slot_count_and_keys(self) -> Tuple[int, int]:
+        slots, keys, _versions = self.layout.get()
+        return slots, keys
 
     def save(self, state: SlottedState) -> None:
         state.save(self.handle.registerTimer)
@@ -75,7 +81,7 @@ def test_a_bucket_doubles_its_slots_as_keys_grow_and_keeps_every_key() -> None:
         for key in keys[start : start + SLOT_KEYS // 2]:
             state.put(key, packed(key.encode(), None))
         bucket.save(state)
-    assert bucket.layout.get() == (8, len(keys))
+    assert bucket.slot_count_and_keys() == (8, len(keys))
     assert sum(len(entries) for entries in bucket.stored_slots().values()) == len(keys)
     state = bucket.open()
     assert all(state.get(key) == packed(key.encode(), None) for key in keys)
@@ -90,7 +96,7 @@ def test_a_call_reads_and_writes_only_the_slots_of_the_keys_it_touches() -> None
         state.put(f"k{i}", packed(b"0", None))
     bucket.save(state)
     bucket.slot_calls = 0
-    state = bucket.open()
+    state = bucket.open(cache=SlotCache())
     state.put("k1", packed(b"1", None))
     bucket.save(state)
     assert bucket.slot_calls == 2  # one read and one write of k1's slot
@@ -108,7 +114,7 @@ def test_removed_keys_leave_the_bucket_and_an_empty_slot_is_dropped() -> None:
     state.put("never stored", None)
     bucket.save(state)
     assert bucket.stored_slots() == {}
-    assert bucket.layout.get() == (1, 0)
+    assert bucket.slot_count_and_keys() == (1, 0)
 
 
 def test_due_keys_come_from_the_slots_whose_earliest_wake_up_passed() -> None:
@@ -136,7 +142,70 @@ def test_doubling_the_slots_keeps_each_keys_wake_up_due() -> None:
     for i in range(SLOT_KEYS * 3):
         state.put(f"k{i}", packed(b"", 1_000 + i))
     bucket.save(state)
-    assert bucket.layout.get() == (4, SLOT_KEYS * 3)
+    assert bucket.slot_count_and_keys() == (4, SLOT_KEYS * 3)
     assert bucket.open().due(1_000 + 9) == sorted(f"k{i}" for i in range(10))
     assert bucket.timers()[0] == 1_000
     assert len(bucket.open().due(10**9)) == SLOT_KEYS * 3
+
+
+def test_a_worker_uses_the_slots_it_saved_without_reading_them_again() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("k", packed(b"1", None))
+    bucket.save(state)
+    bucket.slot_calls = 0
+    state = bucket.open()
+    assert state.get("k") == packed(b"1", None)
+    state.put("k", packed(b"2", None))
+    bucket.save(state)
+    assert bucket.slot_calls == 1  # the write only
+    assert bucket.open(cache=SlotCache()).get("k") == packed(b"2", None)
+
+
+def test_a_slot_written_by_another_worker_since_is_read_from_the_store() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("k", packed(b"mine", None))
+    bucket.save(state)
+    elsewhere = bucket.open(cache=SlotCache())
+    elsewhere.put("k", packed(b"theirs", None))
+    bucket.save(elsewhere)
+    assert bucket.open().get("k") == packed(b"theirs", None)
+
+
+def test_a_call_that_is_not_saved_leaves_no_change_in_the_cache() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("k", packed(b"saved", None))
+    bucket.save(state)
+    failed = bucket.open()
+    failed.put("k", packed(b"lost", None))  # the user function raised: no save
+    assert bucket.open().get("k") == packed(b"saved", None)
+
+
+def test_state_rolled_back_to_an_earlier_version_is_read_as_stored() -> None:
+    """Spark runs a failed micro-batch again from the state before it: what the worker kept since is stale."""
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("k", packed(b"before", None))
+    bucket.save(state)
+    layout, (blob,) = bucket.layout.get(), bucket.slots.getValue((0,))
+    state = bucket.open()
+    state.put("k", packed(b"after", None))
+    bucket.save(state)
+    bucket.layout.update(layout)
+    bucket.slots.updateValue((0,), (blob,))
+    assert bucket.open().get("k") == packed(b"before", None)
+
+
+def test_a_grown_bucket_is_read_alike_by_the_worker_that_grew_it_and_by_another() -> None:
+    bucket = _Bucket()
+    keys = [f"user{i}" for i in range(SLOT_KEYS * 3)]
+    state = bucket.open()
+    for key in keys:
+        state.put(key, packed(key.encode(), None))
+    bucket.save(state)
+    for cache in (None, SlotCache()):
+        state = bucket.open(cache=cache)
+        assert dict(state.items()) == {key: packed(key.encode(), None) for key in keys}
+        assert all(state.get(key) == packed(key.encode(), None) for key in keys)
