@@ -102,11 +102,12 @@ def _earliest(entries: Dict[str, bytes]) -> Optional[int]:
 class _Slot:
     """One slot read during a call: its entries, its earliest wake-up as read, and what changed it since."""
 
-    __slots__ = ("entries", "earliest_before", "put_wakes", "lost_earliest")
+    __slots__ = ("entries", "earliest_before", "stored", "put_wakes", "lost_earliest")
 
-    def __init__(self, earliest: Optional[int], entries: Dict[str, bytes]) -> None:
-        self.entries = entries
-        self.earliest_before = earliest
+    def __init__(self, stored: bytes) -> None:
+        self.earliest_before, self.entries = decoded(stored) if stored else (None, {})
+        self.stored = stored
+        """The slot's bytes as read (empty: no keys)."""
         self.put_wakes: Dict[str, int] = {}
         self.lost_earliest = False
         """A key that held the earliest wake-up changed it: only a scan finds the new earliest."""
@@ -167,16 +168,16 @@ class SlottedState:
     def _slot(self, slot: int) -> _Slot:
         found = self._loaded.get(slot)
         if found is None:
-            found = self._loaded[slot] = _Slot(*self._read(slot))
+            found = self._loaded[slot] = _Slot(self._read(slot))
         return found
 
-    def _read(self, slot: int) -> Tuple[Optional[int], Dict[str, bytes]]:
-        """A slot's earliest wake-up and entries as saved: from the worker's cache if it kept them, else from the store."""
-        kept = self._cache.take(self._bucket, self._slot_count, slot, self._versions[slot])
+    def _read(self, slot: int) -> bytes:
+        """A slot's bytes as saved (empty: no keys): from the worker's cache if it kept them, else from the store."""
+        kept = self._cache.get(self._bucket, self._slot_count, slot, self._versions[slot])
         if kept is not None:
             return kept
         stored = self._slots.getValue((slot,))
-        return (None, {}) if stored is None else decoded(stored[0])
+        return b"" if stored is None else bytes(stored[0])
 
     def get(self, key: str) -> Optional[bytes]:
         """`key`'s stored value, or None if it has none."""
@@ -238,12 +239,11 @@ class SlottedState:
         registered: Set[int] = set()
         version = new_version()
         for slot, loaded in self._loaded.items():
-            earliest = loaded.earliest_before
+            stored = loaded.stored
             if slot in self._dirty:
-                earliest = loaded.earliest()
-                self._write(slot, loaded.entries, earliest, loaded.earliest_before, registered, register_timer)
+                stored = self._write(slot, loaded.entries, loaded.earliest(), loaded.earliest_before, registered, register_timer)
                 self._versions[slot] = version
-            self._cache.keep(self._bucket, self._slot_count, slot, self._versions[slot], earliest, loaded.entries)
+            self._cache.keep(self._bucket, self._slot_count, slot, self._versions[slot], stored)
         self._dirty.clear()
         self._loaded.clear()
         if self._key_count > self._slot_count * SLOT_KEYS:
@@ -254,21 +254,22 @@ class SlottedState:
             self._stored_layout = (self._slot_count, self._key_count, list(self._versions))
 
     def _write(self, slot: int, entries: Dict[str, bytes], earliest: Optional[int], before: Optional[int],
-               registered: Set[int], register_timer: Callable[[int], None]) -> None:
-        """Store one slot, and its earliest wake-up (with a timer for it) if that changed."""
-        if entries:
-            self._slots.updateValue((slot,), (_encoded(earliest, entries),))
+               registered: Set[int], register_timer: Callable[[int], None]) -> bytes:
+        """Store one slot, and its earliest wake-up (with a timer for it) if that changed; the slot's bytes (empty: no keys)."""
+        stored = _encoded(earliest, entries) if entries else b""
+        if stored:
+            self._slots.updateValue((slot,), (stored,))
         else:
             self._slots.removeKey((slot,))
-        if earliest == before:
-            return
-        if earliest is None:
-            self._wakes.removeKey((slot,))
-            return
-        self._wakes.updateValue((slot,), (earliest,))
-        if earliest not in registered:
-            register_timer(earliest)
-            registered.add(earliest)
+        if earliest != before:
+            if earliest is None:
+                self._wakes.removeKey((slot,))
+            else:
+                self._wakes.updateValue((slot,), (earliest,))
+                if earliest not in registered:
+                    register_timer(earliest)
+                    registered.add(earliest)
+        return stored
 
     def _grow(self, version: int, registered: Set[int], register_timer: Callable[[int], None]) -> None:
         """Spread the keys over enough slots for `SLOT_KEYS` each, one old slot in memory at a time.
@@ -284,9 +285,10 @@ class SlottedState:
         while self._key_count > grown * SLOT_KEYS:
             grown *= 2
         for slot in range(n):
-            before, entries = self._read(slot)
-            if not entries:
+            stored = self._read(slot)
+            if not stored:
                 continue
+            before, entries = decoded(stored)
             parts: Dict[int, Dict[str, bytes]] = {}
             for key, value in entries.items():
                 parts.setdefault(slot_of(key, grown), {})[key] = value
