@@ -141,19 +141,14 @@ class _Lines:
         """Up to `most` next lines, undecoded (`LineBlock`); `None` at the end of the file.
 
         No line holds a `\\n` any more, so one join (here), decode and
-        split (`LineBlock.lines`) is exact.  The block is decoded once here
-        too, so that bad bytes fail at the batch that holds them.
+        split (`LineBlock.lines`) is exact.
         """
         raw: List[bytes] = []
         while len(raw) < most and (self._taken < len(self._lines) or self._refill()):
             upto = min(len(self._lines), self._taken + most - len(raw))
             raw.extend(self._lines[self._taken : upto])
             self._taken = upto
-        if not raw:
-            return None
-        data = b"\n".join(raw)
-        data.decode(self._encoding)
-        return LineBlock(len(raw), data, self._encoding)
+        return LineBlock(len(raw), b"\n".join(raw), self._encoding) if raw else None
 
     def position(self) -> int:
         """The byte offset after the last line taken: where a resumed read starts."""
@@ -221,14 +216,27 @@ class _LinePartition(_FilePartition[str]):
 
     @override
     def next_batch(self) -> List[str]:
-        return self.next_line_block().lines()
-
-    def next_line_block(self) -> LineBlock:
-        """The next batch's lines as bytes, for the driver's hub to hand over undecoded (`line_blocks`)."""
+        block = self._take()
         try:
-            block = self._lines.take(self._batch_size)
+            return block.lines()
         except UnicodeDecodeError as err:
             raise _named(err, self._path) from err
+
+    def next_line_block(self) -> LineBlock:
+        """The next batch's lines as bytes, for the driver's hub to hand over undecoded (`line_blocks`).
+
+        The block is decoded once here too, so that bad bytes fail in the
+        driver, at the batch that holds them, as in `next_batch`.
+        """
+        block = self._take()
+        try:
+            block.text()
+        except UnicodeDecodeError as err:
+            raise _named(err, self._path) from err
+        return block
+
+    def _take(self) -> LineBlock:
+        block = self._lines.take(self._batch_size)
         if block is None:
             raise StopIteration
         return block

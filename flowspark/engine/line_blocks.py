@@ -13,7 +13,9 @@ text fails in the driver, at the batch that holds the bad bytes, as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Protocol, runtime_checkable
+from typing import Any, List, Protocol, Union, runtime_checkable
+
+from flowspark.engine import chunks
 
 
 @dataclass(frozen=True)
@@ -24,9 +26,18 @@ class LineBlock:
     data: bytes
     encoding: str
 
+    def text(self) -> str:
+        """The batch's lines, decoded, joined by `\\n`."""
+        return self.data.decode(self.encoding)
+
     def lines(self) -> List[str]:
         """The batch's lines, as `next_batch` would have returned them."""
-        return self.data.decode(self.encoding).split("\n")
+        return self.text().split("\n")
+
+
+def batch_items(blob: Union[bytes, LineBlock]) -> List[Any]:
+    """The items of a batch the driver's hub read: a block's lines, or the pickled items (`chunks.dumps_items`)."""
+    return blob.lines() if isinstance(blob, LineBlock) else chunks.loads(blob)
 
 
 @runtime_checkable

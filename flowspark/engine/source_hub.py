@@ -31,7 +31,7 @@ from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.executor_source import ReadNote, reads_in_executors
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.input_end import InputEnd
-from flowspark.engine.line_blocks import GivesLineBlocks, LineBlock
+from flowspark.engine.line_blocks import GivesLineBlocks, LineBlock, batch_items
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.read_ahead import ReadAhead
@@ -71,12 +71,6 @@ def _split(batches: List[Batch], pieces: int) -> List[List[Batch]]:
         runs[-1].append(batch)
         size += batch[0]
     return [r for r in runs if r]
-
-
-def _items(batch: Batch) -> List[Any]:
-    """A batch's items, unpickled or decoded."""
-    blob = batch[1]
-    return blob.lines() if isinstance(blob, LineBlock) else chunks.loads(blob)
 
 
 def _encode(value: Any) -> str:
@@ -393,7 +387,7 @@ class SourceHub:
                 except (StopIteration, AbortExecution):
                     break
                 if batch[0] > want - got:
-                    items = _items(batch)[: want - got]
+                    items = batch_items(batch[1])[: want - got]
                     batch = len(items), chunks.dumps_items(part.step_id, items)
                 if batch[0]:
                     batches.append(batch)

@@ -32,7 +32,7 @@ from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTas
 from flowspark.engine.failures import reported_to
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd, recorded_end
-from flowspark.engine.line_blocks import LineBlock
+from flowspark.engine.line_blocks import batch_items
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.metrics import Meter, Reading, worker_index
 from flowspark.engine.order import SOURCE
@@ -146,7 +146,7 @@ class _Reader(DataSourceStreamReader):
         with PassSinks(self._plan, meter) as sinks:
             router = Router(self._plan, self._groups, meter, sinks)
             for round_, blob in enumerate(pickle.loads(payload), first_round):
-                router.push(stream_id, blob.lines() if isinstance(blob, LineBlock) else chunks.loads(blob), out)
+                router.push(stream_id, batch_items(blob), out)
                 out.end_run((round_, SOURCE, rank, ""))
         return out.rows(itertools.count(seq_base))
 
