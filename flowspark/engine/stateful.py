@@ -165,7 +165,7 @@ class _Bucket:
         """
         stored = self._state.get_in(slot, key)
         started = time.perf_counter()
-        resume = None if stored is None else chunks.loads(slots.snapshot_bytes(stored))
+        resume = None if stored is None else unpacked(stored)[0]
         emits, left = guarded(self.step_id, "on_batch", fold, resume, values, key=key)
         if self._meter is not None:
             self._meter.time(LOGIC_TIMINGS["on_batch"], self.step_id, time.perf_counter() - started)
