@@ -1,7 +1,7 @@
 """Read what a recovery directory holds, with Spark's state data source.
 
 Spark's `statestore` reader gives every entry of the `slots` map state of
-each `transformWithState` operator: the bucket group and the stored values
+each `transformWithState` operator: the bucket group and the snapshots
 of a slot's keys.  The group names the stateful step (`S<index>/<bucket>`),
 and `flowspark-meta.json` maps that index to the step id.
 """
@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from flowspark.engine import storage
 from flowspark.engine.destinations import parse
@@ -20,8 +20,7 @@ from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
 from flowspark.engine.sink_ledger import LEDGER, read_ledger
 from flowspark.engine.storage import Location
-from flowspark.engine.slots import decoded
-from flowspark.engine.stateful import unpacked
+from flowspark.engine.slots import decoded, slot_keys
 
 
 @dataclass
@@ -50,14 +49,14 @@ def _meta(directory: Location) -> Dict[str, Any]:
     return meta
 
 
-def _entries(directory: Location) -> List[Any]:
-    """Every `(group, key, snapshot bytes)` entry of every stateful operator."""
+def _slots(directory: Location) -> List[Tuple[str, bytes]]:
+    """Every slot of every stateful operator, as `(group, stored bytes)`."""
     query = directory.join("query")
     operators = sorted(n for n in storage.list_names(query.join("state")) if n.isdigit())
     if _last_commit(query) is None or not operators:
         return []
     spark = get_session()
-    rows: List[Any] = []
+    rows: List[Tuple[str, bytes]] = []
     with tempfile.TemporaryDirectory(prefix="flowspark-inspect-") as scratch:
         readable = query.hadoop_uri
         if query.is_local:
@@ -70,8 +69,7 @@ def _entries(directory: Location) -> List[Any]:
                 spark.read.format("statestore").option("path", readable).option("operatorId", int(operator))
                 .option("stateVarName", "slots").load()
             )
-            for r in frame.collect():
-                rows.extend((r.key.grp, key, stored) for key, stored in decoded(r.user_map_value.entries)[1].items())
+            rows.extend((r.key.grp, bytes(r.user_map_value.entries)) for r in frame.collect())
     return rows
 
 
@@ -83,9 +81,8 @@ def summary(where: Union[str, Location]) -> RecoveryInfo:
     last = _last_commit(directory.join("query"))
     info = RecoveryInfo(meta["flow"], None if last is None else last + 1)
     info.keys_per_step = {step: 0 for step in steps}
-    for grp, _, _ in _entries(directory):
-        index = parse(grp).index
-        info.keys_per_step[steps[index]] += 1
+    for grp, blob in _slots(directory):
+        info.keys_per_step[steps[parse(grp).index]] += len(slot_keys(blob))
     ledger = directory.join(LEDGER)
     if storage.exists(ledger):
         written = read_ledger(ledger)[0]
@@ -105,9 +102,8 @@ def snapshot_of(where: Union[str, Location], step_id: str, key: str) -> Any:
     if len(matches) != 1:
         msg = f"{step_id!r} names {len(matches)} stateful steps of this recovery directory; it has {steps}"
         raise KeyError(msg)
-    for grp, found_key, snap in _entries(directory):
-        index = parse(grp).index
-        if index == matches[0] and found_key == key:
-            return unpacked(snap)[0]
+    for grp, blob in _slots(directory):
+        if parse(grp).index == matches[0] and key in slot_keys(blob):
+            return decoded(blob)[1][key]
     msg = f"step {step_id!r} holds no state for key {key!r}"
     raise KeyError(msg)

@@ -25,7 +25,7 @@ from flowspark.errors import FlowsparkRuntimeError
 
 META = "flowspark-meta.json"
 DEFAULT_BUCKETS = 16
-STATE_LAYOUT = 3
+STATE_LAYOUT = 4
 """How stateful steps store their keys (`engine.slots`): recorded, so that a directory of another layout is refused, not misread."""
 SOURCE_LAYOUT = 2
 """How the inputs' offsets and snapshots are kept (`executor_source.Position`, the snapshot store): recorded likewise."""

@@ -3,11 +3,16 @@
 Every call to Spark's state store from a Python worker is a round trip to
 the JVM, which costs far more than pickling a few hundred small snapshots.
 So a bucket does not store one map entry per key: its keys are spread over
-`slots` map entries, each holding the stored values of all its keys, and a
-micro-batch reads and writes only the slots of the keys it touches.  A
-bucket starts with one slot and doubles its slots whenever they hold more
-than `SLOT_KEYS` keys on average, so a slot stays about as cheap to rewrite
-as one round trip, whether the bucket holds ten keys or ten million.
+`slots` map entries, each holding the snapshots and wake-ups of all its
+keys as one pickle, and a micro-batch reads and writes only the slots of
+the keys it touches.  A bucket starts with one slot and doubles its slots
+whenever they hold more than `SLOT_KEYS` keys on average, so a slot stays
+about as cheap to rewrite as one round trip, whether the bucket holds ten
+keys or ten million.
+
+A slot is pickled whole rather than key by key: one call of the C pickler
+per slot instead of one per key, which is most of what a key costs when its
+state is a few numbers.  So a slot that any key changed is written again.
 
 The earliest wake-up of each slot's keys is a second map (`wakes`), so that
 a timer finds its due keys by reading only the slots that are due.
@@ -24,6 +29,7 @@ import struct
 import zlib
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
+from flowspark.engine import chunks
 from flowspark.engine.slot_cache import WORKER_CACHE, SlotCache, new_version
 
 SLOT_KEYS = 512
@@ -32,29 +38,17 @@ SLOT_KEYS = 512
 _SLOT_BITS_SKIPPED = 12
 """`slot_of` uses the CRC's bits above these, which `groups.bucket_of` does not use for power-of-two bucket counts."""
 
-_WAKE_PREFIX = b"FSW"
-_NO_WAKE = -1
-
 
 def slot_of(key: str, slots: int) -> int:
     """The slot (of `slots`, a power of two) that holds `key`; stable across processes and runs."""
     return (zlib.crc32(key.encode()) >> _SLOT_BITS_SKIPPED) & (slots - 1)
 
 
-def packed(snapshot: bytes, at_ms: Optional[int]) -> bytes:
-    """A key's stored value: its wake-up (so reading the key reads both) and its pickled snapshot."""
-    return _WAKE_PREFIX + (_NO_WAKE if at_ms is None else at_ms).to_bytes(8, "little", signed=True) + snapshot
+class Stored(NamedTuple):
+    """What a bucket holds for one key: its snapshot and its wake-up (epoch ms, None for none)."""
 
-
-def wake_of(stored: bytes) -> Optional[int]:
-    """The wake-up (epoch ms) a stored value carries, or None."""
-    at = int.from_bytes(stored[3:11], "little", signed=True)
-    return None if at == _NO_WAKE else at
-
-
-def snapshot_bytes(stored: bytes) -> bytes:
-    """The pickled snapshot a stored value carries."""
-    return stored[11:]
+    snapshot: Any
+    wake_ms: Optional[int]
 
 
 class StateVariables(NamedTuple):
@@ -84,63 +78,45 @@ def _versions_blob(versions: List[int]) -> bytes:
     return struct.pack(f"<{len(versions)}q", *versions)
 
 
-def _encoded(earliest: Optional[int], entries: Dict[str, bytes]) -> bytes:
-    return pickle.dumps((earliest, entries), protocol=pickle.HIGHEST_PROTOCOL)
+def _encoded(wakes: Dict[str, int], snapshots: Dict[str, Any]) -> bytes:
+    return pickle.dumps((wakes, list(snapshots), chunks.dumps(list(snapshots.values()))), pickle.HIGHEST_PROTOCOL)
 
 
-def decoded(blob: bytes) -> Tuple[Optional[int], Dict[str, bytes]]:
-    """A slot's earliest wake-up and entries, from the bytes flowspark stored for it in the run's own state store."""
-    earliest, entries = pickle.loads(blob)
-    return earliest, entries
+def slot_keys(blob: bytes) -> List[str]:
+    """The keys a slot holds, from the bytes flowspark stored for it in the run's own state store.
+
+    The snapshots are a pickle of their own inside, so that listing keys
+    needs none of the classes they are made of.
+    """
+    keys: List[str] = pickle.loads(blob)[1]
+    return keys
 
 
-def _earliest(entries: Dict[str, bytes]) -> Optional[int]:
-    wakes = [at for at in map(wake_of, entries.values()) if at is not None]
-    return min(wakes, default=None)
+def decoded(blob: bytes) -> Tuple[Dict[str, int], Dict[str, Any]]:
+    """A slot's wake-ups and snapshots by key, from the bytes flowspark stored for it in the run's own state store."""
+    wakes, keys, snapshots = pickle.loads(blob)
+    return wakes, dict(zip(keys, chunks.loads(snapshots)))
 
 
-class _Slot:
-    """One slot read during a call: its entries, its earliest wake-up as read, and what changed it since."""
+class KeySlot:
+    """One slot read during a call: its keys' snapshots and wake-ups, and its earliest wake-up as read."""
 
-    __slots__ = ("entries", "earliest_before", "stored", "put_wakes", "lost_earliest")
+    __slots__ = ("snapshots", "wakes", "stored", "earliest_before")
 
     def __init__(self, stored: bytes) -> None:
-        self.earliest_before, self.entries = decoded(stored) if stored else (None, {})
+        self.wakes, self.snapshots = decoded(stored) if stored else ({}, {})
         self.stored = stored
         """The slot's bytes as read (empty: no keys)."""
-        self.put_wakes: Dict[str, int] = {}
-        self.lost_earliest = False
-        """A key that held the earliest wake-up changed it: only a scan finds the new earliest."""
-
-    def put(self, key: str, value: Optional[bytes]) -> None:
-        """Set `key`'s value, or remove it (None)."""
-        old = self.entries.get(key)
-        if old is not None and self.earliest_before is not None and wake_of(old) == self.earliest_before:
-            self.lost_earliest = True
-        if value is None:
-            self.entries.pop(key, None)
-        else:
-            self.entries[key] = value
-            at = wake_of(value)
-            if at is not None:
-                self.put_wakes[key] = at
-
-    def earliest(self) -> Optional[int]:
-        """The earliest wake-up of the slot's keys now, scanning them only when it cannot be told otherwise."""
-        if self.lost_earliest:
-            return _earliest(self.entries)
-        put = [at for key, at in self.put_wakes.items() if key in self.entries and wake_of(self.entries[key]) == at]
-        candidates = put if self.earliest_before is None else [self.earliest_before, *put]
-        return min(candidates, default=None)
+        self.earliest_before = min(self.wakes.values(), default=None)
 
 
 class SlottedState:
-    """One bucket's keys' stored values during one handler call, over three of Spark's state variables.
+    """One bucket's keys' snapshots and wake-ups during one handler call, over three of Spark's state variables.
 
     `layout` (value state: slot count, key count and each slot's version),
-    `slots` (map state: slot → its earliest wake-up and its keys' values)
-    and `wakes` (map state: slot → its earliest wake-up, for timers).
-    Reads are cached until `save`, which writes what changed; the slots
+    `slots` (map state: slot → its keys' wake-ups and snapshots) and
+    `wakes` (map state: slot → its earliest wake-up, for timers).  Reads
+    are cached until `save`, which writes the slots that changed; the slots
     read or saved are then kept in the worker's `cache`, for the bucket's
     next call.
     """
@@ -158,17 +134,18 @@ class SlottedState:
             self._slot_count, self._key_count = int(stored[0]), int(stored[1])
             self._versions = _versions_of(bytes(stored[2]), self._slot_count)
         self._stored_layout = (self._slot_count, self._key_count, list(self._versions))
-        self._loaded: Dict[int, _Slot] = {}
+        self._loaded: Dict[int, KeySlot] = {}
         self._dirty: Set[int] = set()
 
     @property
     def slot_count(self) -> int:
         return self._slot_count
 
-    def _slot(self, slot: int) -> _Slot:
+    def key_slot(self, slot: int) -> KeySlot:
+        """A slot's keys as read in this call (with the changes not yet saved); read at most once per call."""
         found = self._loaded.get(slot)
         if found is None:
-            found = self._loaded[slot] = _Slot(self._read(slot))
+            found = self._loaded[slot] = KeySlot(self._read(slot))
         return found
 
     def _read(self, slot: int) -> bytes:
@@ -179,55 +156,64 @@ class SlottedState:
         stored = self._slots.getValue((slot,))
         return b"" if stored is None else bytes(stored[0])
 
-    def get(self, key: str) -> Optional[bytes]:
-        """`key`'s stored value, or None if it has none."""
-        return self.get_in(slot_of(key, self._slot_count), key)
+    def get(self, key: str) -> Optional[Stored]:
+        """What the bucket holds for `key`, or None if nothing."""
+        target = self.key_slot(slot_of(key, self._slot_count))
+        if key not in target.snapshots:
+            return None
+        return Stored(target.snapshots[key], target.wakes.get(key))
 
-    def get_in(self, slot: int, key: str) -> Optional[bytes]:
-        """`get` for a key whose slot (`slot_of`) the caller knows."""
-        return self._slot(slot).entries.get(key)
+    def put(self, key: str, snapshot: Any, wake_ms: Optional[int]) -> None:
+        """Replace `key`'s snapshot and wake-up, to be written by `save`."""
+        self.put_in(slot_of(key, self._slot_count), key, snapshot, wake_ms)
 
-    def put(self, key: str, value: Optional[bytes]) -> None:
-        """Replace `key`'s stored value (None removes it), to be written by `save`."""
-        self.put_in(slot_of(key, self._slot_count), key, value)
-
-    def put_in(self, slot: int, key: str, value: Optional[bytes]) -> None:
+    def put_in(self, slot: int, key: str, snapshot: Any, wake_ms: Optional[int]) -> None:
         """`put` for a key whose slot (`slot_of`) the caller knows."""
-        target = self._slot(slot)
-        had = key in target.entries
-        if value is None and not had:
-            return
-        target.put(key, value)
-        self._key_count += (value is not None) - had
+        target = self.key_slot(slot)
+        self._key_count += key not in target.snapshots
+        target.snapshots[key] = snapshot
+        if wake_ms is not None:
+            target.wakes[key] = wake_ms
+        elif target.wakes:
+            target.wakes.pop(key, None)
         self._dirty.add(slot)
 
-    def items(self) -> Iterator[Tuple[str, bytes]]:
-        """Every key's stored value, in one scan of the slots (changes not yet saved included)."""
+    def remove(self, key: str) -> None:
+        """Drop `key` from the bucket (nothing if it holds nothing for it)."""
+        self.remove_in(slot_of(key, self._slot_count), key)
+
+    def remove_in(self, slot: int, key: str) -> None:
+        """`remove` for a key whose slot (`slot_of`) the caller knows."""
+        target = self.key_slot(slot)
+        if key not in target.snapshots:
+            return
+        del target.snapshots[key]
+        target.wakes.pop(key, None)
+        self._key_count -= 1
+        self._dirty.add(slot)
+
+    def items(self) -> Iterator[Tuple[str, Stored]]:
+        """What the bucket holds for every key, in one scan of the slots (changes not yet saved included)."""
         seen: Set[int] = set()
         for (slot,), (blob,) in self._slots.iterator():
             seen.add(slot)
             loaded = self._loaded.get(slot)
-            yield from (decoded(blob)[1] if loaded is None else loaded.entries).items()
+            yield from _stored_items(KeySlot(bytes(blob)) if loaded is None else loaded)
         for slot, loaded in self._loaded.items():
             if slot not in seen:
-                yield from loaded.entries.items()
+                yield from _stored_items(loaded)
 
     def slot_ids(self) -> List[int]:
         """The bucket's slots that hold keys, in order (saved changes included)."""
         stored = {slot for (slot,) in self._slots.keys()}
-        return sorted(stored | {slot for slot, loaded in self._loaded.items() if loaded.entries})
-
-    def entries_of(self, slot: int) -> Dict[str, bytes]:
-        """The stored values of one slot's keys."""
-        return dict(self._slot(slot).entries)
+        return sorted(stored | {slot for slot, loaded in self._loaded.items() if loaded.snapshots})
 
     def due(self, now_ms: int) -> List[str]:
         """The keys whose wake-up is at or before `now_ms`, sorted."""
         due_slots = [slot for (slot,), (at,) in self._wakes.iterator() if at <= now_ms]
         due: List[str] = []
         for slot in due_slots:
-            entries = self._slot(slot).entries
-            due.extend(key for key, value in entries.items() if (at := wake_of(value)) is not None and at <= now_ms)
+            due.extend(key for key, at in self.key_slot(slot).wakes.items() if at <= now_ms)
         return sorted(due)
 
     def save(self, register_timer: Callable[[int], None]) -> None:
@@ -241,7 +227,7 @@ class SlottedState:
         for slot, loaded in self._loaded.items():
             stored = loaded.stored
             if slot in self._dirty:
-                stored = self._write(slot, loaded.entries, loaded.earliest(), loaded.earliest_before, registered, register_timer)
+                stored = self._write(slot, loaded.wakes, loaded.snapshots, loaded.earliest_before, registered, register_timer)
                 self._versions[slot] = version
             self._cache.keep(self._bucket, self._slot_count, slot, self._versions[slot], stored)
         self._dirty.clear()
@@ -253,14 +239,15 @@ class SlottedState:
             self._layout.update((self._slot_count, self._key_count, _versions_blob(self._versions)))
             self._stored_layout = (self._slot_count, self._key_count, list(self._versions))
 
-    def _write(self, slot: int, entries: Dict[str, bytes], earliest: Optional[int], before: Optional[int],
+    def _write(self, slot: int, wakes: Dict[str, int], snapshots: Dict[str, Any], before: Optional[int],
                registered: Set[int], register_timer: Callable[[int], None]) -> bytes:
         """Store one slot, and its earliest wake-up (with a timer for it) if that changed; the slot's bytes (empty: no keys)."""
-        stored = _encoded(earliest, entries) if entries else b""
+        stored = _encoded(wakes, snapshots) if snapshots else b""
         if stored:
             self._slots.updateValue((slot,), (stored,))
         else:
             self._slots.removeKey((slot,))
+        earliest = min(wakes.values(), default=None)
         if earliest != before:
             if earliest is None:
                 self._wakes.removeKey((slot,))
@@ -288,13 +275,22 @@ class SlottedState:
             stored = self._read(slot)
             if not stored:
                 continue
-            before, entries = decoded(stored)
-            parts: Dict[int, Dict[str, bytes]] = {}
-            for key, value in entries.items():
-                parts.setdefault(slot_of(key, grown), {})[key] = value
+            old = KeySlot(stored)
+            parts: Dict[int, Tuple[Dict[str, int], Dict[str, Any]]] = {}
+            for key, snapshot in old.snapshots.items():
+                wakes, snapshots = parts.setdefault(slot_of(key, grown), ({}, {}))
+                snapshots[key] = snapshot
+                if key in old.wakes:
+                    wakes[key] = old.wakes[key]
             if slot not in parts:
-                self._write(slot, {}, None, before, registered, register_timer)
-            for target, part in parts.items():
-                self._write(target, part, _earliest(part), before if target == slot else None, registered, register_timer)
+                self._write(slot, {}, {}, old.earliest_before, registered, register_timer)
+            for target, (wakes, snapshots) in parts.items():
+                before = old.earliest_before if target == slot else None
+                self._write(target, wakes, snapshots, before, registered, register_timer)
         self._slot_count = grown
         self._versions = [version] * grown
+
+
+def _stored_items(slot: KeySlot) -> Iterator[Tuple[str, Stored]]:
+    wakes = slot.wakes
+    return ((key, Stored(snapshot, wakes.get(key))) for key, snapshot in slot.snapshots.items())

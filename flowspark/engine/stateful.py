@@ -74,11 +74,6 @@ def _epoch_ms(at: datetime, step_id: str, key: str) -> int:
     return int(at.timestamp() * 1000)
 
 
-def unpacked(stored: bytes) -> Tuple[Any, Optional[int]]:
-    """A key's stored value as `(snapshot, wake-up in epoch ms or None)`."""
-    return chunks.loads(slots.snapshot_bytes(stored)), slots.wake_of(stored)
-
-
 StateFunction = Callable[[Optional[Any], List[Any]], Tuple[List[Any], Optional[Any]]]
 """A step's whole logic as `(state, values) -> (emitted, state left)`; a state left of None discards the key."""
 
@@ -99,10 +94,9 @@ class _Bucket:
     """The live logics of one bucket of keys during one handler call.
 
     Their snapshots and wake-ups are read from and written to the bucket's
-    `SlottedState`: a key is read at most once per call, the end of input
-    reads the whole bucket in one scan (every key's `on_eof` needs its
-    snapshot), and a snapshot (with its wake-up) that pickles to the bytes
-    already stored is not written again.
+    `SlottedState`: a key is read at most once per call, and the end of
+    input reads the whole bucket in one scan (every key's `on_eof` needs
+    its snapshot).
     """
 
     def __init__(self, step_id: str, builder: Callable[[Any], Any], state: slots.SlottedState,
@@ -113,7 +107,6 @@ class _Bucket:
         self._state = state
         self._live: Dict[str, Any] = {}
         self._resume: Dict[str, Any] = {}
-        self._stored: Dict[str, bytes] = {}
         self._touched: Set[str] = set()
         self._checked: Set[str] = set()
         self._wake_at: Dict[str, Optional[int]] = {}
@@ -123,14 +116,9 @@ class _Bucket:
         if key not in self._resume:
             self._loaded(key, self._state.get(key))
 
-    def _loaded(self, key: str, stored: Optional[bytes]) -> None:
-        """Keep what was read for `key`: the bytes (to spot an unchanged snapshot), the snapshot and its wake-up."""
-        if stored is None:
-            self._resume[key] = None
-            self._wake_at[key] = None
-            return
-        self._stored[key] = stored
-        self._resume[key], self._wake_at[key] = unpacked(stored)
+    def _loaded(self, key: str, stored: Optional[slots.Stored]) -> None:
+        """Keep what was read for `key`: its snapshot and wake-up."""
+        self._resume[key], self._wake_at[key] = (None, None) if stored is None else stored
 
     def logic(self, key: str) -> Any:
         if key in self._live and self._live[key] is not None:
@@ -161,18 +149,18 @@ class _Bucket:
         """Run a step's state function (see `state_function`) for `key` of `slot`; return what it emits, keyed.
 
         The state left goes straight to the bucket's state, to be written by
-        `persist`, unless it pickles to the bytes already stored.
+        `persist`.
         """
-        stored = self._state.get_in(slot, key)
+        resume = self._state.key_slot(slot).snapshots.get(key)
         started = time.perf_counter()
-        resume = None if stored is None else unpacked(stored)[0]
         emits, left = guarded(self.step_id, "on_batch", fold, resume, values, key=key)
         if self._meter is not None:
             self._meter.time(LOGIC_TIMINGS["on_batch"], self.step_id, time.perf_counter() - started)
             self._meter.passed(self.step_id, len(values), len(emits))
-        kept = None if left is None else slots.packed(chunks.dumps(left), None)
-        if kept != stored:
-            self._state.put_in(slot, key, kept)
+        if left is None:
+            self._state.remove_in(slot, key)
+        else:
+            self._state.put_in(slot, key, left, None)
         return [(key, value) for value in emits]
 
     def overdue(self, key: str, now_ms: int) -> bool:
@@ -227,10 +215,10 @@ class _Bucket:
     def keys_by_slot(self) -> Iterator[List[str]]:
         """The bucket's keys, one slot's (sorted) at a time; each slot is read only when its turn comes."""
         for slot in self._state.slot_ids():
-            entries = self._state.entries_of(slot)
-            for key, stored in entries.items():
-                self._loaded(key, stored)
-            yield sorted(entries)
+            found = self._state.key_slot(slot)
+            for key, snapshot in found.snapshots.items():
+                self._loaded(key, slots.Stored(snapshot, found.wakes.get(key)))
+            yield sorted(found.snapshots)
 
     def due_keys(self, now_ms: int) -> List[str]:
         return self._state.due(now_ms)
@@ -246,7 +234,7 @@ class _Bucket:
         for key in self._touched:
             logic = self._live[key]
             if logic is None:
-                self._state.put(key, None)
+                self._state.remove(key)
                 continue
             snap = guarded(self.step_id, "snapshot", logic.snapshot, key=key)
             started = time.perf_counter()
@@ -254,9 +242,7 @@ class _Bucket:
             if self._meter is not None:
                 self._meter.time(Timing.NOTIFY_AT, self.step_id, time.perf_counter() - started)
             at_ms = None if at is None else max(_epoch_ms(at, self.step_id, key), now_ms + 1)
-            value = slots.packed(chunks.dumps(snap), at_ms)
-            if value != self._stored.get(key):
-                self._state.put(key, value)
+            self._state.put(key, snap, at_ms)
         self._state.save(handle.registerTimer)
         self._forget()
 
@@ -264,7 +250,7 @@ class _Bucket:
         """Let go of every key handled so far: each is saved, and a discarded key is not built again."""
         discarded = {key for key, logic in self._live.items() if logic is None}
         self._live = dict.fromkeys(discarded)
-        for known in (self._resume, self._stored, self._wake_at):
+        for known in (self._resume, self._wake_at):
             known.clear()
         self._resume.update(dict.fromkeys(discarded))
         self._touched.clear()

@@ -1,4 +1,4 @@
-"""How a stateful step's keys are stored: each value carries its snapshot and wake-up, in slots of many keys."""
+"""How a stateful step's keys are stored: their snapshots and wake-ups, in slots of many keys pickled whole."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from pyspark.sql.streaming.tws_tester import _InMemoryStatefulProcessorHandle
 
+import pytest
+
 from flowspark.engine import chunks
 from flowspark.engine.slot_cache import SlotCache
-from flowspark.engine.slots import SLOT_KEYS, SlottedState, decoded, packed, slot_of, state_variables, wake_of
-from flowspark.engine.stateful import unpacked
+from flowspark.engine.slots import SLOT_KEYS, SlottedState, Stored, decoded, slot_keys, slot_of, state_variables
 
 
 class _Bucket:
@@ -46,29 +47,61 @@ class _Bucket:
     def save(self, state: SlottedState) -> None:
         state.save(self.handle.registerTimer)
 
-    def stored_slots(self) -> Dict[int, Dict[str, bytes]]:
+    def stored_slots(self) -> Dict[int, Dict[str, Any]]:
         return {slot: decoded(blob)[1] for (slot,), (blob,) in self.slots.iterator()}
 
     def timers(self) -> List[int]:
         return sorted(self.handle.listTimers())
 
 
-def test_a_stored_value_carries_its_snapshot_and_wake_up() -> None:
+def _refuse_to_load() -> None:
+    raise ImportError("the snapshot's class is not importable here")
+
+
+class _Unloadable:
+    """A snapshot whose class a reader cannot load, as when the user's module is missing."""
+
+    def __reduce__(self) -> Tuple[Any, Tuple[()]]:
+        return _refuse_to_load, ()
+
+
+def test_a_slot_carries_its_keys_snapshots_and_wake_ups() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
     snap = {"windows": [1, 2]}
-    assert unpacked(packed(chunks.dumps(snap), 1_700_000_000_123)) == (snap, 1_700_000_000_123)
-    assert unpacked(packed(chunks.dumps(snap), None)) == (snap, None)
     big = list(range(chunks.PIECE_ITEMS * 2))
-    assert unpacked(packed(chunks.dumps(big), 5))[0] == big
+    state.put("waking", snap, 1_700_000_000_123)
+    state.put("resting", snap, None)
+    state.put("big", big, 5)
+    state.put("none", None, None)
+    bucket.save(state)
+    state = bucket.open(cache=SlotCache())
+    assert state.get("waking") == Stored(snap, 1_700_000_000_123)
+    assert state.get("resting") == Stored(snap, None)
+    assert state.get("big") == Stored(big, 5)
+    assert state.get("none") == Stored(None, None)  # a snapshot of None is still held
+    assert state.get("absent") is None
+
+
+def test_a_slots_keys_are_listed_without_loading_their_snapshots() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("k", _Unloadable(), None)
+    bucket.save(state)
+    ((blob,),) = [value for _key, value in bucket.slots.iterator()]
+    assert slot_keys(bytes(blob)) == ["k"]
+    with pytest.raises(ImportError):
+        decoded(bytes(blob))
 
 
 def test_keys_written_in_one_call_are_read_back_in_the_next() -> None:
     bucket = _Bucket()
     state = bucket.open()
     for i in range(10):
-        state.put(f"k{i}", packed(b"s", None))
+        state.put(f"k{i}", b"s", None)
     bucket.save(state)
     again = bucket.open()
-    assert [again.get(f"k{i}") for i in range(10)] == [packed(b"s", None)] * 10
+    assert [again.get(f"k{i}") for i in range(10)] == [Stored(b"s", None)] * 10
     assert again.get("other") is None
     assert len(bucket.stored_slots()) == 1  # ten keys fit one slot: one read for all of them
 
@@ -79,13 +112,13 @@ def test_a_bucket_doubles_its_slots_as_keys_grow_and_keeps_every_key() -> None:
     for start in range(0, len(keys), SLOT_KEYS // 2):
         state = bucket.open()
         for key in keys[start : start + SLOT_KEYS // 2]:
-            state.put(key, packed(key.encode(), None))
+            state.put(key, key.encode(), None)
         bucket.save(state)
     assert bucket.slot_count_and_keys() == (8, len(keys))
     assert sum(len(entries) for entries in bucket.stored_slots().values()) == len(keys)
     state = bucket.open()
-    assert all(state.get(key) == packed(key.encode(), None) for key in keys)
-    assert dict(state.items()) == {key: packed(key.encode(), None) for key in keys}
+    assert all(state.get(key) == Stored(key.encode(), None) for key in keys)
+    assert dict(state.items()) == {key: Stored(key.encode(), None) for key in keys}
     assert all(slot_of(key, 8) == slot for slot, entries in bucket.stored_slots().items() for key in entries)
 
 
@@ -93,11 +126,11 @@ def test_a_call_reads_and_writes_only_the_slots_of_the_keys_it_touches() -> None
     bucket = _Bucket()
     state = bucket.open()
     for i in range(SLOT_KEYS * 4):
-        state.put(f"k{i}", packed(b"0", None))
+        state.put(f"k{i}", b"0", None)
     bucket.save(state)
     bucket.slot_calls = 0
     state = bucket.open(cache=SlotCache())
-    state.put("k1", packed(b"1", None))
+    state.put("k1", b"1", None)
     bucket.save(state)
     assert bucket.slot_calls == 2  # one read and one write of k1's slot
 
@@ -105,13 +138,13 @@ def test_a_call_reads_and_writes_only_the_slots_of_the_keys_it_touches() -> None
 def test_removed_keys_leave_the_bucket_and_an_empty_slot_is_dropped() -> None:
     bucket = _Bucket()
     state = bucket.open()
-    state.put("a", packed(b"1", None))
-    state.put("b", packed(b"2", None))
+    state.put("a", b"1", None)
+    state.put("b", b"2", None)
     bucket.save(state)
     state = bucket.open()
-    state.put("a", None)
-    state.put("b", None)
-    state.put("never stored", None)
+    state.remove("a")
+    state.remove("b")
+    state.remove("never stored")
     bucket.save(state)
     assert bucket.stored_slots() == {}
     assert bucket.slot_count_and_keys() == (1, 0)
@@ -120,17 +153,17 @@ def test_removed_keys_leave_the_bucket_and_an_empty_slot_is_dropped() -> None:
 def test_due_keys_come_from_the_slots_whose_earliest_wake_up_passed() -> None:
     bucket = _Bucket()
     state = bucket.open()
-    state.put("late", packed(b"", 5_000))
-    state.put("soon", packed(b"", 1_000))
-    state.put("never", packed(b"", None))
+    state.put("late", b"", 5_000)
+    state.put("soon", b"", 1_000)
+    state.put("never", b"", None)
     bucket.save(state)
     assert bucket.timers() == [1_000]
-    assert [wake_of(v) for v in map(bucket.open().get, ("late", "soon", "never"))] == [5_000, 1_000, None]
+    assert [bucket.open().get(key) for key in ("late", "soon", "never")] == [Stored(b"", 5_000), Stored(b"", 1_000), Stored(b"", None)]
     assert bucket.open().due(999) == []
     assert bucket.open().due(1_000) == ["soon"]
     assert bucket.open().due(9_999) == ["late", "soon"]
     state = bucket.open()
-    state.put("soon", packed(b"", None))
+    state.put("soon", b"", None)
     bucket.save(state)
     assert bucket.timers() == [1_000, 5_000]  # the slot's earliest wake-up moved on
     assert bucket.open().due(9_999) == ["late"]
@@ -140,7 +173,7 @@ def test_doubling_the_slots_keeps_each_keys_wake_up_due() -> None:
     bucket = _Bucket()
     state = bucket.open()
     for i in range(SLOT_KEYS * 3):
-        state.put(f"k{i}", packed(b"", 1_000 + i))
+        state.put(f"k{i}", b"", 1_000 + i)
     bucket.save(state)
     assert bucket.slot_count_and_keys() == (4, SLOT_KEYS * 3)
     assert bucket.open().due(1_000 + 9) == sorted(f"k{i}" for i in range(10))
@@ -151,51 +184,63 @@ def test_doubling_the_slots_keeps_each_keys_wake_up_due() -> None:
 def test_a_worker_uses_the_slots_it_saved_without_reading_them_again() -> None:
     bucket = _Bucket()
     state = bucket.open()
-    state.put("k", packed(b"1", None))
+    state.put("k", b"1", None)
     bucket.save(state)
     bucket.slot_calls = 0
     state = bucket.open()
-    assert state.get("k") == packed(b"1", None)
-    state.put("k", packed(b"2", None))
+    assert state.get("k") == Stored(b"1", None)
+    state.put("k", b"2", None)
     bucket.save(state)
     assert bucket.slot_calls == 1  # the write only
-    assert bucket.open(cache=SlotCache()).get("k") == packed(b"2", None)
+    assert bucket.open(cache=SlotCache()).get("k") == Stored(b"2", None)
 
 
 def test_a_slot_written_by_another_worker_since_is_read_from_the_store() -> None:
     bucket = _Bucket()
     state = bucket.open()
-    state.put("k", packed(b"mine", None))
+    state.put("k", b"mine", None)
     bucket.save(state)
     elsewhere = bucket.open(cache=SlotCache())
-    elsewhere.put("k", packed(b"theirs", None))
+    elsewhere.put("k", b"theirs", None)
     bucket.save(elsewhere)
-    assert bucket.open().get("k") == packed(b"theirs", None)
+    assert bucket.open().get("k") == Stored(b"theirs", None)
 
 
 def test_a_call_that_is_not_saved_leaves_no_change_in_the_cache() -> None:
     bucket = _Bucket()
     state = bucket.open()
-    state.put("k", packed(b"saved", None))
+    state.put("k", b"saved", None)
     bucket.save(state)
     failed = bucket.open()
-    failed.put("k", packed(b"lost", None))  # the user function raised: no save
-    assert bucket.open().get("k") == packed(b"saved", None)
+    failed.put("k", b"lost", None)  # the user function raised: no save
+    assert bucket.open().get("k") == Stored(b"saved", None)
+
+
+def test_a_snapshot_changed_in_place_by_a_call_that_is_not_saved_stays_as_saved() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("k", [1], None)
+    bucket.save(state)
+    failed = bucket.open()
+    held = failed.get("k")
+    assert held is not None
+    held.snapshot.append(2)  # the user function grew its state, then raised: no save
+    assert bucket.open().get("k") == Stored([1], None)
 
 
 def test_state_rolled_back_to_an_earlier_version_is_read_as_stored() -> None:
     """Spark runs a failed micro-batch again from the state before it: what the worker kept since is stale."""
     bucket = _Bucket()
     state = bucket.open()
-    state.put("k", packed(b"before", None))
+    state.put("k", b"before", None)
     bucket.save(state)
     layout, (blob,) = bucket.layout.get(), bucket.slots.getValue((0,))
     state = bucket.open()
-    state.put("k", packed(b"after", None))
+    state.put("k", b"after", None)
     bucket.save(state)
     bucket.layout.update(layout)
     bucket.slots.updateValue((0,), (blob,))
-    assert bucket.open().get("k") == packed(b"before", None)
+    assert bucket.open().get("k") == Stored(b"before", None)
 
 
 def test_a_grown_bucket_is_read_alike_by_the_worker_that_grew_it_and_by_another() -> None:
@@ -203,9 +248,9 @@ def test_a_grown_bucket_is_read_alike_by_the_worker_that_grew_it_and_by_another(
     keys = [f"user{i}" for i in range(SLOT_KEYS * 3)]
     state = bucket.open()
     for key in keys:
-        state.put(key, packed(key.encode(), None))
+        state.put(key, key.encode(), None)
     bucket.save(state)
     for cache in (None, SlotCache()):
         state = bucket.open(cache=cache)
-        assert dict(state.items()) == {key: packed(key.encode(), None) for key in keys}
-        assert all(state.get(key) == packed(key.encode(), None) for key in keys)
+        assert dict(state.items()) == {key: Stored(key.encode(), None) for key in keys}
+        assert all(state.get(key) == Stored(key.encode(), None) for key in keys)
