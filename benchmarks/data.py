@@ -5,12 +5,14 @@ names as wide as the largest), 50 events per second of event time, values
 0..999.  About one line in ten is up to 5 s early relative to its
 neighbours (mild disorder, well inside the windowed flow's 30 s wait, so no
 item is late on any engine).  The same seed and size always give the same
-file.
+file.  A second form gives each event's second as its ISO 8601 time after
+`TIME_ORIGIN` (`ensure_text_time_input`).
 """
 
 from __future__ import annotations
 
 import os
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,8 @@ KEYS = 200
 EVENTS_PER_SECOND = 50
 SEED = 20240101
 CHUNK = 1_000_000
+TIME_ORIGIN = datetime(2024, 1, 1, tzinfo=timezone.utc)
+"""The time of second 0 of the event time, for the flows that read times."""
 
 
 def input_path(cache_dir: Path, size: int, keys: int = KEYS) -> Path:
@@ -61,3 +65,22 @@ def ensure_split_input(cache_dir: Path, size: int, keys: int = KEYS, files: int 
         (tmp / f"part-{index:02d}.csv").write_bytes(b"".join(lines[index * per_file : (index + 1) * per_file]))
     tmp.replace(folder)
     return folder
+
+
+def ensure_text_time_input(cache_dir: Path, size: int, keys: int = KEYS) -> Path:
+    """The input of `ensure_input` with each second written as its time (`k007,2024-01-01T00:00:05+00:00,412`), written on first use."""
+    source = ensure_input(cache_dir, size, keys)
+    path = source.with_name(source.stem + "-texttime.csv")
+    if path.exists():
+        return path
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    times: dict[str, str] = {}
+    with open(source) as lines, open(tmp, "w") as f:
+        for line in lines:
+            key, second, value = line.split(",")
+            at = times.get(second)
+            if at is None:
+                at = times[second] = (TIME_ORIGIN + timedelta(seconds=int(second))).isoformat()
+            f.write(f"{key},{at},{value}")
+    tmp.replace(path)
+    return path

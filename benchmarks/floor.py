@@ -41,6 +41,20 @@ def windowed(lines: Iterable[str]) -> Iterator[str]:
         yield flow.fmt((key, (window_id, total)))[1]
 
 
+def windowed_text(lines: Iterable[str]) -> Iterator[str]:
+    from benchmarks.flows import windowed_text as flow
+
+    length = timedelta(seconds=60)
+    stats: Dict[Tuple[str, int], Tuple[int, int]] = {}
+    for line in lines:
+        key, item = flow.parsed(flow.split(line))
+        window_id = (flow.event_time(item) - flow.TIME_ORIGIN) // length
+        found = stats.get((key, window_id))
+        stats[key, window_id] = flow.add(flow.empty() if found is None else found, item)
+    for (key, window_id), window_stats in stats.items():
+        yield flow.fmt((key, (window_id, window_stats)))[1]
+
+
 def stateless(lines: Iterable[str]) -> Iterator[str]:
     from benchmarks.flows import parse
     from benchmarks.flows import stateless as flow
@@ -75,6 +89,7 @@ def user_totals(lines: Iterable[str]) -> Iterator[str]:
 
 FLOWS: Dict[str, Callable[[Iterable[str]], Iterator[str]]] = {
     "windowed": windowed,
+    "windowed_text": windowed_text,
     "stateless": stateless,
     "running_count": running_count,
     "user_totals": user_totals,

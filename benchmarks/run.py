@@ -30,13 +30,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from benchmarks.data import KEYS, ensure_input, ensure_split_input
+from benchmarks.data import KEYS, ensure_input, ensure_split_input, ensure_text_time_input
 
 ROOT = Path(__file__).resolve().parent.parent
-FLOWS = ("windowed", "stateless", "running_count", "user_totals", "kafka", "partitioned")
+FLOWS = ("windowed", "stateless", "running_count", "user_totals", "kafka", "partitioned", "windowed_text")
 SPLIT = {"partitioned"}  # flows that read a directory of files (`ensure_split_input`) and write one
+TEXT_TIME = {"windowed_text"}  # flows whose input gives times as text (`ensure_text_time_input`)
 ENGINES = ("bytewax", "flowspark", "spark", "python")
-NATIVE = {"windowed", "stateless", "running_count", "user_totals"}  # flows with a Spark SQL equivalent and a Python floor
+NATIVE = {"windowed", "stateless", "running_count", "user_totals"}  # flows with a Spark SQL equivalent
+FLOOR = NATIVE | {"windowed_text"}  # flows with a Python floor
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -379,6 +381,15 @@ class Result:
         return self.wall is not None and self.rc == 0
 
 
+def _input_for(cache_dir: Path, flow: str, size: int, keys: int) -> Path:
+    """The input file (or, for `SPLIT` flows, folder) that `flow` reads."""
+    if flow in SPLIT:
+        return ensure_split_input(cache_dir, size, keys)
+    if flow in TEXT_TIME:
+        return ensure_text_time_input(cache_dir, size, keys)
+    return ensure_input(cache_dir, size, keys)
+
+
 def command(flow: str, engine: str, max_batch_items: Optional[int] = None, conf: Sequence[str] = ()) -> List[str]:
     if engine == "spark":
         return [sys.executable, "-m", "benchmarks.native", flow]
@@ -664,7 +675,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if flow == "kafka" and tansu is None:
             continue
         for keys, size in ((k, n) for k in args.keys for n in args.sizes):
-            input_file = ensure_split_input(args.cache_dir, size, keys) if flow in SPLIT else ensure_input(args.cache_dir, size, keys)
+            input_file = _input_for(args.cache_dir, flow, size, keys)
             broker = KafkaBroker(tansu, input_file) if flow == "kafka" and tansu else None
             group: List[Result] = []
             try:
@@ -673,7 +684,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         why = "Spark's Kafka jar is not in the wheel" if flow == "kafka" else "not written"
                         skipped.append(f"{flow} flow on native Spark: no equivalent ({why})")
                         continue
-                    if engine == "python" and flow not in NATIVE:
+                    if engine == "python" and flow not in FLOOR:
                         skipped.append(f"{flow} flow's Python floor: not written" if flow != "kafka" else
                                        f"{flow} flow's Python floor: its work is the broker client's, not user functions")
                         continue
