@@ -34,6 +34,17 @@ def test_an_unpicklable_item_names_the_step_it_was_headed_for_and_its_type(make:
     assert len(message.splitlines()) <= 3
 
 
+def test_a_state_that_does_not_pickle_names_the_step_and_key_and_says_why_it_must() -> None:
+    flow = Dataflow("unpicklable_state")
+    keyed = op.key_on("key", op.input("inp", flow, TestingSource(["a", "b"])), lambda v: v)
+    op.output("out", op.stateful_map("keep_lock", keyed, lambda state, v: (state or threading.Lock(), v)), TestingSink([]))
+    with pytest.raises(FlowsparkRuntimeError, match=r"error pickling the state of step 'unpicklable_state\.keep_lock[^']*' for key '[ab]'") as info:
+        run_main(flow)
+    cause = info.value.__cause__
+    assert isinstance(cause, TypeError) and "_thread.lock" in str(cause)
+    assert any("must pickle" in note for note in getattr(cause, "__notes__", []))
+
+
 class _FullDisk(StatelessSinkPartition[Any]):
     """Fails like a file on a full disk: the write, then the close that flushes again."""
 

@@ -78,8 +78,31 @@ def _versions_blob(versions: List[int]) -> bytes:
     return struct.pack(f"<{len(versions)}q", *versions)
 
 
+class UnpicklableSnapshot(Exception):
+    """A key's snapshot that does not pickle, so that its slot cannot be stored."""
+
+    def __init__(self, key: str, error: Exception) -> None:
+        super().__init__(key, error)
+        self.key = key
+        self.error = error
+
+
 def _encoded(wakes: Dict[str, int], snapshots: Dict[str, Any]) -> bytes:
-    return pickle.dumps((wakes, list(snapshots), chunks.dumps(list(snapshots.values()))), pickle.HIGHEST_PROTOCOL)
+    try:
+        pickled = chunks.dumps(list(snapshots.values()))
+    except Exception as error:
+        raise _culprit(snapshots, error) from error
+    return pickle.dumps((wakes, list(snapshots), pickled), pickle.HIGHEST_PROTOCOL)
+
+
+def _culprit(snapshots: Dict[str, Any], error: Exception) -> UnpicklableSnapshot:
+    """The first key whose snapshot does not pickle on its own (else the slot's first key, with the slot's error)."""
+    for key, snapshot in snapshots.items():
+        try:
+            chunks.dumps(snapshot)
+        except Exception as alone:
+            return UnpicklableSnapshot(key, alone)
+    return UnpicklableSnapshot(next(iter(snapshots)), error)
 
 
 def slot_keys(blob: bytes) -> List[str]:
@@ -220,7 +243,8 @@ class SlottedState:
         """Write the slots that changed, their earliest wake-ups, timers and versions; then keep what was read.
 
         If the slots now hold more than `SLOT_KEYS` keys on average, the
-        bucket is spread over enough slots, in one pass (`_grow`).
+        bucket is spread over enough slots, in one pass (`_grow`).  A
+        snapshot that does not pickle raises `UnpicklableSnapshot`.
         """
         registered: Set[int] = set()
         version = new_version()

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from pyspark.sql.streaming.tws_tester import _InMemoryStatefulProcessorHandle
-
 import pytest
+from pyspark.sql.streaming.tws_tester import _InMemoryStatefulProcessorHandle
 
 from flowspark.engine import chunks
 from flowspark.engine.slot_cache import SlotCache
-from flowspark.engine.slots import SLOT_KEYS, SlottedState, Stored, decoded, slot_keys, slot_of, state_variables
+from flowspark.engine.slots import (
+    SLOT_KEYS,
+    SlottedState,
+    Stored,
+    UnpicklableSnapshot,
+    decoded,
+    slot_keys,
+    slot_of,
+    state_variables,
+)
 
 
 class _Bucket:
@@ -81,6 +90,18 @@ def test_a_slot_carries_its_keys_snapshots_and_wake_ups() -> None:
     assert state.get("big") == Stored(big, 5)
     assert state.get("none") == Stored(None, None)  # a snapshot of None is still held
     assert state.get("absent") is None
+
+
+def test_a_snapshot_that_does_not_pickle_is_named_by_its_key_and_nothing_is_stored() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    state.put("fine", 1, None)
+    state.put("locked", threading.Lock(), None)
+    state.put("also fine", 2, None)
+    with pytest.raises(UnpicklableSnapshot) as info:
+        bucket.save(state)
+    assert info.value.key == "locked" and isinstance(info.value.error, TypeError)
+    assert bucket.stored_slots() == {}
 
 
 def test_a_slots_keys_are_listed_without_loading_their_snapshots() -> None:
