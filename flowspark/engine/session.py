@@ -115,6 +115,11 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         # `readlink` for every checkpoint file it renames (about 650 forks
         # in a 10M-event run, 1.5-2 s of its wall time).
         .config("spark.sql.streaming.checkpointFileManagerClass", _CHECKPOINT_FILE_MANAGER)
+        # One environment, and so one pool of Python workers, for the
+        # source's tasks and the stateful ones (see `warm_up`).  User errors
+        # reach the driver through flowspark's own failure records, never
+        # through the traceback text this would shorten.
+        .config("spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled", "false")
         # A user function that raises ends the run at once, as in Bytewax;
         # Spark's default on clusters (4) calls it three more times first.
         .config("spark.task.maxFailures", "1")

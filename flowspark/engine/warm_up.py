@@ -8,12 +8,15 @@ submitted from background threads as the run begins, do that start-up
 alongside the planning, and the query's tasks reuse the warm workers (Spark
 keeps idle Python workers for reuse).
 
-Spark keeps one daemon, and so one pool of workers, per worker environment,
-and a query uses two: the source's tasks get the environment of SQL jobs
-(`SPARK_SIMPLIFIED_TRACEBACK` set), `transformWithState`'s tasks the one
-RDD jobs get (without it).  So one SQL job (`mapInArrow`) warms the
-source's workers, and for a flow with stateful steps one RDD job warms
-theirs; warming a kind the query does not use would only take CPU from it.
+Spark keeps one daemon, and so one pool of workers, per worker environment.
+The source's tasks get the environment of SQL jobs and
+`transformWithState`'s tasks the one RDD jobs get; they differ only by
+`SPARK_SIMPLIFIED_TRACEBACK`, which SQL jobs set while Spark's simplified
+tracebacks are on.  flowspark turns them off (`session`), so that one pool
+serves the whole query, and one RDD job, the quicker to plan, warms it.  If
+a run turns them back on, one SQL job (`mapInArrow`) warms the source's
+workers, and for a flow with stateful steps an RDD job warms theirs;
+warming a kind the query does not use would only take CPU from it.
 On a cluster the recovery-directory probe
 (`cluster.check_recovery_dir_visible`) has just run Python tasks on every
 executor, which warms them the same way.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import threading
 import weakref
 from enum import Enum
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Callable, Dict, Iterator, List
 
 from flowspark.engine.cluster import is_local_master
 
@@ -32,13 +35,24 @@ JOB_GROUP = "flowspark-warm-up"
 """The Spark job group (as the Spark UI shows it) of the warm-up jobs."""
 
 
+SIMPLIFIED_TRACEBACK = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
+"""Spark's setting that gives SQL jobs' Python workers an environment, and so a pool, of their own."""
+
+
 class WorkerKind(Enum):
     """The Python workers of one environment, which Spark pools apart."""
 
     SQL = "sql"
-    """The source's tasks (and every SQL job's)."""
-    STATEFUL = "stateful"
-    """`transformWithState`'s tasks (and every RDD job's)."""
+    """The source's tasks while simplified tracebacks are on (and every SQL job's)."""
+    RDD = "rdd"
+    """`transformWithState`'s tasks and every RDD job's; the source's tasks too while simplified tracebacks are off."""
+
+
+def kinds_used(spark: Any, stateful: bool) -> List[WorkerKind]:
+    """The worker kinds a query's tasks use (`stateful`: it has stateful steps)."""
+    if spark.conf.get(SIMPLIFIED_TRACEBACK, "true").lower() != "true":
+        return [WorkerKind.RDD]
+    return [WorkerKind.SQL] + ([WorkerKind.RDD] if stateful else [])
 
 
 _warmed: Dict[WorkerKind, "weakref.WeakSet[Any]"] = {kind: weakref.WeakSet() for kind in WorkerKind}
@@ -50,8 +64,7 @@ def warm_python_workers(spark: Any, stateful: bool) -> None:
     context = spark.sparkContext
     if not is_local_master(context.master):
         return
-    kinds = [WorkerKind.SQL] + ([WorkerKind.STATEFUL] if stateful else [])
-    for kind in kinds:
+    for kind in kinds_used(spark, stateful):
         if context in _warmed[kind]:
             continue
         _warmed[kind].add(context)
@@ -75,7 +88,7 @@ def _rdd_job(spark: Any, cores: int) -> None:
     spark.sparkContext.parallelize(range(cores), cores).foreach(_import_task_code)
 
 
-_JOBS: Dict[WorkerKind, Callable[[Any, int], None]] = {WorkerKind.SQL: _sql_job, WorkerKind.STATEFUL: _rdd_job}
+_JOBS: Dict[WorkerKind, Callable[[Any, int], None]] = {WorkerKind.SQL: _sql_job, WorkerKind.RDD: _rdd_job}
 
 
 def _import_in_batches(batches: Iterator[Any]) -> Iterator[Any]:

@@ -18,8 +18,11 @@ from flowspark.engine.session import get_session
 from flowspark.testing import TestingSink, TestingSource
 
 
-def _warm_up_jobs(spark: SparkSession, monkeypatch: pytest.MonkeyPatch, calls: int, stateful: bool) -> List[str]:
-    """Warm the context's workers `calls` times as if for the first time; the status of each job that started."""
+def _warm_up_jobs(spark: SparkSession, monkeypatch: pytest.MonkeyPatch, calls: int, stateful: bool, jobs: int = 1) -> List[str]:
+    """Warm the context's workers `calls` times as if for the first time; the status of each job that started.
+
+    Waits for `jobs` jobs to succeed (the jobs start from threads, not all at once).
+    """
     tracker = spark.sparkContext.statusTracker()
     earlier = set(tracker.getJobIdsForGroup(warm_up.JOB_GROUP))
     monkeypatch.setattr(warm_up, "_warmed", {kind: weakref.WeakSet() for kind in warm_up.WorkerKind})
@@ -30,15 +33,27 @@ def _warm_up_jobs(spark: SparkSession, monkeypatch: pytest.MonkeyPatch, calls: i
     while time.monotonic() < deadline:
         infos = [tracker.getJobInfo(job) for job in set(tracker.getJobIdsForGroup(warm_up.JOB_GROUP)) - earlier]
         statuses = [info.status if info is not None else "UNKNOWN" for info in infos]
-        if statuses and all(status == "SUCCEEDED" for status in statuses):
+        if len(statuses) >= jobs and all(status == "SUCCEEDED" for status in statuses):
             break
         time.sleep(0.1)
     return statuses
 
 
-def test_one_job_per_context_and_worker_kind_starts_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _warm_up_jobs(get_session(), monkeypatch, calls=2, stateful=False) == ["SUCCEEDED"]
-    assert _warm_up_jobs(get_session(), monkeypatch, calls=2, stateful=True) == ["SUCCEEDED"] * 2
+def test_one_job_per_context_starts_the_one_pool_of_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    spark = get_session()
+    assert warm_up.kinds_used(spark, stateful=True) == [warm_up.WorkerKind.RDD]
+    assert _warm_up_jobs(spark, monkeypatch, calls=2, stateful=False) == ["SUCCEEDED"]
+    assert _warm_up_jobs(spark, monkeypatch, calls=2, stateful=True) == ["SUCCEEDED"]
+
+
+def test_with_simplified_tracebacks_each_kind_the_query_uses_gets_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    spark = get_session()
+    spark.conf.set(warm_up.SIMPLIFIED_TRACEBACK, "true")
+    try:
+        assert warm_up.kinds_used(spark, stateful=False) == [warm_up.WorkerKind.SQL]
+        assert _warm_up_jobs(spark, monkeypatch, calls=2, stateful=True, jobs=2) == ["SUCCEEDED"] * 2
+    finally:
+        spark.conf.set(warm_up.SIMPLIFIED_TRACEBACK, "false")
 
 
 def _python_daemons(jvm: int) -> Set[int]:
@@ -67,7 +82,7 @@ def _stateful_worker_parent(state: Optional[int], item: int) -> Tuple[int, Tuple
 
 def test_the_querys_tasks_run_in_the_warmed_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     spark = get_session()
-    assert _warm_up_jobs(spark, monkeypatch, calls=1, stateful=True) == ["SUCCEEDED"] * 2
+    assert _warm_up_jobs(spark, monkeypatch, calls=1, stateful=True) == ["SUCCEEDED"]
     gateway = spark.sparkContext._gateway
     assert gateway is not None
     warmed = _python_daemons(gateway.proc.pid)
@@ -79,5 +94,6 @@ def test_the_querys_tasks_run_in_the_warmed_workers(monkeypatch: pytest.MonkeyPa
     run_flow(flow, RunConfig())
     # Spark keeps one daemon per worker environment: a warm-up in another
     # environment would leave its workers idle beside the query's daemon.
+    # The source's tasks and the stateful ones share one.
     parents = {parent for _, pair in out for parent in pair}
-    assert len(out) == 3 and parents <= warmed
+    assert len(out) == 3 and len(parents) == 1 and parents <= warmed
