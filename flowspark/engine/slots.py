@@ -30,6 +30,7 @@ import zlib
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from flowspark.engine import chunks
+from flowspark.engine.failures import StepFailure
 from flowspark.engine.slot_cache import WORKER_CACHE, SlotCache, new_version
 
 SLOT_KEYS = 512
@@ -78,31 +79,48 @@ def _versions_blob(versions: List[int]) -> bytes:
     return struct.pack(f"<{len(versions)}q", *versions)
 
 
-class UnpicklableSnapshot(Exception):
-    """A key's snapshot that does not pickle, so that its slot cannot be stored."""
+UNPICKLABLE_STATE = (
+    "flowspark keeps every key's state in Spark's state store after each micro-batch, so a state must pickle"
+    " (Bytewax pickles it only for recovery): keep open files, locks and connections out of it"
+)
+"""The note on a state that does not pickle: why flowspark needs what a Bytewax run without recovery does not."""
 
-    def __init__(self, key: str, error: Exception) -> None:
-        super().__init__(key, error)
-        self.key = key
-        self.error = error
+UNLOADABLE_STATE = (
+    "a state saved after one micro-batch is loaded again for the next, and by a resumed run: keep the classes it"
+    " is made of importable under the same names, or start with an empty recovery directory"
+)
+"""The note on a stored state that does not unpickle."""
 
 
-def _encoded(wakes: Dict[str, int], snapshots: Dict[str, Any]) -> bytes:
+def _encoded(step_id: str, wakes: Dict[str, int], snapshots: Dict[str, Any]) -> bytes:
     try:
         pickled = chunks.dumps(list(snapshots.values()))
     except Exception as error:
-        raise _culprit(snapshots, error) from error
+        raise _unpicklable(step_id, snapshots, error) from error
     return pickle.dumps((wakes, list(snapshots), pickled), pickle.HIGHEST_PROTOCOL)
 
 
-def _culprit(snapshots: Dict[str, Any], error: Exception) -> UnpicklableSnapshot:
-    """The first key whose snapshot does not pickle on its own (else the slot's first key, with the slot's error)."""
+def _unpicklable(step_id: str, snapshots: Dict[str, Any], error: Exception) -> StepFailure:
+    """The failure for a slot that does not pickle, naming the first key whose snapshot does not pickle on its own."""
+    culprit: Optional[str] = None
+    cause = error
     for key, snapshot in snapshots.items():
         try:
             chunks.dumps(snapshot)
         except Exception as alone:
-            return UnpicklableSnapshot(key, alone)
-    return UnpicklableSnapshot(next(iter(snapshots)), error)
+            culprit, cause = key, alone
+            break
+    cause.add_note(UNPICKLABLE_STATE)
+    where = "" if culprit is None else f" for key {culprit!r}"
+    return StepFailure(f"error pickling the state of step {step_id!r}{where}", cause)
+
+
+def _unloadable(step_id: str, blob: bytes, error: Exception) -> StepFailure:
+    """The failure for a stored slot whose snapshots do not unpickle, naming (some of) its keys."""
+    keys = slot_keys(blob)
+    shown = ", ".join(repr(key) for key in keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+    error.add_note(UNLOADABLE_STATE)
+    return StepFailure(f"error unpickling the state of step {step_id!r} for keys {shown}", error)
 
 
 def slot_keys(blob: bytes) -> List[str]:
@@ -144,8 +162,10 @@ class SlottedState:
     next call.
     """
 
-    def __init__(self, variables: StateVariables, bucket: str, cache: SlotCache = WORKER_CACHE) -> None:
+    def __init__(self, variables: StateVariables, bucket: str, step_id: str, cache: SlotCache = WORKER_CACHE) -> None:
         self._layout = variables.layout
+        self._step_id = step_id
+        """The stateful step the bucket belongs to, which a state that fails to pickle or unpickle names."""
         self._slots = variables.slots
         self._wakes = variables.wakes
         self._bucket = bucket
@@ -168,8 +188,14 @@ class SlottedState:
         """A slot's keys as read in this call (with the changes not yet saved); read at most once per call."""
         found = self._loaded.get(slot)
         if found is None:
-            found = self._loaded[slot] = KeySlot(self._read(slot))
+            found = self._loaded[slot] = self._key_slot_of(self._read(slot))
         return found
+
+    def _key_slot_of(self, stored: bytes) -> KeySlot:
+        try:
+            return KeySlot(stored)
+        except Exception as error:
+            raise _unloadable(self._step_id, stored, error) from error
 
     def _read(self, slot: int) -> bytes:
         """A slot's bytes as saved (empty: no keys): from the worker's cache if it kept them, else from the store."""
@@ -221,7 +247,7 @@ class SlottedState:
         for (slot,), (blob,) in self._slots.iterator():
             seen.add(slot)
             loaded = self._loaded.get(slot)
-            yield from _stored_items(KeySlot(bytes(blob)) if loaded is None else loaded)
+            yield from _stored_items(self._key_slot_of(bytes(blob)) if loaded is None else loaded)
         for slot, loaded in self._loaded.items():
             if slot not in seen:
                 yield from _stored_items(loaded)
@@ -244,7 +270,7 @@ class SlottedState:
 
         If the slots now hold more than `SLOT_KEYS` keys on average, the
         bucket is spread over enough slots, in one pass (`_grow`).  A
-        snapshot that does not pickle raises `UnpicklableSnapshot`.
+        snapshot that does not pickle fails naming the step and its key.
         """
         registered: Set[int] = set()
         version = new_version()
@@ -266,7 +292,7 @@ class SlottedState:
     def _write(self, slot: int, wakes: Dict[str, int], snapshots: Dict[str, Any], before: Optional[int],
                registered: Set[int], register_timer: Callable[[int], None]) -> bytes:
         """Store one slot, and its earliest wake-up (with a timer for it) if that changed; the slot's bytes (empty: no keys)."""
-        stored = _encoded(wakes, snapshots) if snapshots else b""
+        stored = _encoded(self._step_id, wakes, snapshots) if snapshots else b""
         if stored:
             self._slots.updateValue((slot,), (stored,))
         else:
@@ -299,7 +325,7 @@ class SlottedState:
             stored = self._read(slot)
             if not stored:
                 continue
-            old = KeySlot(stored)
+            old = self._key_slot_of(stored)
             parts: Dict[int, Tuple[Dict[str, int], Dict[str, Any]]] = {}
             for key, snapshot in old.snapshots.items():
                 wakes, snapshots = parts.setdefault(slot_of(key, grown), ({}, {}))

@@ -48,12 +48,6 @@ from flowspark.engine.pass_sinks import PassSinks
 from flowspark.engine.plan import Plan
 from flowspark.engine.route import Collector, Router
 
-UNPICKLABLE_STATE = (
-    "flowspark keeps every key's state in Spark's state store after each micro-batch, so a state must pickle"
-    " (Bytewax pickles it only for recovery): keep open files, locks and connections out of it"
-)
-"""The note on a state that does not pickle: why flowspark needs what a Bytewax run without recovery does not."""
-
 SLOT_GROUP = 64
 """How many slots' keys a micro-batch handles before saving them and letting them go."""
 
@@ -249,11 +243,7 @@ class _Bucket:
                 self._meter.time(Timing.NOTIFY_AT, self.step_id, time.perf_counter() - started)
             at_ms = None if at is None else max(_epoch_ms(at, self.step_id, key), now_ms + 1)
             self._state.put(key, snap, at_ms)
-        try:
-            self._state.save(handle.registerTimer)
-        except slots.UnpicklableSnapshot as bad:
-            bad.error.add_note(UNPICKLABLE_STATE)
-            raise StepFailure(f"error pickling the state of step {self.step_id!r} for key {bad.key!r}", bad.error) from bad.error
+        self._state.save(handle.registerTimer)
         self._forget()
 
     def _forget(self) -> None:
@@ -376,8 +366,8 @@ class LayerProcessor(StatefulProcessor):
 
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
-        state = slots.SlottedState(self._state, grp)
-        bucket = _Bucket(self._plan.stateful[step].step_id, config.builder, state, self._meter)
+        step_id = self._plan.stateful[step].step_id
+        bucket = _Bucket(step_id, config.builder, slots.SlottedState(self._state, grp, step_id), self._meter)
         return bucket, Collector(grp, self._link, self._plan.ordered)
 
     def _merged(self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector, now_ms: int) -> None:

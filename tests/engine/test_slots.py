@@ -9,12 +9,12 @@ import pytest
 from pyspark.sql.streaming.tws_tester import _InMemoryStatefulProcessorHandle
 
 from flowspark.engine import chunks
+from flowspark.engine.failures import StepFailure
 from flowspark.engine.slot_cache import SlotCache
 from flowspark.engine.slots import (
     SLOT_KEYS,
     SlottedState,
     Stored,
-    UnpicklableSnapshot,
     decoded,
     slot_keys,
     slot_of,
@@ -47,7 +47,7 @@ class _Bucket:
             setattr(state, name, counted)
 
     def open(self, cache: Optional[SlotCache] = None) -> SlottedState:
-        return SlottedState(self.variables, "S0/0", self.cache if cache is None else cache)
+        return SlottedState(self.variables, "S0/0", "flow.step", self.cache if cache is None else cache)
 
     def slot_count_and_keys(self) -> Tuple[int, int]:
         slots, keys, _versions = self.layout.get()
@@ -98,10 +98,23 @@ def test_a_snapshot_that_does_not_pickle_is_named_by_its_key_and_nothing_is_stor
     state.put("fine", 1, None)
     state.put("locked", threading.Lock(), None)
     state.put("also fine", 2, None)
-    with pytest.raises(UnpicklableSnapshot) as info:
+    with pytest.raises(StepFailure, match="error pickling the state of step 'flow.step' for key 'locked'") as info:
         bucket.save(state)
-    assert info.value.key == "locked" and isinstance(info.value.error, TypeError)
+    assert isinstance(info.value.cause, TypeError)
+    assert any("must pickle" in note for note in getattr(info.value.cause, "__notes__", []))
     assert bucket.stored_slots() == {}
+
+
+def test_a_stored_snapshot_that_does_not_unpickle_names_the_step_and_the_slots_keys() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    for key in ("k1", "k2", "k3", "k4", "k5"):
+        state.put(key, _Unloadable() if key == "k3" else 1, None)
+    bucket.save(state)
+    with pytest.raises(StepFailure, match=r"error unpickling the state of step 'flow.step' for keys '\w+', '\w+', '\w+' and 2 more") as info:
+        bucket.open(cache=SlotCache()).get("k1")
+    assert isinstance(info.value.cause, ImportError)
+    assert any("empty recovery directory" in note for note in getattr(info.value.cause, "__notes__", []))
 
 
 def test_a_slots_keys_are_listed_without_loading_their_snapshots() -> None:
