@@ -40,18 +40,25 @@ class _EnvDefault(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(testing: bool = False) -> argparse.ArgumentParser:
+    """`python -m flowspark.run`'s options; `testing`: `python -m flowspark.testing`'s (`-p` in place of `-i/-a`)."""
     parser = argparse.ArgumentParser(
-        prog="python -m flowspark.run",
+        prog="python -m flowspark.testing" if testing else "python -m flowspark.run",
         description="Run a flowspark dataflow as a Spark Structured Streaming query.",
     )
     parser.add_argument("import_str", help="module[:flow] or path/to/file.py[:flow]; flow defaults to `flow`; may be a factory call")
-    parser.add_argument("-w", "--workers-per-process", type=int, action=_EnvDefault, envvar="BYTEWAX_WORKERS_PER_PROCESS",
-                        help="parallelism: local Spark threads and shuffle partitions (default: number of cores)")
-    parser.add_argument("-i", "--process-id", type=int, action=_EnvDefault, envvar="BYTEWAX_PROCESS_ID",
-                        help="Bytewax's process id: process 0 runs the whole flow, the others exit at once (use --master for a cluster)")
-    parser.add_argument("-a", "--addresses", action=_EnvDefault, envvar="BYTEWAX_ADDRESSES",
-                        help="Bytewax's ';'-separated process addresses: their count multiplies -w in process 0")
+    if testing:
+        parser.add_argument("-w", "--workers-per-process", type=int, default=1, action=_EnvDefault, envvar="BYTEWAX_WORKERS_PER_PROCESS",
+                            help="Bytewax's workers per process; with -p, the run's parallelism (default 1)")
+        parser.add_argument("-p", "--processes", type=int, default=1, action=_EnvDefault, envvar="BYTEWAX_PROCESSES",
+                            help="Bytewax's process count: one run on Spark stands for them all, with their workers (default 1)")
+    else:
+        parser.add_argument("-w", "--workers-per-process", type=int, action=_EnvDefault, envvar="BYTEWAX_WORKERS_PER_PROCESS",
+                            help="parallelism: local Spark threads and shuffle partitions (default: number of cores)")
+        parser.add_argument("-i", "--process-id", type=int, action=_EnvDefault, envvar="BYTEWAX_PROCESS_ID",
+                            help="Bytewax's process id: process 0 runs the whole flow, the others exit at once (use --master for a cluster)")
+        parser.add_argument("-a", "--addresses", action=_EnvDefault, envvar="BYTEWAX_ADDRESSES",
+                            help="Bytewax's ';'-separated process addresses: their count multiplies -w in process 0")
     parser.add_argument("-r", "--recovery-directory", action=_EnvDefault, envvar="BYTEWAX_RECOVERY_DIRECTORY",
                         help="directory for Spark's checkpoint (a path, or a file://, s3:// or hdfs:// URI); a run started again with it continues where it stopped")
     parser.add_argument("-s", "--snapshot-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_SNAPSHOT_INTERVAL",
@@ -138,23 +145,32 @@ def _conf(pairs: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, st
     return conf
 
 
-def cli_main(argv: Optional[List[str]] = None) -> int:
-    """Parse the command line, run the flow, and return the process exit code."""
+def cli_main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
+    """Parse the command line, run the flow, and return the process exit code.
+
+    `testing`: the command line of Bytewax's `python -m bytewax.testing`,
+    which starts `-p` processes of `-w` workers each on this machine; here
+    one run stands for them all, with their worker count.
+    """
     from flowspark.dataflow_api import settings_from_env
     from flowspark.engine.failures import user_traceback
     from flowspark.engine.progress import Progress, show_on_stderr
     from flowspark.engine.runner import RunConfig, run_flow
     from flowspark.testing import drives_the_run
 
-    parser = _parser()
+    parser = _parser(testing)
     args = parser.parse_args(argv)
     show_on_stderr(show_progress=not args.no_progress)
-    addresses = [a for a in (args.addresses or "").split(";") if a.strip()]
-    if not drives_the_run(args.process_id, len(addresses)):
-        return 0
     workers = args.workers_per_process
-    if workers is not None and len(addresses) > 1:
-        workers *= len(addresses)
+    if testing:
+        processes = int(args.processes)
+    else:
+        addresses = [a for a in (args.addresses or "").split(";") if a.strip()]
+        if not drives_the_run(args.process_id, len(addresses)):
+            return 0
+        processes = max(len(addresses), 1)
+    if workers is not None:
+        workers = int(workers) * processes
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
     conf = {"spark.ui.enabled": "true", **_conf(args.conf, parser)}

@@ -2,6 +2,8 @@
 
 `run_main` and `cluster_main` run the flow on the embedded local Spark (one
 session per process, reused across calls) and return when the input ends.
+`python -m flowspark.testing IMPORT_STR -p N -w W` is Bytewax's testing
+launcher: one run with the workers of `N` processes of `W` each.
 """
 
 from __future__ import annotations
@@ -266,3 +268,11 @@ def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[Recov
     if recovery_config is not None:
         config.recovery_dir = recovery_config.location
     return config
+
+
+if __name__ == "__main__":
+    import sys
+
+    from flowspark.run import cli_main
+
+    sys.exit(cli_main(testing=True))

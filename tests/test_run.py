@@ -15,6 +15,7 @@ import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSource
 from flowspark.connectors.stdio import StdOutSink
+from flowspark.inputs import DynamicSource, StatelessSourcePartition
 
 def make(n, word="x"):
     flow = Dataflow("made")
@@ -28,6 +29,27 @@ def explode(x):
 broken = Dataflow("broken")
 op.output("out", op.map("explode", op.input("inp", broken, TestingSource([1])), explode), StdOutSink())
 not_a_flow = 3
+
+class _Once(StatelessSourcePartition):
+    def __init__(self, item):
+        self._left = [item]
+
+    def next_batch(self):
+        if not self._left:
+            raise StopIteration()
+        batch, self._left = self._left, []
+        return batch
+
+
+class WorkerNames(DynamicSource):
+    def build(self, step_id, worker_index, worker_count):
+        return _Once(f"{worker_index}/{worker_count}")
+
+
+def workers():
+    flow = Dataflow("workers")
+    op.output("out", op.input("inp", flow, WorkerNames()), StdOutSink())
+    return flow
 
 def merged():
     flow = Dataflow("merged")
@@ -69,7 +91,7 @@ def test_cli_runs_a_factory_and_reports_failures(flows_file: Path) -> None:
     assert "broken.explode" in failed.stderr and "bad item 1" in failed.stderr
     assert "at org.apache.spark" not in failed.stderr
     # The user's own traceback: their file, line and code, and none of flowspark's frames.
-    assert f'File "{flows_file}", line 14, in explode' in failed.stderr
+    assert f'File "{flows_file}", line 15, in explode' in failed.stderr
     assert 'raise ValueError("bad item " + str(x))' in failed.stderr
     assert "flowspark/engine" not in failed.stderr and "pyspark" not in failed.stderr
     usage = _cli("my_flows:make(1)", "-b", "5", cwd=flows_file.parent)
@@ -104,3 +126,13 @@ def test_one_worker_gives_bytewax_round_order(flows_file: Path) -> None:
     run = _cli("my_flows:merged()", "-w", "1", cwd=flows_file.parent)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["1", "2", "3", "4", "5", "6"]
+
+
+def test_bytewax_testing_launcher_runs_once_with_every_process_workers(flows_file: Path) -> None:
+    """`python -m bytewax.testing -p 2 -w 2` starts two processes of two workers; here one run has the four."""
+    spread = run_module("flowspark.testing", "my_flows:workers()", "-p", "2", "-w", "2", "-s", "0", cwd=flows_file.parent, timeout=300)
+    assert spread.returncode == 0, spread.stderr
+    assert sorted(spread.stdout.splitlines()) == ["0/4", "1/4", "2/4", "3/4"]
+    single = run_module("flowspark.testing", "my_flows:merged()", cwd=flows_file.parent, timeout=300)
+    assert single.returncode == 0, single.stderr
+    assert single.stdout.splitlines() == ["1", "2", "3", "4", "5", "6"]

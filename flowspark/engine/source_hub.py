@@ -53,7 +53,12 @@ class _Polled:
 
     data: List[PartData]
     counts: Dict[str, int]
-    abort: bool
+    aborted_at: Optional[int]
+    """How many batches the partition that raised `AbortExecution` read before it in this poll (`None`: none raised).
+
+    Each source batch is an epoch of Bytewax's with `epoch_interval=0`, so
+    that many epochs of it were closed before the abort.
+    """
     backlog: bool
     """Some partition stopped at the item limit: more is waiting."""
 
@@ -163,6 +168,8 @@ class SourceHub:
         self._buffer: Dict[int, List[PartData]] = {}
         self._pieces: Dict[int, Tuple[List[Piece], List[bytes]]] = {}
         self._ended = False
+        self._abort_after: Optional[Offset] = None
+        """The offset after which the next micro-batch is the abort a poll hit (`latest_offset`)."""
         self.items_read = 0
         self._remote: Dict[Tuple[str, str], Optional[float]] = {}
         """How far each executor-read partition got, as its tasks tell (`note_read`)."""
@@ -232,6 +239,8 @@ class SourceHub:
         (some partition stopped at the item limit), the batch after it is
         read ahead (`read_ahead`).
         """
+        if self._abort_after == start:
+            return self._aborted(start)
         polled = self._take_ahead(start)
         with self._parts_lock:
             if polled is None:
@@ -239,36 +248,49 @@ class SourceHub:
                 if self._ended:
                     return start
                 polled = self._poll()
-            end: Optional[InputEnd] = None
-            if polled.abort:
-                end = InputEnd.ABORT
-            elif all(p.done for p in self._parts.values()):
-                end = InputEnd.EOF  # the last data and the end-of-input markers share one micro-batch
+            self.items_read += sum(polled.counts.values())
+            if polled.aborted_at == 0:
+                # As in Bytewax, the epoch an abort cuts short is not a
+                # resume point, and a resumed run reads it again: here the
+                # poll's first round, which the others' batches join.
+                return self._advance(start, InputEnd.ABORT, start["parts"], self._rounds(polled), polled.data)
+            end = InputEnd.EOF if all(p.done for p in self._parts.values()) else None
             if not polled.data and end is None:
                 return start
-            if end is InputEnd.ABORT:
-                # As in Bytewax, the epoch an abort cuts short is not a
-                # resume point: a resumed run reads it again.  An epoch is
-                # a micro-batch here (a poll of every partition), so what
-                # the same poll read before the abort is read again too.
-                parts = start["parts"]
-            else:
-                parts = {}
-                for key in self._keys:
-                    part = self._parts[key]
-                    before = start["parts"].get(key, {"c": 0})["c"]
-                    parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
-            rounds = max((len(batches) for _, _, batches in polled.data), default=0)
-            new = {"n": start["n"] + 1, "end": "" if end is None else end.value, "parts": parts, "r": start.get("r", 0) + rounds}
-            self.items_read += sum(polled.counts.values())
-            with self._lock:
-                self._buffer[new["n"]] = polled.data
-            self._position = new
-            if end is not None:
-                self._ended = True
-            elif polled.backlog:
+            parts = {}
+            for key in self._keys:
+                part = self._parts[key]
+                before = start["parts"].get(key, {"c": 0})["c"]
+                parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
+            new = self._advance(start, end, parts, self._rounds(polled), polled.data)
+            if polled.aborted_at is not None:
+                # The partition's batches before the abort are closed
+                # epochs: they are a micro-batch of their own, kept, and
+                # the abort comes alone in the next one.
+                self._abort_after = new
+            elif polled.backlog and end is None:
                 self._ahead = ReadAhead(self._poll_ahead)
             return new
+
+    @staticmethod
+    def _rounds(polled: _Polled) -> int:
+        """The most batches any partition read in the poll: the source rounds the micro-batch counts for."""
+        return max((len(batches) for _, _, batches in polled.data), default=0)
+
+    def _aborted(self, start: Offset) -> Offset:
+        """The micro-batch after `start` that carries only the abort, standing where `start` stands."""
+        return self._advance(start, InputEnd.ABORT, start["parts"], 0, [])
+
+    def _advance(self, start: Offset, end: Optional[InputEnd], parts: Dict[str, Any], rounds: int,
+                 data: List[PartData]) -> Offset:
+        """Record the micro-batch after `start`, with what it read, and return its offset."""
+        new = {"n": start["n"] + 1, "end": "" if end is None else end.value, "parts": parts, "r": start.get("r", 0) + rounds}
+        with self._lock:
+            self._buffer[new["n"]] = data
+        self._position = new
+        if end is not None:
+            self._ended = True
+        return new
 
     def _take_ahead(self, start: Offset) -> Optional[_Polled]:
         """What the read ahead got, if it read on from `start`; else it is waited for and dropped."""
@@ -286,7 +308,7 @@ class SourceHub:
 
     def _poll(self) -> _Polled:
         deadline = time.monotonic() + self._max_seconds
-        polled = _Polled([], {}, abort=False, backlog=False)
+        polled = _Polled([], {}, aborted_at=None, backlog=False)
         for index, key in enumerate(self._keys):
             part = self._parts[key]
             batches: List[Batch] = []
@@ -301,7 +323,7 @@ class SourceHub:
                     part.finish()
                     break
                 except AbortExecution:
-                    polled.abort = True
+                    polled.aborted_at = len(batches)
                     break
                 except StepFailure:
                     raise
@@ -322,7 +344,7 @@ class SourceHub:
             polled.backlog = polled.backlog or (total >= self._max_items and not part.done)
             if self._meter is not None and not part.done:
                 self._note_lag(part)
-            if polled.abort:
+            if polled.aborted_at is not None:
                 break
         if self._meter is not None:
             self._meter.flush()

@@ -207,17 +207,33 @@ def test_a_sleeping_partition_gives_no_new_offset(server: DriverServer) -> None:
     assert hub.partition_data(first, first) == []
 
 
-def test_an_abort_ends_the_input_and_is_no_resume_point(server: DriverServer) -> None:
+def test_an_abort_ends_the_input_after_what_its_poll_read_before(server: DriverServer) -> None:
     source = _ListSource({"a": [1, 2, 3, 4]})
     source.failures["a"] = (2, AbortExecution())
     hub = _hub(server, source)
     first = hub.initial_offset()
+    read = hub.latest_offset(first)
+    # What the poll read before the abort is a micro-batch of its own, and a resume point.
+    assert read["end"] == ""
+    assert read["parts"]["0:a"]["c"] == 2
+    assert _items(hub, first, read) == {"000.00000.000": [1, 2]}
+    aborted = hub.latest_offset(read)
+    assert aborted["end"] == "abort"
+    # The micro-batch the abort cuts short brings nothing, and a resumed run starts where it started.
+    assert aborted["parts"] == read["parts"]
+    assert _items(hub, read, aborted) == {}
+    assert hub.latest_offset(aborted) == aborted
+
+
+def test_an_abort_with_nothing_read_before_it_is_the_micro_batch_itself(server: DriverServer) -> None:
+    source = _ListSource({"a": [1, 2, 3, 4]})
+    source.failures["a"] = (0, AbortExecution())
+    hub = _hub(server, source)
+    first = hub.initial_offset()
     aborted = hub.latest_offset(first)
     assert aborted["end"] == "abort"
-    # The poll cut short is read again by a resumed run: the offset keeps the start's snapshots.
     assert aborted["parts"] == first["parts"]
-    assert _items(hub, first, aborted) == {"000.00000.000": [1, 2]}
-    assert hub.latest_offset(aborted) == aborted
+    assert _items(hub, first, aborted) == {}
 
 
 def test_a_new_hub_resumes_each_partition_from_the_offset_it_is_given(server: DriverServer) -> None:

@@ -28,9 +28,9 @@ def _recovery(engine: str) -> Any:
     return importlib.import_module(f"{engine}.recovery")
 
 
-def _summing_flow(e: Engine, items: List[Any], out: List[Any], stateful: bool) -> Any:
+def _summing_flow(e: Engine, items: List[Any], out: List[Any], stateful: bool, batch_size: int = 1) -> Any:
     flow = e.Dataflow("resumable")
-    nums = e.op.input("inp", flow, e.TestingSource(items))
+    nums = e.op.input("inp", flow, e.TestingSource(items, batch_size))
     keyed = e.op.key_on("key", nums, lambda n: "odd" if n % 2 else "even")
     if stateful:
         keyed = e.op.stateful_map("sum", keyed, lambda total, n: ((total or 0) + n, (total or 0) + n))
@@ -39,11 +39,11 @@ def _summing_flow(e: Engine, items: List[Any], out: List[Any], stateful: bool) -
 
 
 def _run(engine: str, directory: Path, items: List[Any], *, stateful: bool = True, workers: int = 1,
-         backup_interval: Optional[timedelta] = None, interval: Optional[timedelta] = None) -> List[Any]:
+         backup_interval: Optional[timedelta] = None, interval: Optional[timedelta] = None, batch_size: int = 1) -> List[Any]:
     e = Engine(engine)
     out: List[Any] = []
     config = _recovery(engine).RecoveryConfig(directory, backup_interval=backup_interval)
-    flow = _summing_flow(e, items, out, stateful)
+    flow = _summing_flow(e, items, out, stateful, batch_size)
     if workers == 1:
         e.run_main(flow, recovery_config=config, **({} if interval is None else {"epoch_interval": interval}))
     else:
@@ -108,6 +108,17 @@ def test_a_run_continues_after_an_abort_as_in_bytewax(tmp_path: Path, stateful: 
         outputs[engine] = [_run(engine, directory, items, stateful=stateful, interval=timedelta(0)) for _ in range(2)]
     assert outputs["flowspark"] == outputs["bytewax"]
     assert outputs["bytewax"][1] == [("even", 6), ("odd", 9), ("even", 12)] if stateful else [("even", 4), ("odd", 5), ("even", 6)]
+
+
+def test_the_batches_read_before_an_abort_are_closed_epochs_as_in_bytewax(tmp_path: Path) -> None:
+    """In batches of two, `1, 2, 3` come as `[1, 2]` and `[3]`, the abort right after: the resumed run continues after 3."""
+    outputs: Dict[str, List[List[Any]]] = {}
+    for engine in ENGINES:
+        directory = _initialised(tmp_path, engine)
+        items = [1, 2, 3, Engine(engine).TestingSource.ABORT(), 4, 5, 6]
+        outputs[engine] = [_run(engine, directory, items, interval=timedelta(0), batch_size=2) for _ in range(2)]
+    assert outputs["flowspark"] == outputs["bytewax"]
+    assert outputs["bytewax"][1] == [("even", 6), ("odd", 9), ("even", 12)]
 
 
 class _AbortOnce:
