@@ -128,23 +128,24 @@ class DynamicSource(Source[X]):
 
 
 class _SimplePollingPartition(StatefulSourcePartition[X, Sn]):
-    def __init__(self, now: datetime, interval: timedelta, align_to: Optional[datetime], source: "SimplePollingSource[X, Sn]", resume_state: Optional[Sn]) -> None:
+    """Calls `getter` once per `interval`, from `now` or the next `align_to` mark; `Retry` postpones a call."""
+
+    def __init__(self, now: datetime, interval: timedelta, align_to: Optional[datetime], getter: Callable[[], X],
+                 snapshot: Callable[[], Sn]) -> None:
         self._interval = interval
-        self._source = source
+        self._getter = getter
+        self._snapshot = snapshot
         if align_to is None:
             self._next_awake = now
         else:
             passed = (now - align_to) % interval
             self._next_awake = now if passed == timedelta(0) else now + (interval - passed)
-        if resume_state is not None:
-            source.resume(resume_state)
 
     def next_batch(self) -> List[X]:
-        now = datetime.now(timezone.utc)
         try:
-            item = self._source.next_item()
+            item = self._getter()
         except SimplePollingSource.Retry as retry:
-            self._next_awake = now + retry.timeout
+            self._next_awake += retry.timeout
             return []
         self._next_awake += self._interval
         return [] if item is None else [item]
@@ -153,7 +154,7 @@ class _SimplePollingPartition(StatefulSourcePartition[X, Sn]):
         return self._next_awake
 
     def snapshot(self) -> Sn:
-        return self._source.snapshot()
+        return self._snapshot()
 
 
 class SimplePollingSource(FixedPartitionedSource[X, Sn]):
@@ -181,7 +182,9 @@ class SimplePollingSource(FixedPartitionedSource[X, Sn]):
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[Sn]) -> _SimplePollingPartition[X, Sn]:
         now = datetime.now(timezone.utc)
-        return _SimplePollingPartition(now, self._interval, self._align_to, self, resume_state)
+        if resume_state is not None:
+            self.resume(resume_state)
+        return _SimplePollingPartition(now, self._interval, self._align_to, self.next_item, self.snapshot)
 
     @abstractmethod
     def next_item(self) -> X:

@@ -83,3 +83,51 @@ def test_queue_source_built_on_batch_getter_ends_the_flow() -> None:
 
     bytewax_out, flowspark_out = run_both(build)
     assert flowspark_out == bytewax_out == {"out": ["a", "b", "c"]}
+
+
+def _polling_schedule(engine: str) -> List[Any]:
+    """What a `SimplePollingSource` partition returns and when it next wakes, call after call, relative to its first wake-up."""
+    inputs = importlib.import_module(f"{engine}.inputs")
+    from datetime import timedelta
+
+    class Flaky(inputs.SimplePollingSource):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__(timedelta(minutes=30))
+            self.calls = 0
+            self.resumed_from: Any = None
+
+        def next_item(self) -> Any:
+            self.calls += 1
+            if self.calls == 2:
+                raise inputs.SimplePollingSource.Retry(timedelta(seconds=5))
+            return None if self.calls == 3 else self.calls
+
+        def snapshot(self) -> Any:
+            return self.calls
+
+        def resume(self, resume_state: Any) -> None:
+            self.resumed_from = resume_state
+
+    source = Flaky()
+    part = source.build_part("step", "singleton", 7)
+    first = part.next_awake()
+    steps: List[Any] = [source.resumed_from]
+    for _ in range(4):
+        batch = part.next_batch()
+        steps.append((batch, part.next_awake() - first, part.snapshot()))
+    return steps
+
+
+def test_simple_polling_source_wakes_every_interval_and_a_retry_postpones_its_due_time() -> None:
+    from datetime import timedelta
+
+    schedules = {engine: _polling_schedule(engine) for engine in ENGINES}
+    assert schedules["flowspark"] == schedules["bytewax"]
+    minutes = timedelta(minutes=30)
+    assert schedules["bytewax"] == [
+        7,
+        ([1], minutes, 1),
+        ([], minutes + timedelta(seconds=5), 2),
+        ([], 2 * minutes + timedelta(seconds=5), 3),
+        ([4], 3 * minutes + timedelta(seconds=5), 4),
+    ]
