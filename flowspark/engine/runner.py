@@ -27,6 +27,7 @@ from flowspark.engine.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.metrics import FlowMetrics, QueryWatch
 from flowspark.engine.groups import Groups
 from flowspark.engine.progress import BatchReport, Progress, state_rows
+from flowspark.engine.proxy_log import quiet_proxy_failures
 from flowspark.engine.plan import Plan, build_plan, for_workers, placed_for_machines
 from flowspark.engine.recovery_dir import check_recovery_dir
 from flowspark.engine.resume_check import check_or_record
@@ -211,6 +212,7 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
 def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> None:
     ship_by_value(user_packages())
     spark = get_session(config.master, config.conf)
+    quiet_proxy_failures()
     plan = placed_for_machines(plan, one_machine=is_local_master(spark.sparkContext.master))
     warm_python_workers(spark, stateful=plan.depth > 0)
     if config.recovery_dir:
