@@ -42,7 +42,7 @@ full, not at an event time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import (
     Any,
     Callable,
@@ -79,14 +79,25 @@ from flowspark.operators._windowing.base import (
     WindowLogic,
     WindowMetadata,
 )
-from flowspark.operators._windowing.clocks import EventClock, SystemClock
+from flowspark.operators._windowing.clocks import (
+    EventClock,
+    EventClockLogic,
+    EventClockState,
+    SystemClock,
+    SystemClockLogic,
+)
 from flowspark.operators._windowing.join import JoinWindowLogic, SideValueClock
 from flowspark.operators._windowing.logics import FoldBuilder, collect_callbacks
 from flowspark.operators._windowing.per_key import Closed, Emitted, Late, WindowConfig, WindowEvent
 from flowspark.operators._windowing.windowers import (
     SessionWindower,
+    SessionWindowerLogic,
+    SessionWindowerState,
     SlidingWindower,
+    SlidingWindowerLogic,
+    SlidingWindowerState,
     TumblingWindower,
+    _merge_sessions,
     check_windower,
 )
 
@@ -183,6 +194,44 @@ __all__ = [
     "sum_window",
     "window",
 ]
+
+# Bytewax 0.21.1's private names for the built-in clock and windower logics,
+# for code (and Bytewax's own unit tests) that builds them directly.  Not in
+# `__all__`.  The windower logics and `_session_find_merges` have the same
+# signatures; the clock logics take Bytewax's constructor arguments.
+_SlidingWindowerState = SlidingWindowerState
+_SlidingWindowerLogic = SlidingWindowerLogic
+_SessionWindowerState = SessionWindowerState
+_SessionWindowerLogic = SessionWindowerLogic
+_session_find_merges = _merge_sessions
+_EventClockState = EventClockState
+
+
+class _SystemClockLogic(SystemClockLogic):
+    """`SystemClockLogic` with Bytewax 0.21.1's constructor: `(now_getter)`."""
+
+    def __init__(self, now_getter: Callable[[], datetime], last_now: Optional[datetime] = None) -> None:
+        super().__init__(now_getter, last_now)
+
+
+class _EventClockLogic(EventClockLogic[V]):
+    """`EventClockLogic` with Bytewax 0.21.1's constructor.
+
+    `(now_getter, timestamp_getter, to_system, wait_for_system_duration,
+    state=None)`; `state`, if given, is flowspark's `EventClockState`.
+    """
+
+    def __init__(
+        self,
+        now_getter: Callable[[], datetime],
+        timestamp_getter: Callable[[V], datetime],
+        to_system: Callable[[datetime], Optional[datetime]],
+        wait_for_system_duration: timedelta,
+        state: Optional[EventClockState] = None,
+    ) -> None:
+        config = EventClock(timestamp_getter, wait_for_system_duration, now_getter, to_system)
+        super().__init__(config, state)
+
 
 U = TypeVar("U")
 """Type of the values of another join side."""
