@@ -20,8 +20,13 @@ from flowspark.operators._core import (
 )
 from flowspark.operators._enrich import TTLCache, enrich_cached
 from flowspark.operators._join import JoinEmitMode, JoinInsertMode, join
+from flowspark.operators._join import JoinState as _JoinState
 from flowspark.operators._stateful import (
     StatefulLogic,
+    _CollectLogic,
+    _CollectState,
+    _FoldFinalLogic,
+    _StatefulFlatMapLogic,
     collect,
     count_final,
     fold_final,
@@ -89,3 +94,8 @@ __all__ = [
     "stateful_flat_map",
     "stateful_map",
 ]
+
+# Bytewax 0.21.1's private logic and state classes keep their names here
+# (outside `__all__`), for code, and Bytewax's own unit tests, that build
+# them directly: `_CollectLogic`, `_CollectState`, `_FoldFinalLogic`,
+# `_JoinState`, `_StatefulFlatMapLogic`.

@@ -64,18 +64,30 @@ class JoinState:
         """An empty state for `side_count` sides."""
         return cls([[] for _ in range(side_count)])
 
+    def set_val(self, side: int, value: Any) -> None:
+        """Make `value` the only one of `side`."""
+        self.seen[side] = [value]
+
+    def add_val(self, side: int, value: Any) -> None:
+        """Add `value` to those of `side`."""
+        self.seen[side].append(value)
+
+    def is_set(self, side: int) -> bool:
+        """Whether `side` has a value."""
+        return bool(self.seen[side])
+
     def insert(self, side: int, value: Any, mode: JoinInsertMode) -> None:
         """Record `value` on `side` as `mode` says."""
         if mode == "product":
-            self.seen[side].append(value)
-        elif mode == "last" or not self.seen[side]:
-            self.seen[side] = [value]
+            self.add_val(side, value)
+        elif mode == "last" or not self.is_set(side):
+            self.set_val(side, value)
 
     def all_set(self) -> bool:
         """Whether every side has at least one value."""
         return all(self.seen)
 
-    def rows(self) -> List[Tuple[Any, ...]]:
+    def astuples(self) -> List[Tuple[Any, ...]]:
         """Every combination of the sides' values; an empty side gives `None`."""
         return list(itertools.product(*(values or [None] for values in self.seen)))
 
@@ -96,15 +108,15 @@ class _JoinLogic(StatefulLogic[Tuple[int, Any], Tuple[Any, ...], JoinState]):
         side, side_value = value
         self.state.insert(side, side_value, self.insert_mode)
         if self.emit_mode == "complete" and self.state.all_set():
-            return (self.state.rows(), StatefulLogic.DISCARD)
+            return (self.state.astuples(), StatefulLogic.DISCARD)
         if self.emit_mode == "running":
-            return (self.state.rows(), StatefulLogic.RETAIN)
+            return (self.state.astuples(), StatefulLogic.RETAIN)
         return ((), StatefulLogic.RETAIN)
 
     @override
     def on_eof(self) -> Tuple[Iterable[Tuple[Any, ...]], bool]:
         if self.emit_mode == "final":
-            return (self.state.rows(), StatefulLogic.DISCARD)
+            return (self.state.astuples(), StatefulLogic.DISCARD)
         return ((), StatefulLogic.RETAIN)
 
     @override

@@ -66,7 +66,7 @@ class _PerItemLogic(StatefulBatchLogic[V, W, S]):
 
     @override
     def on_batch(self, values: List[V]) -> Tuple[Iterable[W], bool]:
-        if type(self.logic) is _FlatMapLogic:
+        if type(self.logic) is _StatefulFlatMapLogic:
             # The logic of `stateful_map` and `stateful_flat_map`: one loop
             # over the mapper instead of an `on_item` call per value.
             emits, state = self.logic.on_values(values)
@@ -94,7 +94,7 @@ class _PerItemLogic(StatefulBatchLogic[V, W, S]):
         input, and their snapshot is the state itself, so the runtime can
         keep states instead of logics (see `engine.stateful`).
         """
-        return self.logic.fold if type(self.logic) is _FlatMapLogic else None
+        return self.logic.fold if type(self.logic) is _StatefulFlatMapLogic else None
 
     @override
     def on_notify(self) -> Tuple[Iterable[W], bool]:
@@ -132,7 +132,7 @@ def stateful(
 
 
 @dataclass
-class _FlatMapLogic(StatefulLogic[V, W, S]):
+class _StatefulFlatMapLogic(StatefulLogic[V, W, S]):
     step_id: str
     mapper: Callable[[Optional[S], V], Tuple[Optional[S], Iterable[W]]]
     state: Optional[S]
@@ -198,8 +198,8 @@ def stateful_flat_map(
     The state starts as `None`; returning `None` as the new state forgets it.
     """
 
-    def shim_builder(resume_state: Optional[S]) -> _FlatMapLogic[V, W, S]:
-        return _FlatMapLogic(step_id, mapper, resume_state)
+    def shim_builder(resume_state: Optional[S]) -> _StatefulFlatMapLogic[V, W, S]:
+        return _StatefulFlatMapLogic(step_id, mapper, resume_state)
 
     return stateful("stateful", up, shim_builder)
 
@@ -243,6 +243,7 @@ def _system_utc() -> datetime:
 
 @dataclass
 class _CollectLogic(StatefulLogic[V, List[V], _CollectState[V]]):
+    step_id: str
     now_getter: Callable[[], datetime]
     timeout: timedelta
     max_size: int
@@ -288,13 +289,14 @@ def collect(
 
     def shim_builder(resume_state: Optional[_CollectState[V]]) -> _CollectLogic[V]:
         state = resume_state if resume_state is not None else _CollectState[V]()
-        return _CollectLogic(_system_utc, timeout, max_size, state)
+        return _CollectLogic(step_id, _system_utc, timeout, max_size, state)
 
     return stateful("stateful", up, shim_builder)
 
 
 @dataclass
 class _FoldFinalLogic(StatefulLogic[V, S, S]):
+    step_id: str
     folder: Callable[[S, V], S]
     state: S
 
@@ -323,7 +325,7 @@ def fold_final(
 
     def shim_builder(resume_state: Optional[S]) -> _FoldFinalLogic[V, S]:
         state = resume_state if resume_state is not None else builder()
-        return _FoldFinalLogic(folder, state)
+        return _FoldFinalLogic(step_id, folder, state)
 
     return stateful("stateful", up, shim_builder)
 

@@ -453,14 +453,16 @@ def test_an_aborted_batch_of_an_executor_sink_is_cut_back_by_the_resumed_run(
 
 
 class _SlowRecordingList(StatelessSinkPartition[Any]):
-    """Appends each batch after a pause, noting the thread that wrote it; fails on `"boom"`."""
+    """Appends each batch once `gate` opens (after a pause), noting the thread that wrote it; fails on `"boom"`."""
 
-    def __init__(self, items: List[Any], threads: List[str]) -> None:
+    def __init__(self, items: List[Any], threads: List[str], gate: threading.Event) -> None:
         self._items = items
         self._threads = threads
+        self._gate = gate
 
     def write_batch(self, items: List[Any]) -> None:
         time.sleep(0.2)
+        assert self._gate.wait(10)
         if "boom" in items:
             raise ValueError("boom")
         self._threads.append(threading.current_thread().name)
@@ -471,21 +473,24 @@ class _Slow(DynamicSink[Any]):
     def __init__(self) -> None:
         self.items: List[Any] = []
         self.threads: List[str] = []
+        self.gate = threading.Event()
+        """Open unless a test closes it to hold the writes back."""
+        self.gate.set()
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _SlowRecordingList:
-        return _SlowRecordingList(self.items, self.threads)
+        return _SlowRecordingList(self.items, self.threads, self.gate)
 
 
 def test_writing_behind_returns_before_the_write_and_keeps_the_batches_order(spark: SparkSession, tmp_path: Path) -> None:
     sink = _Slow()
+    sink.gate.clear()
     writer = SinkWriter(_plan(sink), str(tmp_path), write_behind=True)
-    started = time.perf_counter()
     writer(_frame(spark, [_out(0, ORIGIN_A, [1, 2])]), 0)
-    returned = time.perf_counter() - started
+    assert sink.items == []  # the call returned while its write is held back
+    sink.gate.set()
     writer(_frame(spark, [_out(0, ORIGIN_A, [3]), _control(InputEnd.EOF)]), 1)
     assert writer.finished.wait(10)
     writer.close()
-    assert returned < 0.2 <= time.perf_counter() - started
     assert sink.items == [1, 2, 3]
     assert threading.current_thread().name not in sink.threads
     assert (writer.last_batch, writer.failure) == (1, None)

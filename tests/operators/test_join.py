@@ -27,10 +27,10 @@ def test_join_state_insert_modes() -> None:
         state.insert(2, value, "product")
     assert state.seen == [["a"], ["b"], ["a", "b"]]
     assert state.all_set()
-    assert state.rows() == [("a", "b", "a"), ("a", "b", "b")]
+    assert state.astuples() == [("a", "b", "a"), ("a", "b", "b")]
     state.clear()
     assert not state.all_set()
-    assert state.rows() == [(None, None, None)]
+    assert state.astuples() == [(None, None, None)]
 
 
 JOIN_CASES = [

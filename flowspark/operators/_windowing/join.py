@@ -33,11 +33,11 @@ class JoinWindowLogic(WindowLogic[Tuple[int, Any], Tuple[Any, ...], JoinState]):
 
     def _rows_now(self) -> List[Tuple[Any, ...]]:
         if self.emit_mode == "complete" and self.state.all_set():
-            rows = self.state.rows()
+            rows = self.state.astuples()
             self.state.clear()
             return rows
         if self.emit_mode == "running":
-            return self.state.rows()
+            return self.state.astuples()
         return []
 
     @override
@@ -61,7 +61,7 @@ class JoinWindowLogic(WindowLogic[Tuple[int, Any], Tuple[Any, ...], JoinState]):
 
     @override
     def on_close(self) -> Iterable[Tuple[Any, ...]]:
-        return self.state.rows() if self.emit_mode == "final" else []
+        return self.state.astuples() if self.emit_mode == "final" else []
 
     @override
     def snapshot(self) -> JoinState:
