@@ -16,10 +16,12 @@ import importlib
 import logging
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from flowspark.dataflow import Dataflow
+from flowspark.recovery import RecoveryConfig
 
 __all__ = ["cli_main"]
 
@@ -145,7 +147,22 @@ def _conf(pairs: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, st
     return conf
 
 
-def cli_main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
+def cli_main(flow: Dataflow, *, workers_per_process: int = 1, process_id: Optional[int] = None,
+             addresses: Optional[List[str]] = None, epoch_interval: Optional[timedelta] = None,
+             recovery_config: Optional[RecoveryConfig] = None) -> None:
+    """Run `flow` from a program as `python -m flowspark.run` runs it: Bytewax's `bytewax.run.cli_main`.
+
+    As for the command line, process 0 of a Bytewax-style launch
+    (`process_id`, `addresses`) runs the whole flow with every process's
+    workers, and the others return at once.
+    """
+    from flowspark.testing import cluster_main
+
+    cluster_main(flow, addresses or [], process_id or 0, epoch_interval=epoch_interval,
+                 recovery_config=recovery_config, worker_count_per_proc=workers_per_process)
+
+
+def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     """Parse the command line, run the flow, and return the process exit code.
 
     `testing`: the command line of Bytewax's `python -m bytewax.testing`,
@@ -203,4 +220,4 @@ def cli_main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(cli_main())
+    sys.exit(main())

@@ -273,6 +273,6 @@ def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[Recov
 if __name__ == "__main__":
     import sys
 
-    from flowspark.run import cli_main
+    from flowspark.run import main
 
-    sys.exit(cli_main(testing=True))
+    sys.exit(main(testing=True))

@@ -22,7 +22,7 @@ from flowspark import dataflow_api
 from flowspark.dataflow_api import ApiSettings, DataflowApi, settings_from_env
 from flowspark.engine.metrics import FlowMetrics
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.run import cli_main
+from flowspark.run import main
 from flowspark.testing import run_main
 
 HALF = api_flow.ITEMS // 2
@@ -241,6 +241,6 @@ def test_the_command_line_names_a_bad_port_before_starting(monkeypatch: pytest.M
     monkeypatch.setenv("BYTEWAX_DATAFLOW_API_ENABLED", "1")
     monkeypatch.setenv("BYTEWAX_DATAFLOW_API_PORT", "api")
     with pytest.raises(SystemExit) as exit_info:
-        cli_main(["no_such_module:flow"])
+        main(["no_such_module:flow"])
     assert exit_info.value.code == 2
     assert "BYTEWAX_DATAFLOW_API_PORT='api' is not a port number" in capsys.readouterr().err

@@ -136,3 +136,19 @@ def test_bytewax_testing_launcher_runs_once_with_every_process_workers(flows_fil
     single = run_module("flowspark.testing", "my_flows:merged()", cwd=flows_file.parent, timeout=300)
     assert single.returncode == 0, single.stderr
     assert single.stdout.splitlines() == ["1", "2", "3", "4", "5", "6"]
+
+
+def test_cli_main_runs_a_flow_from_a_program_as_bytewax_s_does() -> None:
+    from flowspark.dataflow import Dataflow
+    from flowspark.run import RecoveryConfig, cli_main
+    from flowspark.testing import TestingSink, TestingSource
+    import flowspark.operators as op
+
+    out: list = []
+    flow = Dataflow("from_a_program")
+    op.output("out", op.map("double", op.input("inp", flow, TestingSource([1, 2, 3])), lambda x: 2 * x), TestingSink(out))
+    cli_main(flow, process_id=1, addresses=["a:1", "b:1"])
+    assert out == []
+    cli_main(flow)
+    assert out == [2, 4, 6]
+    assert RecoveryConfig.__module__ == "flowspark.recovery"

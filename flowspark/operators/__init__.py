@@ -5,7 +5,9 @@ The core operators (`input`, `output`, `flat_map_batch`, `stateful_batch`,
 translates; everything else here is composed from them in plain Python.
 """
 
-from flowspark.dataflow import KeyedStream
+from flowspark.dataflow import Dataflow, KeyedStream, Stream, f_repr, operator
+from flowspark.inputs import Source
+from flowspark.outputs import DynamicSink, Sink, StatelessSinkPartition
 from flowspark.operators._core import (
     BranchOut,
     StatefulBatchLogic,
@@ -95,7 +97,10 @@ __all__ = [
     "stateful_map",
 ]
 
-# Bytewax 0.21.1's private logic and state classes keep their names here
+# Bytewax 0.21.1's module also holds `Dataflow`, `Stream`, `operator`,
+# `f_repr`, `Source`, `Sink`, `DynamicSink` and `StatelessSinkPartition`
+# (imported above, for code that imports them from here), and its private
+# logic and state classes keep their names here
 # (outside `__all__`), for code, and Bytewax's own unit tests, that build
 # them directly: `_CollectLogic`, `_CollectState`, `_FoldFinalLogic`,
 # `_JoinState`, `_StatefulFlatMapLogic`.
