@@ -60,6 +60,29 @@ def test_a_round_follows_the_order_merge_takes_its_inputs_in() -> None:
     assert flowspark_out == bytewax_out
 
 
+@pytest.mark.parametrize("min_first", [True, False], ids=["min-first", "max-first"])
+def test_stateful_steps_merged_come_in_the_order_merge_takes_them(min_first: bool) -> None:
+    items = [("a", 3), ("b", 5), ("a", 1), ("c", 2)]
+
+    def build(e: Engine) -> Tuple[Any, Outputs]:
+        flow = e.Dataflow("merged_steps")
+        nums = e.op.input("inp", flow, e.TestingSource(items, batch_size=4))
+        highest = e.op.map("tag_max", e.op.max_final("max", nums), lambda kv: ("max",) + kv)
+        lowest = e.op.map("tag_min", e.op.min_final("min", nums), lambda kv: ("min",) + kv)
+        sums = e.op.stateful_map("sum", nums, lambda total, v: ((total or 0) + v, ("sum", (total or 0) + v)))
+        counts = e.op.stateful_map("count", nums, lambda n, v: ((n or 0) + 1, ("count", (n or 0) + 1)))
+        finals: List[Any] = []
+        running: List[Any] = []
+        e.op.output("finals", e.op.merge("ends", *((lowest, highest) if min_first else (highest, lowest))), e.TestingSink(finals))
+        e.op.output("running", e.op.merge("runs", *((counts, sums) if min_first else (sums, counts))), e.TestingSink(running))
+        return flow, {"finals": finals, "running": running}
+
+    bytewax_out, flowspark_out = run_both(build)
+    first = "min" if min_first else "max"
+    assert [tag for tag, _, _ in bytewax_out["finals"][:3]] == [first] * 3
+    assert flowspark_out == bytewax_out
+
+
 def test_end_of_input_emits_in_sorted_key_order() -> None:
     def build(e: Engine) -> Tuple[Any, Outputs]:
         flow = e.Dataflow("count")

@@ -16,7 +16,8 @@ and spreads them over Spark's tasks, so every run of items carries an
   layer emitted them and whether from `on_batch` or `on_notify`;
 - `rank`: the source partition's place in a round: its input's rank
   (`plan.input_ranks`, the order `merge` takes inputs in), then its global
-  index (0 after a stateful step);
+  index; after a stateful step, that step's rank among its layer's
+  (`plan.stateful_ranks`, again the order `merge` takes them in);
 - `key`: the key whose logic emitted them ("" from a source).
 
 Sorting runs by their `Order` gives Bytewax's single-worker order; the

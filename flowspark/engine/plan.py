@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Dict, Generic, List, Optional, Set, Tuple, TypeVar
+from typing import Dict, Generic, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine.encoded_lines import LineFormat, line_format
@@ -281,12 +281,26 @@ def input_ranks(plan: Plan) -> List[int]:
     steps (in flow order) first reaches them, through each step's upstream
     streams in order.  Inputs nothing reaches keep their own order after.
     """
+    return _merge_ranks(plan, plan.inputs)
+
+
+def stateful_ranks(plan: Plan) -> List[int]:
+    """Each stateful step's place among what one activation of its layer emits: the order `merge` steps take them in.
+
+    Ranked as `input_ranks` ranks inputs: a walk up from the outputs, taps
+    and stateful steps stops at the first stateful step of each path.
+    """
+    return _merge_ranks(plan, plan.stateful)
+
+
+def _merge_ranks(plan: Plan, ranked: Sequence[CoreStep[CoreConfig]]) -> List[int]:
+    """The rank of each of `ranked` in the order a walk up from the flow's ends, upstream streams in order, first reaches them."""
     producers: Dict[str, CoreStep[CoreConfig]] = {}
     steps: List[CoreStep[CoreConfig]] = [*plan.inputs, *(c.step for consumers in plan.consumers.values() for c in consumers)]
     for step in steps:
         for down in step.config.downs:
             producers[down] = step
-    position = {step.step_id: i for i, step in enumerate(plan.inputs)}
+    position = {step.step_id: i for i, step in enumerate(ranked)}
     order: List[int] = []
     visited: Set[str] = set()
 
@@ -301,11 +315,17 @@ def input_ranks(plan: Plan) -> List[int]:
             if up in producers:
                 walk(producers[up])
 
-    ends: List[CoreStep[CoreConfig]] = [*plan.outputs, *plan.taps, *plan.stateful]
+    ends: List[CoreStep[CoreConfig]] = [*plan.outputs, *plan.taps]
     for step in ends:
         walk(step)
-    order.extend(i for i in range(len(plan.inputs)) if i not in order)
-    ranks = [0] * len(plan.inputs)
+    for step in plan.stateful:
+        for up in step.config.ups:
+            if up in producers:
+                walk(producers[up])
+        if step.step_id in position and position[step.step_id] not in order:
+            order.append(position[step.step_id])
+    order.extend(i for i in range(len(ranked)) if i not in order)
+    ranks = [0] * len(ranked)
     for rank, index in enumerate(order):
         ranks[index] = rank
     return ranks

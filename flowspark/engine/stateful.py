@@ -45,7 +45,7 @@ from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
 from flowspark.engine.order import EOF_ROUND, START_ROUND, batch_phase, notify_phase
 from flowspark.engine.pass_sinks import PassSinks
-from flowspark.engine.plan import Plan
+from flowspark.engine.plan import Plan, stateful_ranks
 from flowspark.engine.route import Collector, Router
 
 SLOT_GROUP = 64
@@ -267,6 +267,8 @@ class LayerProcessor(StatefulProcessor):
         self._metered = metered
         """Count the steps' items and report them to the driver once per task (`close`)."""
         self._batch_phase = batch_phase(layer)
+        self._ranks = stateful_ranks(plan)
+        """Each stateful step's place among what a tick of its layer emits (`plan.stateful_ranks`)."""
         self._notify_phase = notify_phase(layer)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -404,7 +406,7 @@ class LayerProcessor(StatefulProcessor):
     def _push(self, step: int, keyed: List[Tuple[str, Any]], tick: Tuple[int, int], out: Collector) -> None:
         """Pass what several keys emitted on as one run at `tick` (for runs that keep no key order)."""
         self._router.push(self._plan.stateful[step].config.downs[0], keyed, out)
-        out.end_run((tick[0], tick[1], 0, ""))
+        out.end_run((tick[0], tick[1], self._ranks[step], ""))
 
     def _by_rounds(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector) -> None:
         """Handle the micro-batch one tick at a time, as one Bytewax worker's activations do.
@@ -445,7 +447,7 @@ class LayerProcessor(StatefulProcessor):
     def _call(self, step: int, bucket: _Bucket, key: str, method: str, tick: Tuple[int, int], out: Collector, *args: Any) -> None:
         """Run one logic method and pass its output on as one run placed at `tick` and `key`."""
         self._router.push(self._plan.stateful[step].config.downs[0], bucket.call(key, method, *args), out)
-        out.end_run((tick[0], tick[1], 0, key if self._plan.ordered else ""))
+        out.end_run((tick[0], tick[1], self._ranks[step], key if self._plan.ordered else ""))
 
     def _calls(self, step: int, bucket: _Bucket, keys: List[str], method: str, tick: Tuple[int, int], out: Collector) -> None:
         """Run one logic method for each of `keys` (sorted); a run per key if order is kept, else one for all."""
