@@ -466,8 +466,9 @@ class FileSink(FixedPartitionedSink[str, int]):
 
     Upstream items must be `(key, value)` with a `str` value; the key is
     ignored.  There is a single partition, named `str(path)`.  A fresh run
-    empties the file; a resumed run cuts it back to its length after the
-    last completed batch, so no value is written twice.  The directory must
+    empties the file when it first writes to it (as in Bytewax, a run that
+    writes nothing leaves it as it was); a resumed run cuts it back to its
+    length after the last completed batch, so no value is written twice.  The directory must
     exist.  It is written in Spark's tasks (`lives_in_driver` is false), to
     its absolute path as of the sink's creation.
 

@@ -19,9 +19,10 @@ Exactly-once: a batch Spark replays after a crash before the ledger
 commit is written again from the same previous snapshots, which cut files
 back (`FileSink`); a batch the ledger already has still runs its job
 (Spark's stateful operators must commit it) but its tasks write nothing.
-The first written batch of a run also builds every partition that has no
-items, so that a fresh run empties its files and a resumed one cuts back
-what an interrupted batch left, as the driver did when it built them all.
+The first written batch of a resumed run also builds every partition that
+has a snapshot but no items, so that it cuts back what an interrupted
+batch left.  As in Bytewax, a partition no item reaches is never built
+otherwise: a fresh run leaves no empty file for it.
 A repartition with an explicit count is never merged by adaptive query
 execution; the route column's values are chosen so that Spark's hash puts
 partition `n` in task `n % tasks` (`route_keys`).
@@ -214,15 +215,16 @@ class SinkTasks:
         self._route = {sink_part_prefix(index, part): keys[n % self._tasks] for n, (index, part) in enumerate(slots)}
         self._default_route = keys[0]
         self._unbuilt: Set[Tuple[int, int]] = set(slots)
-        """Partitions no written batch of this run has built yet."""
+        """Partitions no written batch of this run has built yet (those with a snapshot are built to cut back)."""
 
     def run(self, frame: Any, fresh: bool, resume: Snapshots) -> Tuple[pa.Table, List[PartWritten]]:
         """Run the micro-batch's one job: the rows bound for the driver, and what the tasks wrote (if `fresh`)."""
         from pyspark.sql import functions as F
 
-        if fresh and self._unbuilt:
+        stale = [(i, p) for i, p in sorted(self._unbuilt) if fresh and self._snapshot(resume, i, p) is not None]
+        if stale:
             empty = chunks.dumps([])
-            touch = [(sink_part_group(index, part, ""), 0, chunks.DATA, empty) for index, part in sorted(self._unbuilt)]
+            touch = [(sink_part_group(index, part, ""), 0, chunks.DATA, empty) for index, part in stale]
             frame = frame.union(frame.sparkSession.createDataFrame(pa.Table.from_batches([chunks.to_arrow(touch)])))
         routes = F.create_map(*[F.lit(v) for pair in self._route.items() for v in pair])
         prefix = F.substring_index(F.col("grp"), "@", 1)
@@ -233,6 +235,10 @@ class SinkTasks:
         reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
         written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]
         return table.filter(pc.not_equal(grps, WRITTEN_GROUP)), written
+
+    def _snapshot(self, resume: Snapshots, index: int, part: int) -> Any:
+        out = self.outputs[index]
+        return resume.get(out.step_id, {}).get(out.parts[part])
 
     def committed(self) -> None:
         """A fresh batch's writes are in the ledger: every partition was built at least once."""

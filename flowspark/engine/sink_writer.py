@@ -62,9 +62,14 @@ class _Output:
         self.parts: Dict[str, Any] = {}
         if not here:
             return
+        self._resume = resume
         if self.fixed:
+            # As in Bytewax, a partition is built when items reach it; one
+            # with a snapshot is built at once, so that a resumed run cuts
+            # back what an interrupted batch left.
             for name in self.names:
-                self.parts[name] = self._call("build_part", sink.build_part, step_id, name, resume.get(name))
+                if resume.get(name) is not None:
+                    self._part(name)
         elif self.routing is SinkRouting.BY_PASS:
             # One partition per worker, as Bytewax builds them.
             for index in range(workers):
@@ -77,6 +82,13 @@ class _Output:
             msg = f"error calling `{what}` in step {self.step_id!r}"
             raise FlowsparkRuntimeError(msg) from ex
 
+    def _part(self, name: str) -> Any:
+        """The partition `name`, built from its snapshot the first time it is needed."""
+        part = self.parts.get(name)
+        if part is None:
+            part = self.parts[name] = self._call("build_part", self.sink.build_part, self.step_id, name, self._resume.get(name))
+        return part
+
     def write(self, items: Union[List[Any], EncodedLines], origin: str) -> int:
         """Write items that the pass named `origin` made (a dynamic sink's worker is chosen by the origin); their count."""
         if isinstance(items, EncodedLines):
@@ -88,7 +100,7 @@ class _Output:
             worker = origin_worker(origin, len(self.parts))
             self._call("write_batch", self.parts[str(worker)].write_batch, items)
         elif self.routing is SinkRouting.ONE_PART:
-            self._call("write_batch", self.parts[self.names[0]].write_batch, items)
+            self._call("write_batch", self._part(self.names[0]).write_batch, items)
         else:
             self._write_by_key(items)
         return len(items)
@@ -101,11 +113,11 @@ class _Output:
             index = self._call("part_fn", self.sink.part_fn, key) % count
             by_part.setdefault(self.names[index], []).append(value)
         for name, values in by_part.items():
-            self._call("write_batch", self.parts[name].write_batch, values)
+            self._call("write_batch", self._part(name).write_batch, values)
 
     def _write_lines(self, data: bytes) -> None:
         """Append what the workers encoded for the one partition (`encoded_lines`)."""
-        self._call("write_batch", write_lines, self.step_id, self.parts[self.names[0]], data)
+        self._call("write_batch", write_lines, self.step_id, self._part(self.names[0]), data)
 
     def end_batch(self, batch_id: int, run_id: str) -> None:
         """Hand a `MicroBatchSink` everything the batch brought it."""

@@ -228,7 +228,8 @@ def test_an_aborted_batch_keeps_the_snapshots_before_it(spark: SparkSession, tmp
     again = _Parts()
     resumed = SinkWriter(_plan(again), str(tmp_path))
     assert resumed.last_batch == 1
-    assert again.built == [("p0", 1), ("p1", 0)]  # the aborted epoch is written again by the resumed run
+    # The aborted epoch is written again by the resumed run; p1, which no item reached, was never built.
+    assert again.built == [("p0", 1)]
 
 
 def test_a_micro_batch_sink_gets_each_batch_once_with_its_id_and_the_run_id(spark: SparkSession, tmp_path: Path) -> None:
@@ -305,10 +306,14 @@ def test_the_driver_builds_nothing_for_a_dynamic_sink_written_in_the_tasks_that_
     assert (sink.built, seen, writer.finished.is_set()) == ([], [("w.tap0", 1, 1)], True)
 
 
-def test_close_closes_every_partition(tmp_path: Path) -> None:
+def test_partitions_are_built_when_items_reach_them_and_closed_at_the_end(spark: SparkSession, tmp_path: Path) -> None:
     sink = _Parts()
-    SinkWriter(_plan(sink), str(tmp_path)).close()
-    assert sink.closed == ["p0", "p1"]
+    writer = SinkWriter(_plan(sink), str(tmp_path))
+    writer(_frame(spark, [_out(0, ORIGIN_A, [("k1", 1)])]), 0)
+    assert [name for name, _ in sink.built] == ["p1"]  # as in Bytewax: p0 got nothing
+    writer(_frame(spark, [_out(0, ORIGIN_A, [("k0", 2)])]), 1)
+    writer.close()
+    assert sink.closed == ["p1", "p0"]
 
 
 def test_a_failing_build_names_the_step(tmp_path: Path) -> None:
@@ -445,7 +450,7 @@ def test_an_aborted_batch_of_an_executor_sink_is_cut_back_by_the_resumed_run(
     writer(_frame(spark, [_part(0, ORIGIN_A, ["1"])]), 0)
     writer(_frame(spark, [_part(0, ORIGIN_A, ["2"]), _control(InputEnd.ABORT)]), 1)
     assert writer.ending is InputEnd.ABORT and sink.lines("p0") == ["1", "2"]
-    assert read_ledger(str(tmp_path / LEDGER)) == (1, {"w.out0": {"p0": 2, "p1": 0}})
+    assert read_ledger(str(tmp_path / LEDGER)) == (1, {"w.out0": {"p0": 2}})  # p1 got nothing and was never built
 
     resumed = _away_writer(sink, tmp_path, server)
     resumed(_frame(spark, [_part(0, ORIGIN_A, ["2"])]), 2)  # the resumed run reads the aborted epoch again
