@@ -162,6 +162,23 @@ def cli_main(flow: Dataflow, *, workers_per_process: int = 1, process_id: Option
                  recovery_config=recovery_config, worker_count_per_proc=workers_per_process)
 
 
+def _parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """`python -m flowspark.run`'s arguments, with Bytewax's Kubernetes chart's way of giving the process id and addresses.
+
+    The chart starts each pod with `BYTEWAX_POD_NAME` (`<statefulset>-<n>`)
+    and `BYTEWAX_STATEFULSET_NAME`, so its process id is `n`, and with
+    `BYTEWAX_HOSTFILE_PATH`, a file of the pods' addresses, one per line.
+    """
+    args = _parser().parse_args(argv)
+    env = os.environ
+    if args.process_id is None and "BYTEWAX_POD_NAME" in env and "BYTEWAX_STATEFULSET_NAME" in env:
+        args.process_id = int(env["BYTEWAX_POD_NAME"].replace(env["BYTEWAX_STATEFULSET_NAME"] + "-", ""))
+    if args.process_id is not None and args.addresses is None and "BYTEWAX_HOSTFILE_PATH" in env:
+        with open(env["BYTEWAX_HOSTFILE_PATH"]) as hosts:
+            args.addresses = ";".join(line.strip() for line in hosts if line.strip())
+    return args
+
+
 def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     """Parse the command line, run the flow, and return the process exit code.
 
@@ -176,7 +193,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     from flowspark.testing import drives_the_run
 
     parser = _parser(testing)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv) if testing else _parse_args(argv)
     show_on_stderr(show_progress=not args.no_progress)
     workers = args.workers_per_process
     if testing:

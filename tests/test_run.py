@@ -152,3 +152,19 @@ def test_cli_main_runs_a_flow_from_a_program_as_bytewax_s_does() -> None:
     cli_main(flow)
     assert out == [2, 4, 6]
     assert RecoveryConfig.__module__ == "flowspark.recovery"
+
+
+def test_bytewax_kubernetes_chart_pods_run_the_flow_once(flows_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart names each pod `<statefulset>-<n>` and lists every pod's address in a file: only pod 0 runs the flow."""
+    hosts = flows_file.parent / "hosts.txt"
+    hosts.write_text("flow-0.flow:2101\nflow-1.flow:2101\n\n")
+    monkeypatch.setenv("BYTEWAX_STATEFULSET_NAME", "flow")
+    monkeypatch.setenv("BYTEWAX_HOSTFILE_PATH", str(hosts))
+    monkeypatch.setenv("BYTEWAX_POD_NAME", "flow-1")
+    other = _cli("my_flows:make(2, word='hi')", cwd=flows_file.parent)
+    assert other.returncode == 0 and other.stdout == ""
+    assert "process 1 of 2" in other.stderr
+    monkeypatch.setenv("BYTEWAX_POD_NAME", "flow-0")
+    first = _cli("my_flows:make(2, word='hi')", "-w", "1", cwd=flows_file.parent)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == ["hi", "hi"]
