@@ -207,6 +207,8 @@ class _LinePartition(_FilePartition[str]):
     """Emit a file's lines in batches (`_Lines`); snapshot the byte offset after the last one."""
 
     def __init__(self, path: Path, resume_state: Optional[int], batch_size: int) -> None:
+        if batch_size < 0:  # as `islice`, which Bytewax's batches go through, refuses it
+            raise ValueError(f"batch_size must be 0 or more; got {batch_size}")
         f = open(path, "rb")
         super().__init__(path, f, f)
         if resume_state is not None:

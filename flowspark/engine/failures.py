@@ -141,10 +141,19 @@ class StepFailure(Exception):
         record = self.record()
         try:
             blob: bytes = cloudpickle.dumps(record)
+            cloudpickle.loads(blob)  # an exception whose `__init__` wants other arguments pickles but won't load
         except Exception:
             stand_in = RuntimeError(f"{type(self.cause).__name__}: {self.cause}")
             blob = cloudpickle.dumps(FailureRecord(record.message, stand_in, record.bare, record.frames))
         return blob
+
+
+def built(what: str, build: Callable[..., T], *args: Any) -> T:
+    """Call a source's or sink's `build`/`build_part` (named `what`), which must return a partition."""
+    partition = build(*args)
+    if partition is None:
+        raise TypeError(f"`{what}` returned `None`; it must return a partition")
+    return partition
 
 
 def guarded(step_id: str, what: str, func: Callable[..., T], *args: Any, key: Optional[str] = None) -> T:
@@ -153,7 +162,7 @@ def guarded(step_id: str, what: str, func: Callable[..., T], *args: Any, key: Op
         return func(*args)
     except StepFailure:
         raise
-    except Exception as ex:
+    except (Exception, SystemExit, KeyboardInterrupt) as ex:  # `sys.exit()` in a step fails the step, as in Bytewax
         where = f" for key {key!r}" if key is not None else ""
         raise StepFailure(f"error calling `{what}` in step {step_id!r}{where}", ex) from ex
 

@@ -13,7 +13,7 @@ its items (`plan.SinkPlace.MAKING_TASK`) is written by the pass itself
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from flowspark.engine import chunks
 from flowspark.engine.destinations import output_group, sink_part_group, tap_group
@@ -103,6 +103,14 @@ class Collector:
             return payload
         ticket: bytes = self._link.call("stash", payload)
         return ticket
+
+
+def part_of(part_fn: Callable[[str], int], key: str, count: int) -> int:
+    """The partition `part_fn` picks for `key`, of `count`; `part_fn` must return an `int`, as Bytewax requires."""
+    index = part_fn(key)
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise TypeError(f"`part_fn` must return an `int`; got a {type(index)!r} for key {key!r}")
+    return index % count
 
 
 def check_keyed(step_id: str, batch: List[Any]) -> None:
@@ -205,7 +213,7 @@ class Router:
         key = ""
         try:
             for key, value in batch:
-                by_part.setdefault(part_fn(key) % count, []).append(value)
+                by_part.setdefault(part_of(part_fn, key, count), []).append(value)
         except Exception as ex:
             raise StepFailure(f"error calling `part_fn` in step {step_id!r} for key {key!r}", ex) from ex
         for part, values in by_part.items():
@@ -252,10 +260,21 @@ class Router:
             out.unflushed = 0
 
     def _slot(self, index: int, key: str, out: Collector) -> Slot:
-        """Register a key new to this pass in its bucket's chunk."""
+        """Register a key new to this pass in its bucket's chunk.
+
+        A key of a `str` subclass (a `StrEnum`, say) goes on as the plain
+        `str` it holds, as Bytewax hands keys on.
+        """
+        if type(key) is not str:
+            key = str.__str__(key)
         bucket = self._bucket_cache.get(key)
         if bucket is None:
-            bucket = self._bucket_cache[key] = bucket_of(key, self._groups.buckets)
+            try:
+                bucket = self._bucket_cache[key] = bucket_of(key, self._groups.buckets)
+            except UnicodeEncodeError as ex:  # a lone surrogate, as `surrogateescape` decoding leaves
+                step_id = self._plan.stateful[index].step_id
+                msg = f"step {step_id!r} requires `str` keys that encode as UTF-8 for routing; got {key!r}"
+                raise StepFailure(msg, TypeError(msg), bare=True) from ex
         grp = self._groups.name(index, bucket)
         chunk = out.stateful.get((index, grp))
         if chunk is None:

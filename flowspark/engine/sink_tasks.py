@@ -48,7 +48,7 @@ from flowspark.engine.destinations import (
 )
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
-from flowspark.engine.failures import StepFailure, reported_to
+from flowspark.engine.failures import StepFailure, built, reported_to
 from flowspark.engine.metrics import Count, Meter, Reading, Timing, worker_index
 from flowspark.engine.plan import Plan
 from flowspark.outputs import FixedPartitionedSink
@@ -160,7 +160,8 @@ class BatchWrite:
             except Exception as ex:
                 raise StepFailure(f"error calling `{what}` in step {out.step_id!r} for partition {name!r}", ex) from ex
 
-        partition = call("build_part", out.sink.build_part, out.step_id, name, self.resume.get(out.step_id, {}).get(name))
+        partition = call("build_part", built, "build_part", out.sink.build_part, out.step_id, name,
+                         self.resume.get(out.step_id, {}).get(name))
         items = 0
         try:
             for _, _, payload in rows:

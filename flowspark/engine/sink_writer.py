@@ -30,13 +30,14 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, origin_worker, parse
 from flowspark.engine.driver_link import DriverLink, DriverServer
+from flowspark.engine.failures import built
 from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
-from flowspark.engine.route import check_keyed
+from flowspark.engine.route import check_keyed, part_of
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
 from flowspark.engine.sink_tasks import PartWritten, SinkTasks
 from flowspark.engine.storage import Location
@@ -73,7 +74,7 @@ class _Output:
         elif self.routing is SinkRouting.BY_PASS:
             # One partition per worker, as Bytewax builds them.
             for index in range(workers):
-                self.parts[str(index)] = self._call("build", sink.build, step_id, index, workers)
+                self.parts[str(index)] = self._call("build", built, "build", sink.build, step_id, index, workers)
 
     def _call(self, what: str, func: Any, *args: Any) -> Any:
         try:
@@ -86,7 +87,8 @@ class _Output:
         """The partition `name`, built from its snapshot the first time it is needed."""
         part = self.parts.get(name)
         if part is None:
-            part = self.parts[name] = self._call("build_part", self.sink.build_part, self.step_id, name, self._resume.get(name))
+            part = self.parts[name] = self._call("build_part", built, "build_part", self.sink.build_part, self.step_id, name,
+                                                 self._resume.get(name))
         return part
 
     def write(self, items: Union[List[Any], EncodedLines], origin: str) -> int:
@@ -110,7 +112,7 @@ class _Output:
         by_part: Dict[str, List[Any]] = {}
         count = len(self.names)
         for key, value in items:
-            index = self._call("part_fn", self.sink.part_fn, key) % count
+            index = self._call("part_fn", part_of, self.sink.part_fn, key, count)
             by_part.setdefault(self.names[index], []).append(value)
         for name, values in by_part.items():
             self._call("write_batch", self._part(name).write_batch, values)

@@ -15,12 +15,13 @@ a restart) is read again from the start snapshot.
 from __future__ import annotations
 
 import base64
+import logging
 import pickle
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import cloudpickle
 
@@ -29,12 +30,14 @@ from flowspark.engine import chunks
 from flowspark.engine.destinations import source_origin
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.executor_source import ReadNote, reads_in_executors
-from flowspark.engine.failures import StepFailure
+from flowspark.engine.failures import StepFailure, built
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.line_blocks import GivesLineBlocks, LineBlock, batch_items
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.read_ahead import ReadAhead
+
+_log = logging.getLogger(__name__)
 
 Offset = Dict[str, Any]
 Batch = Tuple[int, Union[bytes, LineBlock]]
@@ -105,10 +108,19 @@ class _Part:
     def _build(self, resume: Any) -> Any:
         try:
             if self.fixed:
-                return self.source.build_part(self.step_id, self.name, resume)
-            return self.source.build(self.step_id, int(self.name[1:]), self.workers)
+                return built("build_part", self.source.build_part, self.step_id, self.name, resume)
+            return built("build", self.source.build, self.step_id, int(self.name[1:]), self.workers)
         except Exception as ex:
             raise StepFailure(f"error building partition {self.name!r} of step {self.step_id!r}", ex) from ex
+
+    def call(self, what: str, func: Callable[[], Any]) -> Any:
+        """Call a method of the partition; on failure raise a `StepFailure` naming the step and partition."""
+        try:
+            return func()
+        except (StopIteration, AbortExecution, StepFailure):
+            raise
+        except Exception as ex:
+            raise StepFailure(f"error calling `{what}` in step {self.step_id!r} for partition {self.name!r}", ex) from ex
 
     def read(self) -> Batch:
         """The next batch, pickled, or as its lines' bytes if the partition can hand them over (`line_blocks`)."""
@@ -119,22 +131,39 @@ class _Part:
         return len(items), chunks.dumps_items(self.step_id, items) if items else b""
 
     def awake(self, now: datetime) -> bool:
-        at = self.partition.next_awake()
+        at = self.call("next_awake", self.partition.next_awake)
+        if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
+            error = TypeError(f"expected a datetime with non-None tzinfo or None; got {at!r}")
+            raise StepFailure(f"error calling `next_awake` in step {self.step_id!r} for partition {self.name!r}", error)
         return at is None or at <= now
 
     def snapshot(self) -> Any:
         if self.done or not self.fixed:
             return self.final
-        return self.partition.snapshot()
+        return self.call("snapshot", self.partition.snapshot)
+
+    def encoded_snapshot(self) -> str:
+        """The snapshot as the offset carries it: it must pickle, as Spark checkpoints every offset."""
+        snapshot = self.snapshot()
+        try:
+            return _encode(snapshot)
+        except Exception as ex:
+            ex.add_note("flowspark keeps each source partition's snapshot in Spark's offsets after every micro-batch, "
+                        "so it must pickle even without recovery")
+            raise StepFailure(f"error pickling the snapshot of partition {self.name!r} of step {self.step_id!r}", ex) from ex
 
     def finish(self) -> None:
         """The partition ended: keep its last snapshot, then close it."""
-        self.final = self.partition.snapshot() if self.fixed else None
+        self.final = self.call("snapshot", self.partition.snapshot) if self.fixed else None
         self.done = True
-        self.partition.close()
+        self.close()
 
     def close(self) -> None:
-        self.partition.close()
+        """Close the partition; as in Bytewax, a failing `close` is logged and the run goes on."""
+        try:
+            self.partition.close()
+        except Exception as ex:
+            _log.warning("error calling `close` in step %r for partition %r: %r", self.step_id, self.name, ex)
 
 
 class SourceHub:
@@ -261,7 +290,7 @@ class SourceHub:
             for key in self._keys:
                 part = self._parts[key]
                 before = start["parts"].get(key, {"c": 0})["c"]
-                parts[key] = {"s": _encode(part.snapshot()), "c": before + polled.counts.get(key, 0)}
+                parts[key] = {"s": part.encoded_snapshot(), "c": before + polled.counts.get(key, 0)}
             new = self._advance(start, end, parts, self._rounds(polled), polled.data)
             if polled.aborted_at is not None:
                 # The partition's batches before the abort are closed
@@ -336,7 +365,7 @@ class SourceHub:
                 if count:
                     batches.append(batch)
                     total += count
-                elif part.partition.next_awake() is None:
+                elif part.call("next_awake", part.partition.next_awake) is None:
                     break
             if batches:
                 polled.data.append((part.input_index, index, batches))

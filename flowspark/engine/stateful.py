@@ -68,8 +68,8 @@ def _emits(step_id: str, method: str, key: str, result: Any) -> Tuple[List[Any],
 
 
 def _epoch_ms(at: datetime, step_id: str, key: str) -> int:
-    if at.tzinfo is None:
-        msg = "expected a datetime with non-None tzinfo"
+    if not isinstance(at, datetime) or at.tzinfo is None:
+        msg = f"expected a datetime with non-None tzinfo or None; got {at!r}"
         raise StepFailure(f"error calling `notify_at` in step {step_id!r} for key {key!r}", TypeError(msg))
     return int(at.timestamp() * 1000)
 
