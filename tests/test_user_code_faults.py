@@ -195,3 +195,42 @@ def test_a_key_that_does_not_encode_as_utf8_is_a_type_error_naming_the_step() ->
         run_main(flow)
 
 
+
+
+def test_a_step_whose_function_does_not_pickle_is_named_before_the_run() -> None:
+    import threading
+
+    lock = threading.Lock()
+
+    def locked(x: int) -> int:
+        with lock:
+            return x
+
+    flow = Dataflow("closure")
+    op.output("out", op.map("locked", op.input("inp", flow, TestingSource([1])), locked), TestingSink([]))
+    with pytest.raises(FlowsparkRuntimeError, match="step 'closure.locked.flat_map_batch' can't be pickled") as info:
+        run_main(flow)
+    assert isinstance(info.value.__cause__, TypeError)
+
+
+class _WontLoad:
+    def __reduce__(self) -> Any:
+        return (_refuse, ())
+
+
+def _refuse() -> Any:
+    raise ValueError("cannot restore")
+
+
+@pytest.mark.parametrize("made_by_a_map", [False, True], ids=["from-the-source", "from-a-map"])
+def test_an_item_that_does_not_unpickle_names_the_step_it_reached(made_by_a_map: bool) -> None:
+    flow = Dataflow("unloadable")
+    if made_by_a_map:
+        keyed = op.map("make", op.input("inp", flow, TestingSource(["k"])), lambda k: (k, _WontLoad()))
+        reached = "the items that reached step 'unloadable.keep"
+    else:
+        keyed = op.input("inp", flow, TestingSource([("k", _WontLoad())]))
+        reached = "the items of step 'unloadable.inp'"
+    op.output("out", op.stateful_map("keep", keyed, lambda s, v: (s, 1)), TestingSink([]))
+    with pytest.raises(FlowsparkRuntimeError, match=f"error unpickling {reached}"):
+        run_main(flow)

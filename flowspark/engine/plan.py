@@ -297,11 +297,15 @@ def stateful_ranks(plan: Plan) -> List[int]:
     return _merge_ranks(plan, plan.stateful)
 
 
+def core_steps(plan: Plan) -> List[CoreStep[CoreConfig]]:
+    """Every core step of the plan: its inputs, then every step that consumes a stream."""
+    return [*plan.inputs, *(c.step for consumers in plan.consumers.values() for c in consumers)]
+
+
 def _merge_ranks(plan: Plan, ranked: Sequence[CoreStep[CoreConfig]]) -> List[int]:
     """The rank of each of `ranked` in the order a walk up from the flow's ends, upstream streams in order, first reaches them."""
     producers: Dict[str, CoreStep[CoreConfig]] = {}
-    steps: List[CoreStep[CoreConfig]] = [*plan.inputs, *(c.step for consumers in plan.consumers.values() for c in consumers)]
-    for step in steps:
+    for step in core_steps(plan):
         for down in step.config.downs:
             producers[down] = step
     position = {step.step_id: i for i, step in enumerate(ranked)}

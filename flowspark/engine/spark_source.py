@@ -29,7 +29,7 @@ from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, source_origin
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTask, Position, next_position, prune, tasks
-from flowspark.engine.failures import reported_to
+from flowspark.engine.failures import StepFailure, reported_to
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.line_blocks import batch_items
@@ -37,8 +37,9 @@ from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.metrics import Meter, Reading, worker_index
 from flowspark.engine.order import SOURCE
 from flowspark.engine.pass_sinks import PassSinks
-from flowspark.engine.plan import Plan, input_ranks
+from flowspark.engine.plan import Plan, core_steps, input_ranks
 from flowspark.engine.route import Collector, Router
+from flowspark.errors import FlowsparkRuntimeError
 
 if TYPE_CHECKING:
     from flowspark.engine.source_hub import Piece
@@ -56,12 +57,30 @@ def encode_options(link: DriverLink, plan: Plan, groups: Groups, inputs: Executo
     """
     return {
         "link": base64.b64encode(pickle.dumps(link)).decode(),
-        "plan": base64.b64encode(cloudpickle.dumps(plan)).decode(),
+        "plan": base64.b64encode(_shipped(plan)).decode(),
         "groups": base64.b64encode(pickle.dumps(groups)).decode(),
         "inputs": base64.b64encode(cloudpickle.dumps(inputs)).decode(),
         "hub": "1" if hub else "",
         "metered": "1" if metered else "",
     }
+
+
+def _shipped(plan: Plan) -> bytes:
+    """The plan pickled for Spark's workers; if it won't pickle, an error naming the step whose functions won't."""
+    try:
+        blob: bytes = cloudpickle.dumps(plan)
+        return blob
+    except Exception:
+        for step in core_steps(plan):
+            try:
+                cloudpickle.dumps(step.config)
+            except Exception as culprit:
+                culprit.add_note("a step's functions, and what they use, are pickled to reach Spark's workers: create "
+                                 "locks, connections and open files inside them (or in a source's or sink's build), "
+                                 "not around them")
+                msg = f"step {step.step_id!r} can't be pickled for Spark's workers"
+                raise FlowsparkRuntimeError(msg) from culprit
+        raise
 
 
 class _Piece(InputPartition):
@@ -141,12 +160,17 @@ class _Reader(DataSourceStreamReader):
 
         Each batch is one run, placed at its round and partition (`order`).
         """
-        stream_id = self._plan.inputs[int(origin.split(".")[0])].config.downs[0]
+        step = self._plan.inputs[int(origin.split(".")[0])]
+        stream_id = step.config.downs[0]
         out = Collector(origin, self._link, self._plan.ordered)
         with PassSinks(self._plan, meter) as sinks:
             router = Router(self._plan, self._groups, meter, sinks)
             for round_, blob in enumerate(pickle.loads(payload), first_round):
-                router.push(stream_id, batch_items(blob), out)
+                try:
+                    items = batch_items(blob)
+                except Exception as ex:  # an item whose class pickles but won't load (a `__reduce__` that raises)
+                    raise StepFailure(f"error unpickling the items of step {step.step_id!r}", ex) from ex
+                router.push(stream_id, items, out)
                 out.end_run((round_, SOURCE, rank, ""))
         return out.rows(itertools.count(seq_base))
 

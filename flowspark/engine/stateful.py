@@ -313,9 +313,12 @@ class LayerProcessor(StatefulProcessor):
         ordered = sorted(((r.seq, r.kind, r.payload) for r in rows), key=lambda r: r[0])
         bucket, out = self._open(step, grp)
         arrivals = Arrivals()
-        for _, kind, payload in ordered:
-            if kind == chunks.DATA:
-                arrivals.add(payload)
+        try:
+            for _, kind, payload in ordered:
+                if kind == chunks.DATA:
+                    arrivals.add(payload)
+        except Exception as ex:  # an item whose class pickles but won't load (a `__reduce__` that raises)
+            raise StepFailure(f"error unpickling the items that reached step {self._plan.stateful[step].step_id!r}", ex) from ex
         keys = arrivals.keys()
         # A step's logics are all of one class: the first key's tells.
         if keys and not self._plan.ordered and getattr(bucket.logic(keys[0]), "MERGE_BATCHES", False):
