@@ -234,3 +234,9 @@ def test_an_item_that_does_not_unpickle_names_the_step_it_reached(made_by_a_map:
     op.output("out", op.stateful_map("keep", keyed, lambda s, v: (s, 1)), TestingSink([]))
     with pytest.raises(FlowsparkRuntimeError, match=f"error unpickling {reached}"):
         run_main(flow)
+
+
+def test_a_sink_without_partitions_fails_only_when_an_item_reaches_it_as_in_bytewax() -> None:
+    flow = Dataflow("no_parts")
+    op.output("out", op.input("inp", flow, TestingSource([])), _Parts([], lambda key: 0))
+    run_main(flow)

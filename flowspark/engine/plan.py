@@ -44,7 +44,7 @@ class SinkRouting(Enum):
     """How the driver hands an output's items to its sink's partitions."""
 
     BY_KEY = "by key"
-    """A `FixedPartitionedSink` of several partitions: `part_fn` of each item's key picks one."""
+    """A `FixedPartitionedSink` of several partitions (or none): `part_fn` of each item's key picks one."""
     ONE_PART = "one partition"
     """A `FixedPartitionedSink` of one partition: the workers check the keys and send bare values."""
     BY_PASS = "by pass"
@@ -228,15 +228,11 @@ def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayo
 
             msg = f"error calling `list_parts` in step {step.step_id!r}"
             raise FlowsparkRuntimeError(msg) from ex
-        if not parts:
-            from flowspark.errors import FlowsparkRuntimeError
-
-            raise FlowsparkRuntimeError(f"`list_parts` of the sink of step {step.step_id!r} returned no partitions; it needs one at least")
         routing = SinkRouting.ONE_PART if len(parts) == 1 else SinkRouting.BY_KEY
         # The workers know each value's partition when there is one, or when they route them.
         encodable = not ordered and (routing is SinkRouting.ONE_PART or place is SinkPlace.EXECUTORS)
         lines = line_format(sink) if encodable else None
-        return SinkLayout(routing, parts, place, lines)
+        return SinkLayout(routing, parts, place if parts else SinkPlace.DRIVER, lines)
     if isinstance(sink, MicroBatchSink):
         return SinkLayout(SinkRouting.MICRO_BATCH)
     return SinkLayout(SinkRouting.BY_PASS, place=SinkPlace.MAKING_TASK if away else SinkPlace.DRIVER)

@@ -106,7 +106,13 @@ class Collector:
 
 
 def part_of(part_fn: Callable[[str], int], key: str, count: int) -> int:
-    """The partition `part_fn` picks for `key`, of `count`; `part_fn` must return an `int`, as Bytewax requires."""
+    """The partition `part_fn` picks for `key`, of `count`; `part_fn` must return an `int`, as Bytewax requires.
+
+    A sink whose `list_parts()` gave none fails here, when an item reaches
+    it, as in Bytewax (a run that brings it nothing is fine).
+    """
+    if not count:
+        raise ValueError("the sink's `list_parts()` returned no partitions")
     index = part_fn(key)
     if not isinstance(index, int) or isinstance(index, bool):
         raise TypeError(f"`part_fn` must return an `int`; got a {type(index)!r} for key {key!r}")
