@@ -105,18 +105,36 @@ class Collector:
         return ticket
 
 
-def part_of(part_fn: Callable[[str], int], key: str, count: int) -> int:
-    """The partition `part_fn` picks for `key`, of `count`; `part_fn` must return an `int`, as Bytewax requires.
+def split_by_part(step_id: str, part_fn: Callable[[str], int], items: List[Tuple[str, Any]], count: int) -> Dict[int, List[Any]]:
+    """The values of `(key, value)` items by the partition `part_fn(key)` picks, modulo `count`; failures name the step and key.
 
-    A sink whose `list_parts()` gave none fails here, when an item reaches
-    it, as in Bytewax (a run that brings it nothing is fine).
+    `part_fn` must return an `int`, as Bytewax requires; that is checked
+    on the partitions found, not on every item.  A sink whose
+    `list_parts()` gave none fails here, when items reach it, as in
+    Bytewax (a run that brings it nothing is fine).
     """
-    if not count:
-        raise ValueError("the sink's `list_parts()` returned no partitions")
-    index = part_fn(key)
+    by_part: Dict[int, List[Any]] = {}
+    key = ""
+    try:
+        if not count:
+            key = items[0][0] if items else ""
+            raise ValueError("the sink's `list_parts()` returned no partitions")
+        try:
+            for key, value in items:
+                by_part.setdefault(part_fn(key) % count, []).append(value)
+        except TypeError:
+            _check_part(part_fn(key))  # `"a" % 2` is string formatting: name the real fault
+            raise
+        for part in by_part:
+            _check_part(part)
+    except Exception as ex:
+        raise StepFailure(f"error calling `part_fn` in step {step_id!r} for key {key!r}", ex) from ex
+    return by_part
+
+
+def _check_part(index: Any) -> None:
     if not isinstance(index, int) or isinstance(index, bool):
-        raise TypeError(f"`part_fn` must return an `int`; got a {type(index)!r} for key {key!r}")
-    return index % count
+        raise TypeError(f"`part_fn` must return an `int`; got a {type(index)!r}")
 
 
 def check_keyed(step_id: str, batch: List[Any]) -> None:
@@ -213,15 +231,7 @@ class Router:
             return
         sink = config.sink
         assert isinstance(sink, FixedPartitionedSink), f"step {step_id!r} lost its sink on its way to the workers"
-        part_fn = sink.part_fn
-        count = len(layout.parts)
-        by_part: Dict[int, List[Any]] = {}
-        key = ""
-        try:
-            for key, value in batch:
-                by_part.setdefault(part_of(part_fn, key, count), []).append(value)
-        except Exception as ex:
-            raise StepFailure(f"error calling `part_fn` in step {step_id!r} for key {key!r}", ex) from ex
+        by_part = split_by_part(step_id, sink.part_fn, batch, len(layout.parts))
         for part, values in by_part.items():
             self._sink_part(step_id, index, layout, part, out).extend(values)
 

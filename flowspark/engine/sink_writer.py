@@ -30,14 +30,14 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, origin_worker, parse
 from flowspark.engine.driver_link import DriverLink, DriverServer
-from flowspark.engine.failures import built
+from flowspark.engine.failures import StepFailure, built
 from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
-from flowspark.engine.route import check_keyed, part_of
+from flowspark.engine.route import check_keyed, split_by_part
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
 from flowspark.engine.sink_tasks import PartWritten, SinkTasks
 from flowspark.engine.storage import Location
@@ -109,13 +109,12 @@ class _Output:
 
     def _write_by_key(self, items: List[Any]) -> None:
         check_keyed(self.step_id, items)
-        by_part: Dict[str, List[Any]] = {}
-        count = len(self.names)
-        for key, value in items:
-            index = self._call("part_fn", part_of, self.sink.part_fn, key, count)
-            by_part.setdefault(self.names[index], []).append(value)
-        for name, values in by_part.items():
-            self._call("write_batch", self._part(name).write_batch, values)
+        try:
+            by_part = split_by_part(self.step_id, self.sink.part_fn, items, len(self.names))
+        except StepFailure as failure:
+            raise FlowsparkRuntimeError(failure.message) from failure.cause
+        for index, values in by_part.items():
+            self._call("write_batch", self._part(self.names[index]).write_batch, values)
 
     def _write_lines(self, data: bytes) -> None:
         """Append what the workers encoded for the one partition (`encoded_lines`)."""
