@@ -162,20 +162,30 @@ def cli_main(flow: Dataflow, *, workers_per_process: int = 1, process_id: Option
                  recovery_config=recovery_config, worker_count_per_proc=workers_per_process)
 
 
-def _parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+def _parse_args(argv: Optional[List[str]] = None, parser: Optional[argparse.ArgumentParser] = None) -> argparse.Namespace:
     """`python -m flowspark.run`'s arguments, with Bytewax's Kubernetes chart's way of giving the process id and addresses.
 
     The chart starts each pod with `BYTEWAX_POD_NAME` (`<statefulset>-<n>`)
     and `BYTEWAX_STATEFULSET_NAME`, so its process id is `n`, and with
     `BYTEWAX_HOSTFILE_PATH`, a file of the pods' addresses, one per line.
     """
-    args = _parser().parse_args(argv)
+    parser = parser or _parser()
+    args = parser.parse_args(argv)
     env = os.environ
     if args.process_id is None and "BYTEWAX_POD_NAME" in env and "BYTEWAX_STATEFULSET_NAME" in env:
-        args.process_id = int(env["BYTEWAX_POD_NAME"].replace(env["BYTEWAX_STATEFULSET_NAME"] + "-", ""))
+        pod, statefulset = env["BYTEWAX_POD_NAME"], env["BYTEWAX_STATEFULSET_NAME"]
+        ordinal = pod[len(statefulset) + 1 :] if pod.startswith(statefulset + "-") else ""
+        if not ordinal.isdigit():
+            parser.error(f"BYTEWAX_POD_NAME={pod!r} is not <BYTEWAX_STATEFULSET_NAME>-<number> "
+                         f"(BYTEWAX_STATEFULSET_NAME={statefulset!r}); set both as Bytewax's chart does, or pass -i")
+        args.process_id = int(ordinal)
     if args.process_id is not None and args.addresses is None and "BYTEWAX_HOSTFILE_PATH" in env:
-        with open(env["BYTEWAX_HOSTFILE_PATH"]) as hosts:
-            args.addresses = ";".join(line.strip() for line in hosts if line.strip())
+        try:
+            with open(env["BYTEWAX_HOSTFILE_PATH"]) as hosts:
+                args.addresses = ";".join(line.strip() for line in hosts if line.strip())
+        except OSError as ex:
+            parser.error(f"can't read the addresses in BYTEWAX_HOSTFILE_PATH={env['BYTEWAX_HOSTFILE_PATH']!r}: {ex.strerror}; "
+                         "point it at the chart's hosts file, or pass -a")
     return args
 
 
@@ -193,7 +203,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     from flowspark.testing import drives_the_run
 
     parser = _parser(testing)
-    args = parser.parse_args(argv) if testing else _parse_args(argv)
+    args = parser.parse_args(argv) if testing else _parse_args(argv, parser)
     show_on_stderr(show_progress=not args.no_progress)
     workers = args.workers_per_process
     if testing:

@@ -13,11 +13,12 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
 from flowspark.engine.driver_link import DriverServer
+from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
 ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -44,6 +45,19 @@ def server() -> Iterator[DriverServer]:
     running = DriverServer()
     yield running
     running.close()
+
+
+class OnePartSource(FixedPartitionedSource[Any, Any]):
+    """A source of one partition, `p0`, which `build(resume_state)` makes."""
+
+    def __init__(self, build: Callable[[Any], StatefulSourcePartition[Any, Any]]) -> None:
+        self._build = build
+
+    def list_parts(self) -> List[str]:
+        return ["p0"]
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Any) -> StatefulSourcePartition[Any, Any]:
+        return self._build(resume_state)
 
 
 class _LinePart(StatefulSinkPartition[str, int]):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import urllib.request
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
+from conftest import OnePartSource
 from prometheus_client.parser import text_string_to_metric_families
 
 import flowspark.operators as op
@@ -20,7 +21,7 @@ from flowspark.engine.metrics import Count, Durations, FlowMetrics, Meter, Query
 from flowspark.engine.plan import build_plan
 from flowspark.engine.route import Collector, Router
 from flowspark.engine.source_hub import SourceHub
-from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
+from flowspark.inputs import StatefulSourcePartition
 from flowspark.testing import TestingSink, TestingSource
 
 
@@ -139,21 +140,10 @@ class _Lagging(StatefulSourcePartition[int, int]):
         return int(self._told)
 
 
-class _LaggingSource(FixedPartitionedSource[int, int]):
-    def __init__(self, told: Any) -> None:
-        self._told = told
-
-    def list_parts(self) -> List[str]:
-        return ["p0"]
-
-    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _Lagging:
-        return _Lagging(self._told)
-
-
 def _polled(told: Any) -> Tuple[SourceHub, List[Reading]]:
-    """A metered hub of a flow reading `_LaggingSource(told)`, after one poll."""
+    """A metered hub of a flow reading a `_Lagging(told)` partition, after one poll."""
     flow = Dataflow("m")
-    op.output("out", op.input("inp", flow, _LaggingSource(told)), TestingSink([]))
+    op.output("out", op.input("inp", flow, OnePartSource(lambda _: _Lagging(told))), TestingSink([]))
     readings: List[Reading] = []
     server = DriverServer()
     hub = SourceHub(build_plan(flow), server, 100, 1.0, pieces=1, meter=Meter(readings.append))
@@ -177,13 +167,13 @@ def test_a_failing_lag_names_its_step_and_partition() -> None:
         _polled(ValueError("no lag today"))
 
 
-class _RemoteLaggingSource(_LaggingSource):
+class _RemoteLaggingSource(OnePartSource):
     """Read in the executors; hears, in the driver, the lags its tasks report."""
 
     lives_in_driver = False
 
     def __init__(self) -> None:
-        super().__init__(0)
+        super().__init__(lambda _: _Lagging(0))
         self.heard: List[Tuple[str, str, int]] = []
 
     def note_lag(self, step_id: str, for_part: str, lag: int) -> None:

@@ -168,3 +168,15 @@ def test_bytewax_kubernetes_chart_pods_run_the_flow_once(flows_file: Path, monke
     first = _cli("my_flows:make(2, word='hi')", "-w", "1", cwd=flows_file.parent)
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == ["hi", "hi"]
+
+
+def test_a_pod_name_the_chart_did_not_make_is_refused_with_what_to_set(monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from flowspark.run import _parse_args
+
+    monkeypatch.setenv("BYTEWAX_STATEFULSET_NAME", "flow")
+    monkeypatch.setenv("BYTEWAX_POD_NAME", "other-pod")
+    with pytest.raises(SystemExit) as exit_info:
+        _parse_args(["my_flows:make(1)"])
+    assert exit_info.value.code == 2
+    assert "BYTEWAX_POD_NAME='other-pod' is not <BYTEWAX_STATEFULSET_NAME>-<number>" in capsys.readouterr().err

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import pytest
+from conftest import OnePartSource
 
 import flowspark.operators as op
 from flowspark.connectors.files import FileSource
 from flowspark.dataflow import Dataflow
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
+from flowspark.inputs import StatefulSourcePartition
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, StatefulSinkPartition
 from flowspark.testing import TestingSink, TestingSource, run_main
 
@@ -83,21 +84,14 @@ class _Part(StatefulSourcePartition[int, int]):
             raise ValueError("close boom")
 
 
-class _Source(FixedPartitionedSource[int, int]):
-    def __init__(self, fault: str) -> None:
-        self._fault = fault
-
-    def list_parts(self) -> List[str]:
-        return ["p0"]
-
-    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _Part:
-        return _Part(self._fault)
+def _source(fault: str) -> OnePartSource:
+    return OnePartSource(lambda _: _Part(fault))
 
 
 @pytest.mark.parametrize("fault", ["snapshot", "naive next_awake"])
 def test_a_source_partition_that_misbehaves_names_the_step_and_partition(fault: str) -> None:
     flow = Dataflow("bad_source")
-    op.output("out", op.input("inp", flow, _Source(fault)), TestingSink([]))
+    op.output("out", op.input("inp", flow, _source(fault)), TestingSink([]))
     with pytest.raises(FlowsparkRuntimeError, match=f"`{fault.split()[-1]}` in step 'bad_source.inp' for partition 'p0'"):
         run_main(flow)
 
@@ -112,7 +106,7 @@ def test_a_source_partition_whose_close_fails_keeps_the_run_going_as_in_bytewax(
     logger.addHandler(handler)
     out: List[int] = []
     flow = Dataflow("closing")
-    op.output("out", op.input("inp", flow, _Source("close")), TestingSink(out))
+    op.output("out", op.input("inp", flow, _source("close")), TestingSink(out))
     try:
         run_main(flow)
     finally:

@@ -23,6 +23,7 @@ import threading
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
@@ -148,12 +149,26 @@ class StepFailure(Exception):
         return blob
 
 
-def built(what: str, build: Callable[..., T], *args: Any) -> T:
-    """Call a source's or sink's `build`/`build_part` (named `what`), which must return a partition."""
+def built(build: Callable[..., T], *args: Any) -> T:
+    """Call a source's or sink's `build` or `build_part`, which must return a partition."""
     partition = build(*args)
     if partition is None:
-        raise TypeError(f"`{what}` returned `None`; it must return a partition")
+        raise TypeError(f"`{build.__name__}` returned `None`; it must return a partition")
     return partition
+
+
+def aware_or_none(moment: Any) -> Optional[datetime]:
+    """A wake-up time user code returned (`next_awake`, `notify_at`): a timezone-aware `datetime` or `None`, as Bytewax requires."""
+    if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+        raise TypeError(f"expected a datetime with non-None tzinfo or None; got {moment!r}")
+    return moment
+
+
+def unloadable_items(message: str, error: Exception) -> StepFailure:
+    """The failure for items that pickled in one Spark worker but won't load in the next."""
+    error.add_note("items cross Spark's workers pickled: their class must load again from its pickle "
+                   "(a `__reduce__` or `__setstate__` that raises can't)")
+    return StepFailure(message, error)
 
 
 def guarded(step_id: str, what: str, func: Callable[..., T], *args: Any, key: Optional[str] = None) -> T:

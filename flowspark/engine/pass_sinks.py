@@ -64,7 +64,7 @@ class PassSinks:
         if partition is None:
             sink = self._plan.outputs[index].config.sink
             assert isinstance(sink, DynamicSink), f"step {step_id!r} lost its sink on its way to the workers"
-            partition = self._built[slot] = self._call(step_id, "build", built, "build", sink.build, step_id, worker, self._plan.workers)
+            partition = self._built[slot] = self._call(step_id, "build", built, sink.build, step_id, worker, self._plan.workers)
         started = time.perf_counter()
         self._call(step_id, "write_batch", partition.write_batch, items)
         if self._meter is not None:

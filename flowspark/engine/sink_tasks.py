@@ -160,8 +160,7 @@ class BatchWrite:
             except Exception as ex:
                 raise StepFailure(f"error calling `{what}` in step {out.step_id!r} for partition {name!r}", ex) from ex
 
-        partition = call("build_part", built, "build_part", out.sink.build_part, out.step_id, name,
-                         self.resume.get(out.step_id, {}).get(name))
+        partition = call("build_part", built, out.sink.build_part, out.step_id, name, self.resume.get(out.step_id, {}).get(name))
         items = 0
         try:
             for _, _, payload in rows:

@@ -30,8 +30,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, Destination, DestinationKind, origin_worker, parse
 from flowspark.engine.driver_link import DriverLink, DriverServer
-from flowspark.engine.failures import StepFailure, built
 from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
+from flowspark.engine.failures import StepFailure, built
 from flowspark.engine.gc_pause import collector_paused
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.metrics import Count, Meter, Timing
@@ -74,7 +74,7 @@ class _Output:
         elif self.routing is SinkRouting.BY_PASS:
             # One partition per worker, as Bytewax builds them.
             for index in range(workers):
-                self.parts[str(index)] = self._call("build", built, "build", sink.build, step_id, index, workers)
+                self.parts[str(index)] = self._call("build", built, sink.build, step_id, index, workers)
 
     def _call(self, what: str, func: Any, *args: Any) -> Any:
         try:
@@ -87,8 +87,7 @@ class _Output:
         """The partition `name`, built from its snapshot the first time it is needed."""
         part = self.parts.get(name)
         if part is None:
-            part = self.parts[name] = self._call("build_part", built, "build_part", self.sink.build_part, self.step_id, name,
-                                                 self._resume.get(name))
+            part = self.parts[name] = self._call("build_part", built, self.sink.build_part, self.step_id, name, self._resume.get(name))
         return part
 
     def write(self, items: Union[List[Any], EncodedLines], origin: str) -> int:

@@ -30,7 +30,7 @@ from flowspark.engine import chunks
 from flowspark.engine.destinations import source_origin
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.executor_source import ReadNote, reads_in_executors
-from flowspark.engine.failures import StepFailure, built
+from flowspark.engine.failures import StepFailure, aware_or_none, built
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.line_blocks import GivesLineBlocks, LineBlock, batch_items
 from flowspark.engine.metrics import Count, Meter, Timing
@@ -108,8 +108,8 @@ class _Part:
     def _build(self, resume: Any) -> Any:
         try:
             if self.fixed:
-                return built("build_part", self.source.build_part, self.step_id, self.name, resume)
-            return built("build", self.source.build, self.step_id, int(self.name[1:]), self.workers)
+                return built(self.source.build_part, self.step_id, self.name, resume)
+            return built(self.source.build, self.step_id, int(self.name[1:]), self.workers)
         except Exception as ex:
             raise StepFailure(f"error building partition {self.name!r} of step {self.step_id!r}", ex) from ex
 
@@ -131,10 +131,7 @@ class _Part:
         return len(items), chunks.dumps_items(self.step_id, items) if items else b""
 
     def awake(self, now: datetime) -> bool:
-        at = self.call("next_awake", self.partition.next_awake)
-        if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
-            error = TypeError(f"expected a datetime with non-None tzinfo or None; got {at!r}")
-            raise StepFailure(f"error calling `next_awake` in step {self.step_id!r} for partition {self.name!r}", error)
+        at = self.call("next_awake", lambda: aware_or_none(self.partition.next_awake()))
         return at is None or at <= now
 
     def snapshot(self) -> Any:

@@ -29,7 +29,7 @@ from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, source_origin
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTask, Position, next_position, prune, tasks
-from flowspark.engine.failures import StepFailure, reported_to
+from flowspark.engine.failures import reported_to, unloadable_items
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.line_blocks import batch_items
@@ -169,7 +169,7 @@ class _Reader(DataSourceStreamReader):
                 try:
                     items = batch_items(blob)
                 except Exception as ex:  # an item whose class pickles but won't load (a `__reduce__` that raises)
-                    raise StepFailure(f"error unpickling the items of step {step.step_id!r}", ex) from ex
+                    raise unloadable_items(f"error unpickling the items of step {step.step_id!r}", ex) from ex
                 router.push(stream_id, items, out)
                 out.end_run((round_, SOURCE, rank, ""))
         return out.rows(itertools.count(seq_base))

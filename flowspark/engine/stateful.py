@@ -39,7 +39,7 @@ from flowspark.engine import chunks, slots
 from flowspark.engine.destinations import DestinationKind, parse
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
-from flowspark.engine.failures import StepFailure, guarded, reported_to
+from flowspark.engine.failures import StepFailure, aware_or_none, guarded, reported_to, unloadable_items
 from flowspark.engine.groups import Groups
 from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
@@ -68,9 +68,10 @@ def _emits(step_id: str, method: str, key: str, result: Any) -> Tuple[List[Any],
 
 
 def _epoch_ms(at: datetime, step_id: str, key: str) -> int:
-    if not isinstance(at, datetime) or at.tzinfo is None:
-        msg = f"expected a datetime with non-None tzinfo or None; got {at!r}"
-        raise StepFailure(f"error calling `notify_at` in step {step_id!r} for key {key!r}", TypeError(msg))
+    try:
+        aware_or_none(at)
+    except TypeError as ex:
+        raise StepFailure(f"error calling `notify_at` in step {step_id!r} for key {key!r}", ex) from ex
     return int(at.timestamp() * 1000)
 
 
@@ -318,7 +319,7 @@ class LayerProcessor(StatefulProcessor):
                 if kind == chunks.DATA:
                     arrivals.add(payload)
         except Exception as ex:  # an item whose class pickles but won't load (a `__reduce__` that raises)
-            raise StepFailure(f"error unpickling the items that reached step {self._plan.stateful[step].step_id!r}", ex) from ex
+            raise unloadable_items(f"error unpickling the items that reached step {self._plan.stateful[step].step_id!r}", ex) from ex
         keys = arrivals.keys()
         # A step's logics are all of one class: the first key's tells.
         if keys and not self._plan.ordered and getattr(bucket.logic(keys[0]), "MERGE_BATCHES", False):
