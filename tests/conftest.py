@@ -47,6 +47,14 @@ def server() -> Iterator[DriverServer]:
     running.close()
 
 
+def usage_error(capsys: pytest.CaptureFixture[str], call: Callable[..., Any], *args: Any) -> str:
+    """What `call(*args)` printed on stderr as it stopped with argparse's usage error (exit status 2)."""
+    with pytest.raises(SystemExit) as exit_info:
+        call(*args)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
 class OnePartSource(FixedPartitionedSource[Any, Any]):
     """A source of one partition, `p0`, which `build(resume_state)` makes."""
 

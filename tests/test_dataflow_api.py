@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Mapping, Set, Tuple
 
 import pytest
+from conftest import usage_error
 from prometheus_client.parser import text_string_to_metric_families
 
 import api_flow
@@ -240,7 +241,4 @@ def test_a_silent_connection_is_dropped_and_does_not_block_others(monkeypatch: p
 def test_the_command_line_names_a_bad_port_before_starting(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("BYTEWAX_DATAFLOW_API_ENABLED", "1")
     monkeypatch.setenv("BYTEWAX_DATAFLOW_API_PORT", "api")
-    with pytest.raises(SystemExit) as exit_info:
-        main(["no_such_module:flow"])
-    assert exit_info.value.code == 2
-    assert "BYTEWAX_DATAFLOW_API_PORT='api' is not a port number" in capsys.readouterr().err
+    assert "BYTEWAX_DATAFLOW_API_PORT='api' is not a port number" in usage_error(capsys, main, ["no_such_module:flow"])

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_module
+from conftest import run_module, usage_error
 
 from flowspark.run import locate_flow
 
@@ -176,7 +176,5 @@ def test_a_pod_name_the_chart_did_not_make_is_refused_with_what_to_set(monkeypat
 
     monkeypatch.setenv("BYTEWAX_STATEFULSET_NAME", "flow")
     monkeypatch.setenv("BYTEWAX_POD_NAME", "other-pod")
-    with pytest.raises(SystemExit) as exit_info:
-        _parse_args(["my_flows:make(1)"])
-    assert exit_info.value.code == 2
-    assert "BYTEWAX_POD_NAME='other-pod' is not <BYTEWAX_STATEFULSET_NAME>-<number>" in capsys.readouterr().err
+    expected = "BYTEWAX_POD_NAME='other-pod' is not <BYTEWAX_STATEFULSET_NAME>-<number>"
+    assert expected in usage_error(capsys, _parse_args, ["my_flows:make(1)"])
