@@ -21,7 +21,6 @@ import pyarrow as pa
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.order import Order
 
-SCHEMA_DDL = "grp string, seq long, kind int, payload binary"
 ARROW_SCHEMA = pa.schema([("grp", pa.string()), ("seq", pa.int64()), ("kind", pa.int32()), ("payload", pa.binary())])
 
 DATA = 0

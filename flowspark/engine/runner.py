@@ -20,7 +20,6 @@ from typing import Any, Callable, Dict, List, Optional
 
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import serving_api
-from flowspark.engine import chunks
 from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
@@ -39,7 +38,8 @@ from flowspark.engine import snapshot_store
 from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs
 from flowspark.engine.source_hub import SourceHub
 from flowspark.engine.driver_link import DriverLink, DriverServer
-from flowspark.engine.spark_source import FORMAT, encode_options
+from flowspark.engine.spark_format import FORMAT, SCHEMA_DDL
+from flowspark.engine.spark_source import encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
@@ -118,7 +118,7 @@ def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, c
     frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
-            LayerProcessor(workers, layer, groups, link, metered), chunks.SCHEMA_DDL, "Append", "ProcessingTime"
+            LayerProcessor(workers, layer, groups, link, metered), SCHEMA_DDL, "Append", "ProcessingTime"
         )
     location = checkpoint.join("query").hadoop_uri
     writing = (

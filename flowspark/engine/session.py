@@ -37,7 +37,7 @@ from flowspark.engine import class_archive
 from flowspark.engine.cluster import is_local_master
 from flowspark.engine.java_check import check_java
 from flowspark.engine.native_libs import rocksdb_library_dir
-from flowspark.engine.spark_source import FlowsparkSource
+from flowspark.engine.spark_format import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
@@ -88,7 +88,6 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         home = _spark_home_without_zip()
         if home is not None:
             os.environ["SPARK_HOME"] = home
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     url = master or default_master(os.cpu_count() or 2)
     # flowspark's JVM options are Spark's "default" ones, which Spark puts
     # before the user's `extraJavaOptions`: those add to them (a later
@@ -149,7 +148,7 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         builder = builder.config(key, value)
     threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
-        with _local_jvm_environment(local), _no_orphan_jvm():
+        with _jvm_environment(local), _no_orphan_jvm():
             spark = _with_filtered_stderr(builder.getOrCreate)
     except Exception as ex:
         # Spark gives up on an unreachable master after about a minute of
@@ -233,23 +232,37 @@ def _no_orphan_jvm() -> Iterator[None]:
         raise
 
 
+_NO_DRIVER_PYTHON = "flowspark-no-static-python-data-sources"
+"""What the driver JVM is told its Python command is: no command at all.
+
+The JVM reads `PYSPARK_DRIVER_PYTHON` for one purpose: before the first
+Python data source is registered or looked up, it starts that Python to
+list the `pyspark_*` data-source packages installed there, a process of
+its own on the way to every query's start.  flowspark's query reads only
+its own source, so its JVM starts with a command that does not exist and
+Spark skips the listing.  Python workers are started with `PYSPARK_PYTHON`
+and are not affected.  A program that reads such packages through Spark
+itself creates its SparkSession before running a flow; flowspark then
+runs on that session, as it is.
+"""
+
+
 @contextmanager
-def _local_jvm_environment(local: bool) -> Iterator[None]:
-    """While the JVM starts for a local master: its UI on loopback, a fresh secret for Spark's authentication.
+def _jvm_environment(local: bool) -> Iterator[None]:
+    """While the driver's JVM starts: no driver Python for it and, for a local master, its UI on loopback and a fresh secret.
 
     The UI binds to `SPARK_LOCAL_IP`, or to every interface without it; a
     user's own `SPARK_LOCAL_IP` wins.  The secret goes in the environment
     (`_SPARK_AUTH_SECRET`, which only the user can read) because settings
     reach the JVM on its command line, which every local user can read.
-    The JVM takes both from the environment it is started with, which is
-    restored afterwards.
+    The JVM takes all of them from the environment it is started with,
+    which is restored afterwards.
     """
-    if not local:
-        yield
-        return
-    added = {"_SPARK_AUTH_SECRET": secrets.token_hex(32)}
-    if "SPARK_LOCAL_IP" not in os.environ:
-        added["SPARK_LOCAL_IP"] = "127.0.0.1"
+    added = {"PYSPARK_DRIVER_PYTHON": _NO_DRIVER_PYTHON}
+    if local:
+        added["_SPARK_AUTH_SECRET"] = secrets.token_hex(32)
+        if "SPARK_LOCAL_IP" not in os.environ:
+            added["SPARK_LOCAL_IP"] = "127.0.0.1"
     saved = {name: os.environ.get(name) for name in added}
     os.environ.update(added)
     try:

@@ -51,6 +51,7 @@ from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.failures import StepFailure, built, reported_to
 from flowspark.engine.metrics import Count, Meter, Reading, Timing, worker_index
 from flowspark.engine.plan import Plan
+from flowspark.engine.spark_format import SCHEMA_DDL
 from flowspark.outputs import FixedPartitionedSink
 
 Snapshots = Dict[str, Dict[str, Any]]
@@ -230,7 +231,7 @@ class SinkTasks:
         prefix = F.substring_index(F.col("grp"), "@", 1)
         route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self._default_route)).cast("int")
         work = BatchWrite(self.outputs, fresh, resume, self._link, self._metered)
-        table = frame.withColumn("route", route).repartition(self._tasks, "route").mapInArrow(work, chunks.SCHEMA_DDL).toArrow()
+        table = frame.withColumn("route", route).repartition(self._tasks, "route").mapInArrow(work, SCHEMA_DDL).toArrow()
         grps = table.column("grp")
         reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
         written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]

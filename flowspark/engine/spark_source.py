@@ -19,11 +19,11 @@ import base64
 import itertools
 import pickle
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import cloudpickle
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, source_origin
@@ -43,9 +43,6 @@ from flowspark.errors import FlowsparkRuntimeError
 
 if TYPE_CHECKING:
     from flowspark.engine.source_hub import Piece
-
-FORMAT = "flowspark"
-
 
 def encode_options(link: DriverLink, plan: Plan, groups: Groups, inputs: ExecutorInputs, hub: bool,
                    metered: bool = False) -> Dict[str, str]:
@@ -90,16 +87,44 @@ class _Piece(InputPartition):
         super().__init__(value)
 
 
-class _Reader(DataSourceStreamReader):
+class Reader(DataSourceStreamReader):
+    """Offsets and planning in Spark's planner processes, reading in its workers.
+
+    Each part of the options is unpickled when first used: the planner
+    that only pickles `read` for the workers loads none of them, and the
+    one that keeps the offsets never loads the plan (and with it the
+    user's modules).
+    """
+
     def __init__(self, options: Dict[str, str]) -> None:
-        self._link: DriverLink = pickle.loads(base64.b64decode(options["link"]))
-        self._plan: Plan = pickle.loads(base64.b64decode(options["plan"]))
-        self._groups: Groups = pickle.loads(base64.b64decode(options["groups"]))
-        self._inputs: ExecutorInputs = pickle.loads(base64.b64decode(options["inputs"]))
+        self._options = options
         self._hub = bool(options.get("hub"))
         self._metered = bool(options.get("metered"))
         self._ended_at: Optional[int] = None
         """The micro-batch that ended the input in this query: nothing is read after it."""
+
+    def _decoded(self, name: str) -> Any:
+        return pickle.loads(base64.b64decode(self._options[name]))
+
+    @cached_property
+    def _link(self) -> DriverLink:
+        link: DriverLink = self._decoded("link")
+        return link
+
+    @cached_property
+    def _plan(self) -> Plan:
+        plan: Plan = self._decoded("plan")
+        return plan
+
+    @cached_property
+    def _groups(self) -> Groups:
+        groups: Groups = self._decoded("groups")
+        return groups
+
+    @cached_property
+    def _inputs(self) -> ExecutorInputs:
+        inputs: ExecutorInputs = self._decoded("inputs")
+        return inputs
 
     def _call(self, name: str, *args: Any) -> Any:
         return self._link.call(name, *args)
@@ -217,19 +242,4 @@ class _Reader(DataSourceStreamReader):
         ]
         rows.append((CONTROL_GROUP, chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(end.value)))
         return rows
-
-
-class FlowsparkSource(DataSource):
-    """The data source Spark knows as format `flowspark`."""
-
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> str:
-        return chunks.SCHEMA_DDL
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return _Reader(dict(self.options))
-
 

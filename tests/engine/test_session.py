@@ -1,12 +1,14 @@
-"""The driver JVM's options: a user's `extraJavaOptions` add to flowspark's, a user's `defaultJavaOptions` replace them.
+"""The driver JVM: a user's `extraJavaOptions` add to flowspark's, a user's `defaultJavaOptions` replace them; no data-source listing.
 
 Each case starts its own session in a child process (a process has one) and
-reads the options the driver JVM was started with back from the JVM.
+reads what the driver JVM was started with back from the JVM, or what the
+run left behind.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +57,34 @@ def test_user_default_java_options_replace_flowspark_options() -> None:
     assert jvm["mine"] == "own"
     flowspark_options: List[str] = [a for a in args if a == "-Xss16m" or "Archive" in a or a.startswith("-Dlog4j2")]
     assert flowspark_options == []
+
+
+_RUN_A_FLOW = """
+import os
+from flowspark.dataflow import Dataflow
+import flowspark.operators as op
+from flowspark.testing import TestingSink, TestingSource, run_main
+flow = Dataflow("f")
+out = []
+op.output("out", op.map("double", op.input("inp", flow, TestingSource([1, 2])), lambda x: 2 * x), TestingSink(out))
+run_main(flow)
+print(out, os.environ.get("PYSPARK_DRIVER_PYTHON"))
+"""
+
+
+def test_a_run_imports_no_installed_spark_data_source_package(tmp_path: Path) -> None:
+    # Spark's own start lists the `pyspark_*` packages on the Python path by
+    # importing each one; flowspark's query needs none of them.
+    marker = tmp_path / "imported"
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    (packages / "pyspark_flowspark_probe.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(packages), str(ROOT)]), "PYSPARK_DRIVER_PYTHON": sys.executable}
+    done = subprocess.run([sys.executable, "-c", _RUN_A_FLOW], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[2,", "4]", sys.executable]
+    assert not marker.exists()
 
 
 def test_the_jvm_stderr_filter_drops_worker_hangups_and_keeps_real_tracebacks(monkeypatch: Any, capfdbinary: Any) -> None:
