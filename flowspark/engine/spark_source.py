@@ -20,7 +20,7 @@ import itertools
 import pickle
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 import cloudpickle
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -108,23 +108,19 @@ class Reader(DataSourceStreamReader):
 
     @cached_property
     def _link(self) -> DriverLink:
-        link: DriverLink = self._decoded("link")
-        return link
+        return cast(DriverLink, self._decoded("link"))
 
     @cached_property
     def _plan(self) -> Plan:
-        plan: Plan = self._decoded("plan")
-        return plan
+        return cast(Plan, self._decoded("plan"))
 
     @cached_property
     def _groups(self) -> Groups:
-        groups: Groups = self._decoded("groups")
-        return groups
+        return cast(Groups, self._decoded("groups"))
 
     @cached_property
     def _inputs(self) -> ExecutorInputs:
-        inputs: ExecutorInputs = self._decoded("inputs")
-        return inputs
+        return cast(ExecutorInputs, self._decoded("inputs"))
 
     def _call(self, name: str, *args: Any) -> Any:
         return self._link.call(name, *args)
