@@ -36,6 +36,7 @@ _MEMBERS: Dict[str, Tuple[str, str]] = {
     "TestingSource": ("testing", "TestingSource"),
     "TestingSink": ("testing", "TestingSink"),
     "run_main": ("testing", "run_main"),
+    "cli_main": ("run", "cli_main"),
     "BytewaxRuntimeError": ("errors", "BytewaxRuntimeError"),
 }
 """Names taken from a module of the engine: name -> (module, attribute)."""
@@ -73,10 +74,17 @@ Build = Callable[[Engine], Tuple[Any, Outputs]]
 
 
 def run_on(name: str, build: Build, **run_kwargs: Any) -> Outputs:
-    """Build the flow for engine `name`, run it with `run_main`, return its outputs."""
+    """Build the flow for engine `name`, run it, return its outputs.
+
+    It runs with `run_main`, or with `cli_main` when `workers_per_process`
+    is among the run's arguments.
+    """
     engine = Engine(name)
     flow, outputs = build(engine)
-    engine.run_main(flow, **run_kwargs)
+    if "workers_per_process" in run_kwargs:
+        engine.cli_main(flow, **run_kwargs)
+    else:
+        engine.run_main(flow, **run_kwargs)
     return outputs
 
 

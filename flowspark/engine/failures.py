@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 
 import cloudpickle
 
+from flowspark.engine.worker_prints import prints_to_driver
 from flowspark.errors import FlowsparkRuntimeError
 
 if TYPE_CHECKING:
@@ -184,9 +185,10 @@ def guarded(step_id: str, what: str, func: Callable[..., T], *args: Any, key: Op
 
 @contextmanager
 def reported_to(link: DriverLink) -> Iterator[None]:
-    """In a Spark worker: hand any `StepFailure` to the driver before Spark turns it into text."""
+    """In a Spark worker, while user code runs: its prints go to the driver, and so does any `StepFailure`, before Spark turns it into text."""
     try:
-        yield
+        with prints_to_driver(link):
+            yield
     except StepFailure as failure:
         try:
             link.call("failure", failure.token, failure.record_bytes())

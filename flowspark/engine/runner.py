@@ -44,6 +44,7 @@ from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
 from flowspark.engine.warm_up import warm_python_workers
+from flowspark.engine.worker_prints import PRINT_CALL, write_prints
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import traced_run
 
@@ -256,6 +257,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, pa
     server = _driver_server(spark, config.driver_link_port)
     if metrics is not None:
         server.register("metrics", metrics.add)
+    server.register(PRINT_CALL, write_prints)
     box = FailureBox(server)
     hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
                     workers=config.workers, meter=None if metrics is None else metrics.driver_meter())

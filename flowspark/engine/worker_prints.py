@@ -1,0 +1,80 @@
+"""What user code prints in Spark's Python workers reaches the driver's standard output.
+
+Bytewax runs a flow's functions in the user's process, so their prints
+land on its standard output, in between the items a `StdOutSink` writes.
+PySpark points a worker's standard output at its standard error, which the
+JVM gathers with its own; flowspark's functions run there.  While user code
+runs in a worker, `sys.stdout` collects what it prints and hands it to the
+driver, which writes it to its own standard output: when a task's work
+ends, when a print asks to flush, and whenever a good amount has gathered.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator, List
+
+if TYPE_CHECKING:
+    from flowspark.engine.driver_link import DriverLink
+
+PRINT_CALL = "print"
+"""The driver call that writes a worker's prints."""
+
+_GATHER = 1 << 16
+"""About how many characters of prints a worker gathers before it hands them over."""
+
+
+class _DriverStdout(io.TextIOBase):
+    """A text stream whose writes reach the driver's standard output."""
+
+    encoding = "utf-8"
+
+    def __init__(self, link: DriverLink) -> None:
+        super().__init__()
+        self._link = link
+        self._parts: List[str] = []
+        self._size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._parts.append(text)
+        self._size += len(text)
+        if self._size >= _GATHER:
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._parts:
+            return
+        text = "".join(self._parts)
+        self._parts.clear()
+        self._size = 0
+        try:
+            self._link.call(PRINT_CALL, text)
+        except Exception:  # the driver is gone: the worker's own output still shows it
+            sys.stderr.write(text)
+
+
+@contextmanager
+def prints_to_driver(link: DriverLink) -> Iterator[None]:
+    """In a Spark worker, while user code runs: what it prints goes to the driver's standard output."""
+    saved = sys.stdout
+    stream = _DriverStdout(link)
+    sys.stdout = stream
+    try:
+        yield
+    finally:
+        sys.stdout = saved
+        stream.flush()
+
+
+def write_prints(text: str) -> None:
+    """On the driver: write a worker's prints to standard output."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
