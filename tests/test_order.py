@@ -17,6 +17,39 @@ import pytest
 from tests.oracle import Engine, Outputs, run_both
 
 
+@pytest.mark.parametrize("shape", ["tap_output_tap", "deeper_step_created_first", "after_a_stateful_step", "merge"])
+def test_a_round_reaches_the_flows_outputs_and_taps_in_the_order_the_flow_created_them(shape: str) -> None:
+    def build(e: Engine) -> Tuple[Any, Outputs]:
+        flow = e.Dataflow("places")
+        seen: List[Any] = []
+
+        def tap(step_id: str, stream: Any) -> None:
+            e.op.inspect(step_id, stream, lambda where, x: seen.append((where, x)))
+
+        nums = e.op.input("inp", flow, e.TestingSource([1, 2, 3]))
+        if shape == "tap_output_tap":
+            tap("a", nums)
+            e.op.output("out", e.op.map("tag", nums, lambda x: ("out", x)), e.TestingSink(seen))
+            tap("b", nums)
+        elif shape == "deeper_step_created_first":
+            tap("c", e.op.map("m", nums, lambda x: x * 10))
+            tap("a", nums)
+        elif shape == "after_a_stateful_step":
+            keyed = e.op.key_on("key", nums, lambda _: "k")
+            tap("after", e.op.stateful_map("sum", keyed, lambda total, x: ((total or 0) + x,) * 2))
+            tap("before", keyed)
+        else:
+            tens = e.op.map("tens", nums, lambda x: x * 10)
+            tap("t", tens)
+            hundreds = e.op.map("hundreds", nums, lambda x: x * 100)
+            tap("h", hundreds)
+            tap("merged", e.op.merge("both", tens, hundreds))
+        return flow, {"seen": seen}
+
+    bytewax_out, flowspark_out = run_both(build)
+    assert flowspark_out == bytewax_out
+
+
 def test_merge_takes_one_batch_of_each_source_per_round() -> None:
     def build(e: Engine) -> Tuple[Any, Outputs]:
         flow = e.Dataflow("merge")

@@ -54,10 +54,6 @@ class Destination:
         """The output or tap itself, whichever pass the row came from."""
         return Destination(self.kind, self.index)
 
-    def sort_key(self) -> Tuple[str, str]:
-        """Sorts outputs and taps as their group names sort: by letter, then by number as text."""
-        return self.kind.value, str(self.index)
-
 
 def stateful_group(step: int, bucket: int, salt: Optional[int] = None) -> str:
     """The group of one bucket of keys of stateful step `step`; `salt` balances it (`groups`)."""

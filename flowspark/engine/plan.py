@@ -120,6 +120,8 @@ class Plan:
     """One Bytewax worker's order is kept (`order`): a run of `run_main`, or with one worker."""
     workers: int = 1
     """Bytewax's worker count: a `DynamicSink` has one partition per worker."""
+    positions: Dict[str, int] = field(default_factory=dict)
+    """Each core step's place in the order the flow created them: within a round, one Bytewax worker runs its steps in that order."""
 
     @property
     def depth(self) -> int:
@@ -170,6 +172,7 @@ def build_plan(flow: Dataflow, ordered: bool = False, workers: int = 1) -> Plan:
     """
     plan = Plan(flow.flow_id, ordered=ordered, workers=workers)
     steps = [CoreStep(s.step_id, s.config) for s in flow.core_steps() if s.config is not None]
+    plan.positions = {step.step_id: i for i, step in enumerate(steps)}
     producers: Dict[str, CoreStep[CoreConfig]] = {}
     for step in steps:
         for down in step.config.downs:

@@ -328,11 +328,15 @@ class SinkWriter:
                 yield dest, None, kind, items
 
     def _in_order(self, rows: List[chunks.Row], stashed: Dict[bytes, bytes]) -> Iterator[_Part]:
-        """Every run of items of the batch, each destination's runs sorted by their `Order`.
+        """Every run of items of the batch in one Bytewax worker's order.
 
-        Runs of the same order keep the order of their rows (sorted by
-        origin and sequence number).  Sorting needs the batch's items at
-        once, which one worker's runs (`run_main`, tests) can afford.
+        That worker takes a round through every step before the next
+        round, running its steps in the order the flow created them: runs
+        come by round, then by their destination's place in the flow, then
+        by their `Order`.  Runs of the same order keep the order of their
+        rows (sorted by origin and sequence number).  Sorting needs the
+        batch's items at once, which one worker's runs (`run_main`, tests)
+        can afford.
         """
         runs: List[Tuple[Destination, Order, int, List[Any]]] = []
         for grp, _, kind, payload in rows:
@@ -348,15 +352,20 @@ class SinkWriter:
                 start = end
             if start < len(items):
                 runs.append((target, _LAST, len(runs), items[start:]))
-        runs.sort(key=lambda run: (run[0].sort_key(), run[1], run[2]))
-        # An output's runs go to its sink together (one `write_batch`);
-        # a tap's stay apart, as each may report its own epoch.
+        runs.sort(key=lambda run: (run[1][0], self._place(run[0]), run[1], run[2]))
+        # An output's runs in a row go to its sink together (one
+        # `write_batch`); a tap's stay apart, as each may report its own epoch.
         for dest, group in itertools.groupby(runs, key=lambda run: run[0]):
             if dest.kind is DestinationKind.OUTPUT:
                 yield dest, None, chunks.DATA, [item for _, _, _, items in group for item in items]
                 continue
             for _, order, _, items in group:
                 yield dest, order, chunks.DATA, items
+
+    def _place(self, dest: Destination) -> int:
+        """Where the output or tap `dest` stands among the flow's steps, in the order the flow created them."""
+        steps = self._plan.outputs if dest.kind is DestinationKind.OUTPUT else self._plan.taps
+        return self._plan.positions[steps[dest.index].step_id]
 
     def _epoch(self, order: Optional[Order], batch_id: int) -> int:
         """The epoch `inspect_debug` reports: the micro-batch's, counted from 1 as Bytewax counts epochs.

@@ -39,12 +39,6 @@ def test_stateful_names_keep_the_text_spark_keeps_with_the_state() -> None:
     assert stateful_group(0, 3, salt=517) == "S0/3.517"
 
 
-def test_outputs_and_taps_sort_as_their_names_without_origin_do() -> None:
-    names = [output_group(i, "x") for i in (2, 10, 1)] + [tap_group(i, "x") for i in (11, 3)]
-    by_key = sorted(names, key=lambda n: parse(n).without_origin().sort_key())
-    assert by_key == sorted(names, key=lambda n: n.split("@")[0])
-
-
 @pytest.mark.parametrize("text", ["", "X1@a", "O@a", "Sx/1", "P1@a", "P1/2", "Cx", "W1"])
 def test_unknown_text_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
