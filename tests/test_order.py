@@ -50,6 +50,36 @@ def test_a_round_reaches_the_flows_outputs_and_taps_in_the_order_the_flow_create
     assert flowspark_out == bytewax_out
 
 
+@pytest.mark.parametrize("below", ["nothing", "redistribute", "branch", "merge", "map", "two_maps", "inspect_debug",
+                                   "stateful_map", "max_final"])
+def test_the_end_of_input_reaches_a_step_later_below_each_map_inspect_or_stateful_step(below: str) -> None:
+    # Step "a" is created and inspected first; the steps between it and the
+    # keyed stream decide whether its `on_eof` comes before or after "b"'s.
+    def build(e: Engine) -> Tuple[Any, Outputs]:
+        flow = e.Dataflow("ends")
+        seen: List[Any] = []
+        keyed = e.op.key_on("key", e.op.input("inp", flow, e.TestingSource([1, 2, 3])), lambda _: "k")
+        upstream = {
+            "nothing": lambda: keyed,
+            "redistribute": lambda: e.op.redistribute("r", keyed),
+            "branch": lambda: e.op.branch("br", keyed, lambda _: True).trues,
+            "merge": lambda: e.op.merge("mg", keyed),
+            "map": lambda: e.op.map_value("m", keyed, lambda x: x),
+            "two_maps": lambda: e.op.map_value("m2", e.op.map_value("m1", keyed, lambda x: x), lambda x: x),
+            "inspect_debug": lambda: e.op.inspect_debug("dbg", keyed, inspector=lambda *_: None),
+            "stateful_map": lambda: e.op.stateful_map("sm", keyed, lambda st, x: (st, x)),
+            "max_final": lambda: e.op.max_final("first", keyed),
+        }[below]()
+        a = e.op.max_final("a", upstream)
+        b = e.op.min_final("b", keyed)
+        e.op.inspect("ia", a, lambda where, x: seen.append((where, x)))
+        e.op.inspect("ib", b, lambda where, x: seen.append((where, x)))
+        return flow, {"seen": seen}
+
+    bytewax_out, flowspark_out = run_both(build)
+    assert flowspark_out == bytewax_out
+
+
 def test_merge_takes_one_batch_of_each_source_per_round() -> None:
     def build(e: Engine) -> Tuple[Any, Outputs]:
         flow = e.Dataflow("merge")

@@ -22,6 +22,7 @@ from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink
 from flowspark.step_config import (
     CoreConfig,
+    FlatMapBatchConfig,
     InputConfig,
     InspectDebugConfig,
     OutputConfig,
@@ -120,6 +121,8 @@ class Plan:
     """One Bytewax worker's order is kept (`order`): a run of `run_main`, or with one worker."""
     workers: int = 1
     """Bytewax's worker count: a `DynamicSink` has one partition per worker."""
+    eof_delays: List[int] = field(default_factory=list)
+    """For each stateful step, how many of a Bytewax worker's steps after the input's end its `on_eof` runs (`_eof_delays`)."""
     positions: Dict[str, int] = field(default_factory=dict)
     """Each core step's place in the order the flow created them: within a round, one Bytewax worker runs its steps in that order."""
 
@@ -204,6 +207,7 @@ def build_plan(flow: Dataflow, ordered: bool = False, workers: int = 1) -> Plan:
     except (TypeError, ValueError) as ex:
         raise _flow_error(flow.flow_id, ex) from ex
     plan.layers = _layers(plan, producers)
+    plan.eof_delays = _eof_delays(plan, producers)
     plan.sinks = [sink_layout(step, ordered) for step in plan.outputs]
     return plan
 
@@ -257,6 +261,34 @@ def placed_for_machines(plan: Plan, one_machine: bool) -> Plan:
         for layout in plan.sinks
     ]
     return replace(plan, sinks=sinks)
+
+
+_HOLDS_THE_END = (FlatMapBatchConfig, InspectDebugConfig, StatefulBatchConfig)
+"""Core steps that pass the end of input on one of a Bytewax worker's steps after it reached them."""
+
+
+def _eof_delays(plan: Plan, producers: Dict[str, CoreStep[CoreConfig]]) -> List[int]:
+    """For each stateful step, how many worker steps after the input's end its `on_eof` runs.
+
+    In a Bytewax worker the end of input moves on by one worker step at
+    each `flat_map_batch`, `inspect_debug` or `stateful_batch` it crosses
+    (not at `branch`, `merge` or `redistribute`), along the longest way
+    from an input.  So a stateful step two maps below the input calls
+    `on_eof` after one a single map below it, whatever order the flow
+    created them in; the outputs and taps that one worker step's `on_eof`s
+    reach get them in the flow's creation order (`order`).
+    """
+    leaves: Dict[str, int] = {}
+
+    def arrives(step: CoreStep[CoreConfig]) -> int:
+        return max((left(producers[up]) for up in step.config.ups if up in producers), default=0)
+
+    def left(step: CoreStep[CoreConfig]) -> int:
+        if step.step_id not in leaves:
+            leaves[step.step_id] = arrives(step) + isinstance(step.config, _HOLDS_THE_END)
+        return leaves[step.step_id]
+
+    return [arrives(step) for step in plan.stateful]
 
 
 def _layers(plan: Plan, producers: Dict[str, CoreStep[CoreConfig]]) -> List[int]:
@@ -360,15 +392,11 @@ def for_workers(plan: Plan) -> Plan:
     def strip(step: CoreStep[C_co]) -> CoreStep[C_co]:
         return step if step.step_id in kept else CoreStep(step.step_id, step.config.for_workers())
 
-    return Plan(
-        plan.flow_id,
+    return replace(
+        plan,
         inputs=[strip(s) for s in plan.inputs],
         stateful=[strip(s) for s in plan.stateful],
-        layers=list(plan.layers),
         outputs=[strip(s) for s in plan.outputs],
-        sinks=list(plan.sinks),
         taps=[strip(s) for s in plan.taps],
         consumers={k: [Consumer(strip(c.step), c.index) for c in v] for k, v in plan.consumers.items()},
-        ordered=plan.ordered,
-        workers=plan.workers,
     )

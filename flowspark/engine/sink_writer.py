@@ -175,7 +175,7 @@ class OutputStash:
 _Part = Tuple[Destination, Optional[Order], int, Union[List[Any], EncodedLines]]
 """What the writer handles at once: a destination (with its origin, if known), the items' order if known, the kind and the items (or their encoded lines)."""
 
-_LAST: Order = (EOF_ROUND + 1, 0, 0, "")
+_LAST: Order = (2 * EOF_ROUND, 0, 0, "")
 """Order of items a chunk holds beyond its last marked run: after all others."""
 
 

@@ -348,7 +348,7 @@ class LayerProcessor(StatefulProcessor):
         (`state_function`) stops at its first key.  A micro-batch that an
         abort cut short saves nothing, so it takes the first way.
         """
-        tick = (EOF_ROUND, self._batch_phase)
+        tick = (EOF_ROUND + self._plan.eof_delays[step], self._batch_phase)
         if self._plan.ordered or not saving:
             self._calls(step, bucket, bucket.stored_keys(), "on_eof", tick, out)
             return
