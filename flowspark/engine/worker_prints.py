@@ -11,10 +11,11 @@ ends, when a print asks to flush, and whenever a good amount has gathered.
 
 from __future__ import annotations
 
+import codecs
 import io
 import sys
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, List
+from typing import TYPE_CHECKING, Any, Iterator, List, TextIO
 
 if TYPE_CHECKING:
     from flowspark.engine.driver_link import DriverLink
@@ -27,18 +28,25 @@ _GATHER = 1 << 16
 
 
 class _DriverStdout(io.TextIOBase):
-    """A text stream whose writes reach the driver's standard output."""
+    """A text stream whose writes reach the driver's standard output; `fallback` takes what the driver can't."""
 
     encoding = "utf-8"
 
-    def __init__(self, link: DriverLink) -> None:
+    def __init__(self, link: DriverLink, fallback: TextIO) -> None:
         super().__init__()
         self._link = link
+        self._fallback = fallback
         self._parts: List[str] = []
         self._size = 0
+        self.buffer = _DriverStdoutBytes(self)
+        """Bytes written to `sys.stdout.buffer` take the same way, as UTF-8."""
 
     def writable(self) -> bool:
         return True
+
+    def fileno(self) -> int:
+        """The descriptor of the worker's own output: a child process given `sys.stdout` writes there, as before."""
+        return self._fallback.fileno()
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):
@@ -58,14 +66,34 @@ class _DriverStdout(io.TextIOBase):
         try:
             self._link.call(PRINT_CALL, text)
         except Exception:  # the driver is gone: the worker's own output still shows it
-            sys.stderr.write(text)
+            self._fallback.write(text)
+
+
+class _DriverStdoutBytes(io.RawIOBase):
+    """`sys.stdout.buffer` of a `_DriverStdout`: UTF-8 bytes decoded onto it (a character split across writes included)."""
+
+    def __init__(self, text: _DriverStdout) -> None:
+        super().__init__()
+        self._text = text
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        size = len(memoryview(data).cast("B"))
+        self._text.write(self._decoder.decode(bytes(data)))
+        return size
+
+    def flush(self) -> None:
+        self._text.flush()
 
 
 @contextmanager
 def prints_to_driver(link: DriverLink) -> Iterator[None]:
     """In a Spark worker, while user code runs: what it prints goes to the driver's standard output."""
     saved = sys.stdout
-    stream = _DriverStdout(link)
+    stream = _DriverStdout(link, saved)
     sys.stdout = stream
     try:
         yield

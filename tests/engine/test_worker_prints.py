@@ -96,10 +96,26 @@ def test_a_worker_hands_its_prints_over_when_its_work_ends_and_when_asked_to_flu
     assert written == ["one\ntwo and\n", "three\n"]
 
 
-def test_prints_a_gone_driver_cannot_take_go_to_the_workers_standard_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_prints_a_gone_driver_cannot_take_go_to_the_workers_standard_error(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdout", sys.stderr)  # as PySpark sets it in its workers
     server = DriverServer()
     link = server.link
     server.close()
     with prints_to_driver(link):
         print("kept")
     assert capsys.readouterr().err == "kept\n"
+
+
+def test_bytes_written_to_the_buffer_take_the_same_way_and_the_descriptor_is_the_workers_own(server: DriverServer) -> None:
+    written: List[str] = []
+    server.register(PRINT_CALL, written.append)
+    own = sys.stdout
+    snowman = "\u2603".encode()
+    with prints_to_driver(server.link):
+        print("text,", end=" ")
+        sys.stdout.buffer.write(b"bytes " + snowman[:1])
+        sys.stdout.buffer.write(snowman[1:] + b"\n")
+        descriptor = sys.stdout.fileno()
+    assert written == ["text, bytes \u2603\n"]
+    assert descriptor == own.fileno()
