@@ -47,6 +47,7 @@ _MODULES: Dict[str, str] = {
     "helpers": "operators.helpers",
     "inputs": "inputs",
     "outputs": "outputs",
+    "files": "connectors.files",
 }
 """Modules exposed whole: name -> module."""
 

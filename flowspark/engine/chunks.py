@@ -21,6 +21,7 @@ import pyarrow as pa
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.order import Order
 
+# The same columns as `spark_format.SCHEMA_DDL`, which Spark is given (kept there, away from pyarrow).
 ARROW_SCHEMA = pa.schema([("grp", pa.string()), ("seq", pa.int64()), ("kind", pa.int32()), ("payload", pa.binary())])
 
 DATA = 0

@@ -235,10 +235,12 @@ def _no_orphan_jvm() -> Iterator[None]:
 _NO_DRIVER_PYTHON = "flowspark-no-static-python-data-sources"
 """What the driver JVM is told its Python command is: no command at all.
 
-The JVM reads `PYSPARK_DRIVER_PYTHON` for one purpose: before the first
-Python data source is registered or looked up, it starts that Python to
-list the `pyspark_*` data-source packages installed there, a process of
-its own on the way to every query's start.  flowspark's query reads only
+In a driver JVM started by PySpark, `PYSPARK_DRIVER_PYTHON` decides one
+thing (Spark's `DataSourceManager`, the only reader of its
+`defaultPythonExec`): before the first Python data source is registered
+or looked up, Spark starts that Python to list the `pyspark_*` data-source
+packages installed there, a process of its own on the way to every
+query's start.  flowspark's query reads only
 its own source, so its JVM starts with a command that does not exist and
 Spark skips the listing.  Python workers are started with `PYSPARK_PYTHON`
 and are not affected.  A program that reads such packages through Spark

@@ -109,3 +109,11 @@ def test_installed_classes_come_back_equal(plain_first: None) -> None:
 def test_plain_data_that_names_no_class_or_function_is_never_searched_for_module_names() -> None:
     assert not chunks._needs_cloudpickle(pickle.dumps(("__main__", b"__main__", 7), pickle.HIGHEST_PROTOCOL))
     assert chunks._needs_cloudpickle(pickle.dumps([types.SimpleNamespace, "__main__"], pickle.HIGHEST_PROTOCOL))
+
+
+def test_the_arrow_schema_has_the_columns_spark_is_given() -> None:
+    from flowspark.engine.spark_format import SCHEMA_DDL
+
+    arrow_of = {"string": "string", "long": "int64", "int": "int32", "binary": "binary"}
+    given = [tuple(column.split()) for column in SCHEMA_DDL.split(",")]
+    assert [(name, arrow_of[kind]) for name, kind in given] == [(f.name, str(f.type)) for f in chunks.ARROW_SCHEMA]

@@ -58,8 +58,6 @@ def test_prints_of_a_sink_written_in_spark_tasks_reach_standard_output(
     path.write_text("a\nb\nc\n")
 
     def build(e: Engine) -> Any:
-        files = __import__(f"{e.name}.connectors.files", fromlist=["FileSource"])
-
         class Shouting(e.outputs.StatelessSinkPartition):
             def write_batch(self, items: List[str]) -> None:
                 for item in items:
@@ -72,7 +70,7 @@ def test_prints_of_a_sink_written_in_spark_tasks_reach_standard_output(
                 return Shouting()
 
         flow = e.Dataflow("df")
-        e.op.output("out", e.op.input("inp", flow, files.FileSource(path)), ShoutingSink())
+        e.op.output("out", e.op.input("inp", flow, e.files.FileSource(path)), ShoutingSink())
         return flow, {}
 
     # Without one worker's order to keep, flowspark writes such a sink in
