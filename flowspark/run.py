@@ -217,9 +217,8 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         workers = int(workers) * processes
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
-    conf = {"spark.ui.enabled": "true", **_conf(args.conf, parser)}
-    config = RunConfig(parallelism=workers, master=args.master, conf=conf, progress=Progress(),
-                       driver_link_port=args.driver_link_port, ordered=workers == 1)
+    config = RunConfig(parallelism=workers, master=args.master, conf=_conf(args.conf, parser), progress=Progress(),
+                       driver_link_port=args.driver_link_port, ordered=workers == 1, spark_ui=True)
     if args.max_batch_items is not None:
         config.max_items_per_batch = args.max_batch_items
     if args.snapshot_interval is not None:

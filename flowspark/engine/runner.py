@@ -11,12 +11,15 @@ written; the query is then stopped between batches' writes.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
+
+from pyspark.sql import SparkSession
 
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import serving_api
@@ -27,22 +30,26 @@ from flowspark.engine.metrics import FlowMetrics, QueryWatch
 from flowspark.engine.groups import Groups
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.proxy_log import quiet_proxy_failures
-from flowspark.engine.plan import Plan, build_plan, for_workers, placed_for_machines
+from flowspark.engine.plan import Plan, SinkRouting, build_plan, for_workers, placed_for_machines
 from flowspark.engine.recovery_dir import check_recovery_dir
 from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.run_context import RunContext, running
-from flowspark.engine.session import get_session
+from flowspark.engine.session import default_master, get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import OutputStash, SinkWriter
 from flowspark.engine import snapshot_store
-from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs
-from flowspark.engine.source_hub import SourceHub
+from flowspark.engine.batch_query import run_batch
+from flowspark.engine.client_environment import ClientEnvironment
+from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
+from flowspark.engine.input_end import InputEnd, recorded_end
+from flowspark.engine.source_hub import Offset, SourceHub
 from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.spark_format import FORMAT, SCHEMA_DDL
 from flowspark.engine.spark_source import encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
+from flowspark.engine.warm_session import enabled as warm_enabled, warm_spark
 from flowspark.engine.warm_up import warm_python_workers
 from flowspark.engine.worker_prints import PRINT_CALL, write_prints
 from flowspark.errors import FlowsparkRuntimeError
@@ -69,6 +76,12 @@ class RunConfig:
     """Keep one Bytewax worker's output order (`run_main`, `-w 1`), whatever Spark's parallelism."""
     epoch_per_round: bool = False
     """Each source round is an epoch, as with Bytewax's zero epoch interval; else each micro-batch is."""
+    spark_ui: bool = False
+    """A Spark started for the run serves its UI (`spark.ui.enabled`, unless `conf` says otherwise)."""
+
+    def session_conf(self) -> Dict[str, str]:
+        """The Spark settings of a session started for the run: the UI if asked for, then the user's `conf`."""
+        return {"spark.ui.enabled": "true", **self.conf} if self.spark_ui else dict(self.conf)
 
     @property
     def workers(self) -> int:
@@ -212,7 +225,11 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
 
 def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> None:
     ship_by_value(user_packages())
-    spark = get_session(config.master, config.conf)
+    driver = _read_first(plan, config, metrics)
+    if driver is not None and driver.ends_at_once:
+        _run_as_batch(plan, config, driver, metrics)
+        return
+    spark = get_session(config.master, config.session_conf())
     quiet_proxy_failures()
     plan = placed_for_machines(plan, one_machine=is_local_master(spark.sparkContext.master))
     warm_python_workers(spark, stateful=plan.depth > 0)
@@ -232,7 +249,7 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
         for attempt in range(RESTARTS + 1):
             try:
                 with running(RunContext(spark, str(checkpoint))), traced_run(plan.flow_id):
-                    _attempt(spark, plan, config, checkpoint, parallelism, metrics)
+                    _attempt(spark, plan, config, checkpoint, parallelism, metrics, driver if attempt == 0 else None)
                 return
             except _SparkHiccup as hiccup:
                 if attempt == RESTARTS:
@@ -241,6 +258,130 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
     finally:
         if config.recovery_dir is None:
             shutil.rmtree(checkpoint.path, ignore_errors=True)
+
+
+@dataclass
+class _DriverSide:
+    """The driver's server, failure box and source hub of one attempt of a run."""
+
+    server: DriverServer
+    box: FailureBox
+    hub: SourceHub
+    first_read: Optional[Tuple[Offset, Offset]] = None
+    """The first micro-batch, read before Spark started (`SourceHub.prime`), if it was."""
+
+    @property
+    def ends_at_once(self) -> bool:
+        """The input ended within the first read: the run is one micro-batch (`batch_query`)."""
+        return self.first_read is not None and recorded_end(self.first_read[1]["end"]) is InputEnd.EOF
+
+    def close(self) -> None:
+        self.server.close()
+        self.hub.close()
+
+
+def _driver_side(server: DriverServer, plan: Plan, config: RunConfig, parallelism: int,
+                 metrics: Optional[FlowMetrics]) -> _DriverSide:
+    if metrics is not None:
+        server.register("metrics", metrics.add)
+    server.register(PRINT_CALL, write_prints)
+    box = FailureBox(server)
+    hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
+                    workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
+    return _DriverSide(server, box, hub)
+
+
+def _local_parallelism(config: RunConfig) -> Optional[int]:
+    """The run's parallelism if it runs on this machine's embedded Spark; None if it runs elsewhere (or its session decides)."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        context = active.sparkContext
+        return config.parallelism or context.defaultParallelism if is_local_master(context.master) else None
+    if not is_local_master(config.master or default_master(1)):
+        return None
+    return config.parallelism or os.cpu_count() or 2
+
+
+def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> Optional[_DriverSide]:
+    """The driver side with the first micro-batch read, for a run on this machine without recovery whose inputs all live here.
+
+    If that read ends the input, the run can be one batch query
+    (`batch_query`); else the streaming query starts from it.
+    """
+    parallelism = _local_parallelism(config)
+    if parallelism is None or config.recovery_dir is not None:
+        return None
+    if any(reads_in_executors(step.config.source) for step in plan.inputs):
+        return None
+    driver = _driver_side(DriverServer("127.0.0.1", port=config.driver_link_port), plan, config, parallelism, metrics)
+    try:
+        driver.first_read = driver.hub.prime()
+    except BaseException as ex:
+        _close_after(ex, driver, None)
+    return driver
+
+
+def _run_as_batch(plan: Plan, config: RunConfig, driver: _DriverSide, metrics: Optional[FlowMetrics]) -> None:
+    """Run a flow whose input ended within the first read as one batch query (`batch_query`)."""
+    assert driver.first_read is not None
+    spark, parallelism, lent = _batch_spark(plan, config)
+    plan = placed_for_machines(plan, one_machine=True)
+    checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
+    writer: Optional[SinkWriter] = None
+    try:
+        inputs = list_executor_inputs(plan, checkpoint.join("query", snapshot_store.FOLDER), config.max_items_per_batch,
+                                      config.max_seconds_per_poll, report=False)
+        groups = check_or_record(checkpoint, plan, driver.hub.partition_names())
+        writer = _writer(plan, config, checkpoint, driver, parallelism, metrics, [], write_behind=False)
+        with running(RunContext(spark, str(checkpoint))), traced_run(plan.flow_id):
+            try:
+                run_batch(spark, plan, for_workers(plan), driver.server.link, driver.hub, driver.first_read, writer,
+                          groups, inputs, parallelism, metered=metrics is not None, lent=lent)
+            except Exception as ex:
+                error = _failure(plan, checkpoint, driver.box, ex, driver.server.failure, writer.failure)
+                if error is None:
+                    raise
+                if isinstance(error, _SparkHiccup):
+                    error = error.error
+                raise error from error.__cause__
+        if config.progress is not None:
+            config.progress.finish()
+    except BaseException as ex:
+        _close_after(ex, driver, writer)
+    finally:
+        shutil.rmtree(checkpoint.path, ignore_errors=True)
+    _close(driver, writer)
+
+
+def _batch_spark(plan: Plan, config: RunConfig) -> Tuple[Any, int, Optional[ClientEnvironment]]:
+    """The session a one-batch run uses, its parallelism, and what its tasks borrow from this process.
+
+    That is the process's own session if it has one (a run before this one
+    started it, or the user did), else the warm server's (`warm_session`)
+    when the run has no Spark settings of its own and its sinks need no
+    session of their own; else a new session in this process.
+    """
+    if SparkSession.getActiveSession() is None and _may_run_warm(plan, config):
+        warm = warm_spark()
+        return warm.session, config.parallelism or warm.record.parallelism, ClientEnvironment.of_this_process()
+    spark = get_session(config.master, config.session_conf())
+    quiet_proxy_failures()
+    return spark, config.parallelism or spark.sparkContext.defaultParallelism, None
+
+
+def _may_run_warm(plan: Plan, config: RunConfig) -> bool:
+    """Whether a run may use the warm server: on, no master or settings of its own, and no sink writing through a session."""
+    return (warm_enabled() and config.master is None and not config.conf and not os.environ.get("FLOWSPARK_MASTER")
+            and all(layout.routing is not SinkRouting.MICRO_BATCH for layout in plan.sinks))
+
+
+def _writer(plan: Plan, config: RunConfig, checkpoint: Location, driver: _DriverSide, parallelism: int,
+            metrics: Optional[FlowMetrics], queries: List[Any], write_behind: bool) -> SinkWriter:
+    """The run's writer; `write_behind` writes each micro-batch while Spark computes the next (`write_behind`)."""
+    return SinkWriter(plan, checkpoint, OutputStash(driver.server), _reporter(config.progress, driver.hub, queries),
+                      None if metrics is None else metrics.driver_meter(), workers=config.workers,
+                      epoch_per_round=config.epoch_per_round, link=driver.server.link, parallelism=parallelism,
+                      write_behind=write_behind)
 
 
 def _driver_server(spark: Any, port: int) -> DriverServer:
@@ -252,15 +393,16 @@ def _driver_server(spark: Any, port: int) -> DriverServer:
     return DriverServer(conf.get("spark.driver.bindAddress", host), advertised_host=host, port=port)
 
 
-def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, parallelism: int, metrics: Optional[FlowMetrics] = None) -> None:
-    """Run the flow's query once, from wherever its checkpoint stands; feed `metrics`, if given."""
-    server = _driver_server(spark, config.driver_link_port)
-    if metrics is not None:
-        server.register("metrics", metrics.add)
-    server.register(PRINT_CALL, write_prints)
-    box = FailureBox(server)
-    hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
-                    workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
+def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, parallelism: int,
+             metrics: Optional[FlowMetrics] = None, driver: Optional[_DriverSide] = None) -> None:
+    """Run the flow's query once, from wherever its checkpoint stands; feed `metrics`, if given.
+
+    `driver` is the driver side with the first micro-batch already read
+    (`_read_first`), if it was.
+    """
+    if driver is None:
+        driver = _driver_side(_driver_server(spark, config.driver_link_port), plan, config, parallelism, metrics)
+    hub = driver.hub
     writer: Optional[SinkWriter] = None
     try:
         store = checkpoint.join("query", snapshot_store.FOLDER)
@@ -270,35 +412,44 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, pa
         names = [here + there for here, there in zip(hub.partition_names(), inputs.partition_names(len(plan.inputs)))]
         groups = check_or_record(checkpoint, plan, names)
         queries: List[Any] = []
-        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries),
-                            None if metrics is None else metrics.driver_meter(), workers=config.workers,
-                            epoch_per_round=config.epoch_per_round, link=server.link, parallelism=parallelism,
-                            write_behind=config.recovery_dir is None)
+        # Without a recovery directory nothing can resume a killed run, so
+        # nothing is lost by writing a micro-batch while Spark computes the next.
+        writer = _writer(plan, config, checkpoint, driver, parallelism, metrics, queries, write_behind=config.recovery_dir is None)
         if config.progress is not None and spark.sparkContext.uiWebUrl:
             config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
-        query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,
+        query = _start_query(spark, plan, driver.server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,
                              inputs, hub.has_parts(), metered=metrics is not None)
         queries.append(query)
         if metrics is not None:
             metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))
-        _wait(plan, query, checkpoint, server, box, writer)
+        _wait(plan, query, checkpoint, driver.server, driver.box, writer)
         if config.progress is not None:
             config.progress.finish()
     except BaseException as ex:
-        # The run's own error is what the user needs: one that closing the
-        # sources and sinks raises after it (a sink whose write failed
-        # often fails to close too) is only noted on it.
-        found = resolve(ex, box) if isinstance(ex, StepFailure) else None
-        error = ex if found is None else found
-        for close in (server.close, hub.close) + ((writer.close,) if writer is not None else ()):
-            try:
-                close()
-            except Exception as also:
-                error.add_note(f"closing the flow's connectors afterwards also failed: {also} ({also.__cause__!r})")
-        if found is None:
-            raise
-        raise found from found.__cause__
-    server.close()
-    hub.close()
+        _close_after(ex, driver, writer)
+    _close(driver, writer)
+
+
+def _close(driver: _DriverSide, writer: Optional[SinkWriter]) -> None:
+    driver.close()
     if writer is not None:
         writer.close()
+
+
+def _close_after(ex: BaseException, driver: _DriverSide, writer: Optional[SinkWriter]) -> NoReturn:
+    """Close the run's connectors after it failed with `ex`, and raise the error the user needs.
+
+    That is the run's own error: one that closing the sources and sinks
+    raises after it (a sink whose write failed often fails to close too)
+    is only noted on it.
+    """
+    found = resolve(ex, driver.box) if isinstance(ex, StepFailure) else None
+    error = ex if found is None else found
+    for close in (driver.server.close, driver.hub.close) + ((writer.close,) if writer is not None else ()):
+        try:
+            close()
+        except Exception as also:
+            error.add_note(f"closing the flow's connectors afterwards also failed: {also} ({also.__cause__!r})")
+    if found is None:
+        raise ex
+    raise found from found.__cause__

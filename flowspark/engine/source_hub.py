@@ -196,6 +196,8 @@ class SourceHub:
         self._ended = False
         self._abort_after: Optional[Offset] = None
         """The offset after which the next micro-batch is the abort a poll hit (`latest_offset`)."""
+        self._primed: Optional[Tuple[Offset, Offset]] = None
+        """The first micro-batch, read before Spark asked (`prime`): its start and end offsets."""
         self.items_read = 0
         self._remote: Dict[Tuple[str, str], Optional[float]] = {}
         """How far each executor-read partition got, as its tasks tell (`note_read`)."""
@@ -258,6 +260,19 @@ class SourceHub:
             self._parts[key] = _Part(i, name, self._plan.inputs[i].step_id, source, resume, fixed, self._workers)
         self._position = start
 
+    def prime(self) -> Tuple[Offset, Offset]:
+        """Read the first micro-batch's input now, before Spark starts: its start and end offsets.
+
+        A run whose input all ends in this first read can then run as one
+        Spark batch query (`batch_query`); otherwise the streaming query's
+        first `latest_offset` is given this read, so no partition is polled
+        twice for it.
+        """
+        start = self.initial_offset()
+        end = self.latest_offset(start)
+        self._primed = (start, end)
+        return start, end
+
     def latest_offset(self, start: Offset) -> Offset:
         """The offset after the next batch of input, read now or by the read ahead; `start` if none.
 
@@ -265,6 +280,9 @@ class SourceHub:
         (some partition stopped at the item limit), the batch after it is
         read ahead (`read_ahead`).
         """
+        primed, self._primed = self._primed, None
+        if primed is not None and primed[0] == start:
+            return primed[1]
         if self._abort_after == start:
             return self._aborted(start)
         polled = self._take_ahead(start)
