@@ -104,6 +104,9 @@ class _Part:
         self.final: Any = None
         self.partition = self._build(resume)
         self._gives_lines = isinstance(self.partition, GivesLineBlocks)
+        self.wakes_at: Optional[datetime] = None
+        """The partition's last `next_awake` answer: it is not polled before then (`None`: right away)."""
+        self.ask_awake()
 
     def _build(self, resume: Any) -> Any:
         try:
@@ -130,9 +133,12 @@ class _Part:
         items = list(self.partition.next_batch())
         return len(items), chunks.dumps_items(self.step_id, items) if items else b""
 
+    def ask_awake(self) -> None:
+        """Ask when to poll the partition next, as Bytewax does once it is built and after each batch."""
+        self.wakes_at = self.call("next_awake", lambda: aware_or_none(self.partition.next_awake()))
+
     def awake(self, now: datetime) -> bool:
-        at = self.call("next_awake", lambda: aware_or_none(self.partition.next_awake()))
-        return at is None or at <= now
+        return self.wakes_at is None or self.wakes_at <= now
 
     def snapshot(self) -> Any:
         if self.done or not self.fixed:
@@ -351,6 +357,11 @@ class SourceHub:
             return self._poll()
 
     def _poll(self) -> _Polled:
+        """Read each partition's batches while it is awake, up to the item limit and the poll's time.
+
+        A partition not yet awake is passed over, not waited for: a later
+        micro-batch reads it once its time has come.
+        """
         deadline = time.monotonic() + self._max_seconds
         polled = _Polled([], {}, aborted_at=None, backlog=False)
         for index, key in enumerate(self._keys):
@@ -377,11 +388,12 @@ class SourceHub:
                 if self._meter is not None:
                     self._meter.time(Timing.NEXT_BATCH, part.step_id, time.perf_counter() - started)
                     self._meter.count(Count.ITEMS_OUT, part.step_id, count)
+                part.ask_awake()
                 if count:
                     batches.append(batch)
                     total += count
-                elif part.call("next_awake", part.partition.next_awake) is None:
-                    break
+                elif part.wakes_at is None:
+                    break  # caught up: the next micro-batch polls it again
             if batches:
                 polled.data.append((part.input_index, index, batches))
                 polled.counts[key] = total
