@@ -78,8 +78,13 @@ class ServerRecord:
 
     @property
     def url(self) -> str:
-        """The Spark Connect URL, token and session included (`localhost`, which the client reaches without TLS)."""
-        return f"sc://localhost:{self.port}/;token={self.token};session_id={self.session_id}"
+        """The Spark Connect URL of the shared session, token included (`localhost`, which the client reaches without TLS)."""
+        return f"{self.private_url};session_id={self.session_id}"
+
+    @property
+    def private_url(self) -> str:
+        """The Spark Connect URL that gets a session of its own."""
+        return f"sc://localhost:{self.port}/;token={self.token}"
 
 
 DIR_ENV = "FLOWSPARK_WARM_SPARK_DIR"

@@ -11,45 +11,41 @@ written; the query is then stopped between batches' writes.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
-
-from pyspark.sql import SparkSession
 
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import serving_api
 from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
-from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
+from flowspark.engine.cluster import check_recovery_dir_visible
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.metrics import FlowMetrics, QueryWatch
 from flowspark.engine.groups import Groups
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.proxy_log import quiet_proxy_failures
-from flowspark.engine.plan import Plan, SinkRouting, build_plan, for_workers, placed_for_machines
+from flowspark.engine.plan import Plan, build_plan, for_workers, placed_for_machines
 from flowspark.engine.recovery_dir import check_recovery_dir
 from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.run_context import RunContext, running
-from flowspark.engine.session import default_master, get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import OutputStash, SinkWriter
 from flowspark.engine import snapshot_store
 from flowspark.engine.batch_query import run_batch
-from flowspark.engine.client_environment import ClientEnvironment
+from flowspark.engine.remote_writer import ForwardedBatches, serve_writer
+from flowspark.engine.run_spark import RunSpark, local_parallelism, spark_for, uses_spark_session
 from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
 from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.source_hub import Offset, SourceHub
 from flowspark.engine.driver_link import DriverLink, DriverServer
-from flowspark.engine.spark_format import FORMAT, SCHEMA_DDL
+from flowspark.engine.spark_format import FORMAT, SCHEMA
 from flowspark.engine.spark_source import encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
-from flowspark.engine.warm_session import enabled as warm_enabled, warm_spark
 from flowspark.engine.warm_up import warm_python_workers
 from flowspark.engine.worker_prints import PRINT_CALL, write_prints
 from flowspark.errors import FlowsparkRuntimeError
@@ -124,19 +120,25 @@ def _failure(plan: Plan, checkpoint: Location, box: FailureBox, query_error: Opt
     return None
 
 
-def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: Location, groups: Groups, parallelism: int, interval: float,
-                 inputs: ExecutorInputs, hub: bool, metered: bool = False) -> Any:
-    """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items."""
+def _start_query(spark: RunSpark, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: Location, groups: Groups,
+                 interval: float, inputs: ExecutorInputs, hub: bool, metered: bool = False) -> Any:
+    """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items.
+
+    Through Spark Connect, Spark calls `foreachBatch` in its server, which
+    hands each micro-batch to `writer` over the driver link (`remote_writer`).
+    """
     workers = for_workers(plan)
-    spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
+    session = spark.session
+    if not spark.remote:
+        session.conf.set("spark.sql.shuffle.partitions", str(spark.parallelism))
+    frame = session.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
-            LayerProcessor(workers, layer, groups, link, metered), SCHEMA_DDL, "Append", "ProcessingTime"
+            LayerProcessor(workers, layer, groups, link, metered), SCHEMA, "Append", "ProcessingTime"
         )
     location = checkpoint.join("query").hadoop_uri
     writing = (
-        frame.writeStream.foreachBatch(writer)
+        frame.writeStream.foreachBatch(ForwardedBatches(link) if spark.remote else writer)
         .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
         .option("checkpointLocation", location)
         .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
@@ -144,9 +146,9 @@ def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, c
     try:
         return writing.start()
     except Exception as ex:
-        if "S3AFileSystem not found" not in str(ex):
+        if "S3AFileSystem not found" not in str(ex) or spark.remote:
             raise
-        hadoop = spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
+        hadoop = spark.context._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
         msg = (
             f"Spark can't keep its checkpoint in {location!r}: its Hadoop {hadoop} has no s3a file system. Add "
             f"hadoop-aws of that version and its AWS SDK to Spark (--conf spark.jars.packages="
@@ -226,15 +228,23 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
 def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> None:
     ship_by_value(user_packages())
     driver = _read_first(plan, config, metrics)
+    try:
+        spark = spark_for(plan, config.parallelism, config.master, config.session_conf(), bool(config.conf),
+                          config.recovery_dir, streaming=driver is None or not driver.ends_at_once)
+    except BaseException as ex:
+        if driver is not None:
+            _close_after(ex, driver, None)
+        raise
+    if not spark.remote:
+        quiet_proxy_failures()
     if driver is not None and driver.ends_at_once:
-        _run_as_batch(plan, config, driver, metrics)
+        _run_as_batch(plan, config, spark, driver, metrics)
         return
-    spark = get_session(config.master, config.session_conf())
-    quiet_proxy_failures()
-    plan = placed_for_machines(plan, one_machine=is_local_master(spark.sparkContext.master))
-    warm_python_workers(spark, stateful=plan.depth > 0)
+    plan = placed_for_machines(plan, one_machine=spark.local)
+    if not spark.remote:
+        warm_python_workers(spark.session, stateful=plan.depth > 0)
     if config.recovery_dir:
-        checkpoint = parse_location(config.recovery_dir, dict(spark.sparkContext.getConf().getAll()))
+        checkpoint = parse_location(config.recovery_dir, spark.settings)
     else:
         checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
     try:
@@ -242,14 +252,15 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
         storage.private_dir(checkpoint)
         storage.private_dir(checkpoint.join("query"), "checkpoint directory")
         check_checkpoint(checkpoint.join("query"))
-        # On a cluster, also waits for the executors, so that the default
-        # parallelism below counts their cores (it is 2 until they register).
-        check_recovery_dir_visible(spark, str(checkpoint), temporary=config.recovery_dir is None)
-        parallelism = config.parallelism or spark.sparkContext.defaultParallelism
+        if not spark.local:
+            # Also waits for the executors, so that the default parallelism
+            # counts their cores (it is 2 until they register).
+            check_recovery_dir_visible(spark.session, str(checkpoint), temporary=config.recovery_dir is None)
+            spark = replace(spark, parallelism=config.parallelism or spark.context.defaultParallelism)
         for attempt in range(RESTARTS + 1):
             try:
-                with running(RunContext(spark, str(checkpoint))), traced_run(plan.flow_id):
-                    _attempt(spark, plan, config, checkpoint, parallelism, metrics, driver if attempt == 0 else None)
+                with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
+                    _attempt(spark, plan, config, checkpoint, metrics, driver if attempt == 0 else None)
                 return
             except _SparkHiccup as hiccup:
                 if attempt == RESTARTS:
@@ -291,25 +302,15 @@ def _driver_side(server: DriverServer, plan: Plan, config: RunConfig, parallelis
     return _DriverSide(server, box, hub)
 
 
-def _local_parallelism(config: RunConfig) -> Optional[int]:
-    """The run's parallelism if it runs on this machine's embedded Spark; None if it runs elsewhere (or its session decides)."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        context = active.sparkContext
-        return config.parallelism or context.defaultParallelism if is_local_master(context.master) else None
-    if not is_local_master(config.master or default_master(1)):
-        return None
-    return config.parallelism or os.cpu_count() or 2
-
-
 def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> Optional[_DriverSide]:
     """The driver side with the first micro-batch read, for a run on this machine without recovery whose inputs all live here.
 
     If that read ends the input, the run can be one batch query
-    (`batch_query`); else the streaming query starts from it.
+    (`batch_query`); else the streaming query starts from it.  A flow whose
+    connectors drive Spark themselves is not read before Spark starts.
     """
-    parallelism = _local_parallelism(config)
-    if parallelism is None or config.recovery_dir is not None:
+    parallelism = local_parallelism(config.parallelism, config.master)
+    if parallelism is None or config.recovery_dir is not None or uses_spark_session(plan):
         return None
     if any(reads_in_executors(step.config.source) for step in plan.inputs):
         return None
@@ -321,10 +322,9 @@ def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -
     return driver
 
 
-def _run_as_batch(plan: Plan, config: RunConfig, driver: _DriverSide, metrics: Optional[FlowMetrics]) -> None:
+def _run_as_batch(plan: Plan, config: RunConfig, spark: RunSpark, driver: _DriverSide, metrics: Optional[FlowMetrics]) -> None:
     """Run a flow whose input ended within the first read as one batch query (`batch_query`)."""
     assert driver.first_read is not None
-    spark, parallelism, lent = _batch_spark(plan, config)
     plan = placed_for_machines(plan, one_machine=True)
     checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
     writer: Optional[SinkWriter] = None
@@ -332,11 +332,11 @@ def _run_as_batch(plan: Plan, config: RunConfig, driver: _DriverSide, metrics: O
         inputs = list_executor_inputs(plan, checkpoint.join("query", snapshot_store.FOLDER), config.max_items_per_batch,
                                       config.max_seconds_per_poll, report=False)
         groups = check_or_record(checkpoint, plan, driver.hub.partition_names())
-        writer = _writer(plan, config, checkpoint, driver, parallelism, metrics, [], write_behind=False)
-        with running(RunContext(spark, str(checkpoint))), traced_run(plan.flow_id):
+        writer = _writer(plan, config, checkpoint, driver, spark.parallelism, metrics, [], write_behind=False)
+        with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
             try:
-                run_batch(spark, plan, for_workers(plan), driver.server.link, driver.hub, driver.first_read, writer,
-                          groups, inputs, parallelism, metered=metrics is not None, lent=lent)
+                run_batch(spark.session, plan, for_workers(plan), driver.server.link, driver.hub, driver.first_read, writer,
+                          groups, inputs, spark.parallelism, metered=metrics is not None, lent=spark.lent)
             except Exception as ex:
                 error = _failure(plan, checkpoint, driver.box, ex, driver.server.failure, writer.failure)
                 if error is None:
@@ -353,28 +353,6 @@ def _run_as_batch(plan: Plan, config: RunConfig, driver: _DriverSide, metrics: O
     _close(driver, writer)
 
 
-def _batch_spark(plan: Plan, config: RunConfig) -> Tuple[Any, int, Optional[ClientEnvironment]]:
-    """The session a one-batch run uses, its parallelism, and what its tasks borrow from this process.
-
-    That is the process's own session if it has one (a run before this one
-    started it, or the user did), else the warm server's (`warm_session`)
-    when the run has no Spark settings of its own and its sinks need no
-    session of their own; else a new session in this process.
-    """
-    if SparkSession.getActiveSession() is None and _may_run_warm(plan, config):
-        warm = warm_spark()
-        return warm.session, config.parallelism or warm.record.parallelism, ClientEnvironment.of_this_process()
-    spark = get_session(config.master, config.session_conf())
-    quiet_proxy_failures()
-    return spark, config.parallelism or spark.sparkContext.defaultParallelism, None
-
-
-def _may_run_warm(plan: Plan, config: RunConfig) -> bool:
-    """Whether a run may use the warm server: on, no master or settings of its own, and no sink writing through a session."""
-    return (warm_enabled() and config.master is None and not config.conf and not os.environ.get("FLOWSPARK_MASTER")
-            and all(layout.routing is not SinkRouting.MICRO_BATCH for layout in plan.sinks))
-
-
 def _writer(plan: Plan, config: RunConfig, checkpoint: Location, driver: _DriverSide, parallelism: int,
             metrics: Optional[FlowMetrics], queries: List[Any], write_behind: bool) -> SinkWriter:
     """The run's writer; `write_behind` writes each micro-batch while Spark computes the next (`write_behind`)."""
@@ -384,16 +362,16 @@ def _writer(plan: Plan, config: RunConfig, checkpoint: Location, driver: _Driver
                       write_behind=write_behind)
 
 
-def _driver_server(spark: Any, port: int) -> DriverServer:
-    """The driver link's server: on loopback for a local master, where Spark's driver listens otherwise."""
-    conf = spark.sparkContext.getConf()
-    if is_local_master(spark.sparkContext.master):
+def _driver_server(spark: RunSpark, port: int) -> DriverServer:
+    """The driver link's server: on loopback when Spark runs on this machine, where Spark's driver listens otherwise."""
+    if spark.local:
         return DriverServer("127.0.0.1", port=port)
+    conf = spark.context.getConf()
     host = conf.get("spark.driver.host")
     return DriverServer(conf.get("spark.driver.bindAddress", host), advertised_host=host, port=port)
 
 
-def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, parallelism: int,
+def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Location,
              metrics: Optional[FlowMetrics] = None, driver: Optional[_DriverSide] = None) -> None:
     """Run the flow's query once, from wherever its checkpoint stands; feed `metrics`, if given.
 
@@ -401,7 +379,7 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, pa
     (`_read_first`), if it was.
     """
     if driver is None:
-        driver = _driver_side(_driver_server(spark, config.driver_link_port), plan, config, parallelism, metrics)
+        driver = _driver_side(_driver_server(spark, config.driver_link_port), plan, config, spark.parallelism, metrics)
     hub = driver.hub
     writer: Optional[SinkWriter] = None
     try:
@@ -414,10 +392,13 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, pa
         queries: List[Any] = []
         # Without a recovery directory nothing can resume a killed run, so
         # nothing is lost by writing a micro-batch while Spark computes the next.
-        writer = _writer(plan, config, checkpoint, driver, parallelism, metrics, queries, write_behind=config.recovery_dir is None)
-        if config.progress is not None and spark.sparkContext.uiWebUrl:
-            config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
-        query = _start_query(spark, plan, driver.server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,
+        writer = _writer(plan, config, checkpoint, driver, spark.parallelism, metrics, queries,
+                         write_behind=config.recovery_dir is None)
+        if spark.remote:
+            serve_writer(driver.server, writer)
+        elif config.progress is not None and spark.context.uiWebUrl:
+            config.progress.announce(f"Spark UI at {spark.context.uiWebUrl}")
+        query = _start_query(spark, plan, driver.server.link, writer, checkpoint, groups, config.interval_seconds,
                              inputs, hub.has_parts(), metered=metrics is not None)
         queries.append(query)
         if metrics is not None:

@@ -199,8 +199,38 @@ class BatchWrite:
         self.link.call("metrics", worker_index(), reading)
 
 
+@dataclass(frozen=True)
+class SinkJob:
+    """One micro-batch's sink job, as the driver plans it (picklable: it runs wherever the `foreachBatch` callback does)."""
+
+    work: BatchWrite
+    tasks: int
+    route: Dict[str, int]
+    """Each sink partition's route value (`route_keys`), by its group prefix."""
+    default_route: int
+    stale: Tuple[Tuple[int, int], ...]
+    """`(output, partition)` of the partitions to build though no item reaches them: they cut back what an interrupted batch left."""
+
+    def run(self, frame: Any) -> Tuple[pa.Table, List[PartWritten]]:
+        """Run the job on the micro-batch `frame`: the rows bound for the driver, and what the tasks wrote."""
+        from pyspark.sql import functions as F
+
+        if self.stale:
+            empty = chunks.dumps([])
+            touch = [(sink_part_group(index, part, ""), 0, chunks.DATA, empty) for index, part in self.stale]
+            frame = frame.union(frame.sparkSession.createDataFrame(pa.Table.from_batches([chunks.to_arrow(touch)])))
+        routes = F.create_map(*[F.lit(v) for pair in self.route.items() for v in pair])
+        prefix = F.substring_index(F.col("grp"), "@", 1)
+        route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self.default_route)).cast("int")
+        table = frame.withColumn("route", route).repartition(self.tasks, "route").mapInArrow(self.work, SCHEMA_DDL).toArrow()
+        grps = table.column("grp")
+        reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
+        written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]
+        return table.filter(pc.not_equal(grps, WRITTEN_GROUP)), written
+
+
 class SinkTasks:
-    """The driver's side: runs each micro-batch's job and hands back the driver's rows and what the tasks wrote."""
+    """The driver's side: plans each micro-batch's job (`SinkJob`) and keeps what the tasks wrote."""
 
     def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False) -> None:
         self._link = link
@@ -218,24 +248,11 @@ class SinkTasks:
         self._unbuilt: Set[Tuple[int, int]] = set(slots)
         """Partitions no written batch of this run has built yet (those with a snapshot are built to cut back)."""
 
-    def run(self, frame: Any, fresh: bool, resume: Snapshots) -> Tuple[pa.Table, List[PartWritten]]:
-        """Run the micro-batch's one job: the rows bound for the driver, and what the tasks wrote (if `fresh`)."""
-        from pyspark.sql import functions as F
-
-        stale = [(i, p) for i, p in sorted(self._unbuilt) if fresh and self._snapshot(resume, i, p) is not None]
-        if stale:
-            empty = chunks.dumps([])
-            touch = [(sink_part_group(index, part, ""), 0, chunks.DATA, empty) for index, part in stale]
-            frame = frame.union(frame.sparkSession.createDataFrame(pa.Table.from_batches([chunks.to_arrow(touch)])))
-        routes = F.create_map(*[F.lit(v) for pair in self._route.items() for v in pair])
-        prefix = F.substring_index(F.col("grp"), "@", 1)
-        route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self._default_route)).cast("int")
+    def job(self, fresh: bool, resume: Snapshots) -> SinkJob:
+        """The job of a micro-batch whose sinks stand at `resume`; only a `fresh` one (not yet in the ledger) writes."""
+        stale = tuple((i, p) for i, p in sorted(self._unbuilt) if fresh and self._snapshot(resume, i, p) is not None)
         work = BatchWrite(self.outputs, fresh, resume, self._link, self._metered)
-        table = frame.withColumn("route", route).repartition(self._tasks, "route").mapInArrow(work, SCHEMA_DDL).toArrow()
-        grps = table.column("grp")
-        reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
-        written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]
-        return table.filter(pc.not_equal(grps, WRITTEN_GROUP)), written
+        return SinkJob(work, self._tasks, dict(self._route), self._default_route, stale)
 
     def _snapshot(self, resume: Snapshots, index: int, part: int) -> Any:
         out = self.outputs[index]

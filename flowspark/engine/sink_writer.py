@@ -39,7 +39,7 @@ from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
 from flowspark.engine.route import check_keyed, split_by_part
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
-from flowspark.engine.sink_tasks import PartWritten, SinkTasks
+from flowspark.engine.sink_tasks import PartWritten, SinkJob, SinkTasks
 from flowspark.engine.storage import Location
 from flowspark.engine.write_behind import WriteBehind
 from flowspark.errors import FlowsparkRuntimeError
@@ -211,31 +211,59 @@ class SinkWriter:
         self.last_batch = self._ledger.batch
         self._behind = WriteBehind() if write_behind else None
         """Writes each batch while Spark computes the next (`write_behind`), if the run can't resume."""
+        self._trace: Optional[BatchTrace] = None
+        """The span of the batch being written (micro-batches are written one at a time)."""
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        # Every batch must be run in full, even one Spark starts after the
-        # end of input (timers): skipping it fails Spark's state commit check.
-        trace = start_batch(self._plan.flow_id, batch_id)
+        """Spark's `foreachBatch` callback, when Spark calls it in this process: run the batch's job, then write it."""
+        job = self.begin(batch_id)
         try:
-            # Arrow, not `collect()`: for `collect()` the JVM pickles a
-            # binary column one byte at a time (as a latin-1 string), about
-            # 6 CPU-s per 10M output items of the stateless benchmark.
-            written: List[PartWritten] = []
-            if self._tasks is None:
-                table = frame.toArrow()
-            else:
-                # The sink job starts from the snapshots the last write committed.
-                self._settle()
-                table, written = self._tasks.run(frame, batch_id > self._ledger.batch, self._ledger.snapshots)
+            table, written = job.run(frame) if job is not None else (frame.toArrow(), [])
+        except BaseException as ex:
+            self.failed(ex)
+            raise
+        self.take(batch_id, table, written)
+
+    def begin(self, batch_id: int) -> Optional[SinkJob]:
+        """A micro-batch's write begins: the sink job to run on its rows, if some outputs are written in Spark's tasks.
+
+        Every batch must be run in full, even one Spark starts after the end
+        of input (timers): skipping it fails Spark's state commit check.
+        The job takes the rows bound for this process out of the batch as
+        Arrow, not `collect()`: for `collect()` the JVM pickles a binary
+        column one byte at a time (as a latin-1 string), about 6 CPU-s per
+        10M output items of the stateless benchmark.
+        """
+        self._trace = start_batch(self._plan.flow_id, batch_id)
+        if self._tasks is None:
+            return None
+        try:
+            # The sink job starts from the snapshots the last write committed.
+            self._settle()
+            return self._tasks.job(batch_id > self._ledger.batch, self._ledger.snapshots)
+        except BaseException as ex:
+            self.failed(ex)
+            raise
+
+    def take(self, batch_id: int, table: Any, written: List[PartWritten]) -> None:
+        """Write a batch's rows bound for this process (`table`) and commit it with what the tasks wrote."""
+        trace = self._trace
+        assert trace is not None, "take() comes after begin()"
+        try:
             stashed = self._stash.detach() if self._stash is not None else {}
             if self._behind is None:
                 self._write_table(table, batch_id, written, stashed, trace)
             else:
                 self._behind.submit(lambda: self._write_table(table, batch_id, written, stashed, trace))
         except BaseException as ex:
-            trace.end(ex)
-            self._fail(ex)
+            self.failed(ex)
             raise
+
+    def failed(self, ex: BaseException) -> None:
+        """The batch's job failed: its span ends with `ex`, which is the run's failure if it has none."""
+        if self._trace is not None:
+            self._trace.end(ex)
+        self._fail(ex)
 
     def _fail(self, ex: BaseException) -> None:
         # Once the run is over, stopping the query may interrupt a batch;

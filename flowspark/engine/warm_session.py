@@ -6,9 +6,8 @@ processes, connects in a fraction of a second.  The process then holds the
 server's lease for the rest of its life, so the server is not stopped under
 it, and keeps one session for all its runs.
 
-`FLOWSPARK_WARM_SPARK=0` turns this off: runs then start Spark in their own
-process, as runs with Spark settings of their own (`--conf`) or a master
-(`--master`) always do.
+`FLOWSPARK_WARM_SPARK` says which runs use it (`WarmMode`); runs with Spark
+settings of their own (`--conf`) or a master (`--master`) never do.
 """
 
 from __future__ import annotations
@@ -17,21 +16,37 @@ import fcntl
 import os
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Optional
+from enum import Enum
+from typing import IO, Any, Dict, Optional
 
 from flowspark.engine.connect_server import LEASE, LOCK, LOG, READY_SECONDS, FileLock, ServerRecord, open_private, read_record, server_dir, start_supervisor
+from flowspark.engine.java_check import check_java
 from flowspark.engine.private_files import make_dirs, others_can_write
+from flowspark.engine.spark_format import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
 SWITCH_ENV = "FLOWSPARK_WARM_SPARK"
-"""Set to 0 to run on a Spark started in the run's own process."""
+"""Which runs use the warm server: `bounded` (the default), `all`, or `0` for none."""
+
+
+class WarmMode(Enum):
+    """Which runs use the warm server."""
+
+    NONE = "0"
+    """None: every run starts Spark in its own process."""
+    BOUNDED = "bounded"
+    """Runs whose input ends within their first read, which run as one batch query (`batch_query`)."""
+    ALL = "all"
+    """Every run that may: streaming queries too, through Spark Connect."""
 
 
 @dataclass(frozen=True)
 class WarmSpark:
-    """A session on the warm server, and what the server's record says of it."""
+    """A session on the warm server, its parallelism, and what the server's record says of it."""
 
     session: Any
+    parallelism: int
+    """The session's shuffle partitions: the run's parallelism."""
     record: ServerRecord
     directory: str
 
@@ -44,32 +59,63 @@ class WarmSpark:
 _lease: Optional[IO[str]] = None
 """This process's lease on the server it uses, held until the process exits."""
 
-_current: Optional[WarmSpark] = None
+_sessions: Dict[int, WarmSpark] = {}
+"""This process's sessions on the warm server, by parallelism."""
 
 
-def enabled() -> bool:
-    """Whether runs may use the warm server (`FLOWSPARK_WARM_SPARK`)."""
-    return os.environ.get(SWITCH_ENV, "1") != "0"
+def warm_mode() -> WarmMode:
+    """Which runs use the warm server (`FLOWSPARK_WARM_SPARK`); an unknown value is refused, naming the ones that work."""
+    value = os.environ.get(SWITCH_ENV, WarmMode.BOUNDED.value).strip().lower()
+    try:
+        return WarmMode(value)
+    except ValueError:
+        known = ", ".join(repr(mode.value) for mode in WarmMode)
+        msg = f"{SWITCH_ENV}={value!r} is not one of {known}"
+        raise FlowsparkRuntimeError(msg) from None
 
 
-def warm_spark() -> WarmSpark:
-    """This process's session on the warm server; the server is started first if none runs."""
-    global _current
-    if _current is not None and read_record(_current.directory) == _current.record:
-        return _current
+def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
+    """A session on the warm server for runs of `parallelism` (the server's cores by default); the server is started if none runs.
+
+    Runs of the server's own parallelism, from every process, share one
+    session and so its warm Python workers; another parallelism (which a
+    query's state records in its checkpoint) gets a session of its own.
+    """
     directory = server_dir()
+    record = read_record(directory)
+    if record is None or any(warm.record != record for warm in _sessions.values()):
+        _sessions.clear()
+        record = _reached(directory)
+    want = parallelism or record.parallelism
+    found = _sessions.get(want)
+    if found is None:
+        found = _sessions[want] = WarmSpark(_session(record, shared=want == record.parallelism, parallelism=want),
+                                            want, record, directory)
+    return found
+
+
+def _reached(directory: str) -> ServerRecord:
+    """The record of the server in `directory`, started if need be; this process then holds its lease."""
     make_dirs(directory)
     if others_can_write(directory):
         msg = f"the warm Spark's directory {directory!r} can be changed by other users; make it yours alone (chmod 700)"
         raise FlowsparkRuntimeError(msg)
     with FileLock(os.path.join(directory, LOCK)):
-        record = read_record(directory) or _started(directory)
+        record = read_record(directory)
+        if record is None:
+            check_java()
+            record = _started(directory)
         _take_lease(directory)
+    return record
+
+
+def _session(record: ServerRecord, shared: bool, parallelism: int) -> Any:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    session = ConnectSession.builder.remote(record.url).create()
-    _current = WarmSpark(session, record, directory)
-    return _current
+    session = ConnectSession.builder.remote(record.url if shared else record.private_url).create()
+    session.conf.set("spark.sql.shuffle.partitions", str(parallelism))
+    session.dataSource.register(FlowsparkSource)
+    return session
 
 
 def _started(directory: str) -> ServerRecord:
@@ -86,7 +132,7 @@ def _started(directory: str) -> ServerRecord:
     else:
         supervisor.terminate()
     log = os.path.join(directory, LOG)
-    msg = f"the warm local Spark did not start; its log is {log!r} (set {SWITCH_ENV}=0 to run Spark in this process)"
+    msg = f"the warm local Spark did not start; its log is {log!r} (set {SWITCH_ENV}=0 to run Spark in the run's own process)"
     raise FlowsparkRuntimeError(msg)
 
 
