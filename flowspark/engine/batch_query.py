@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import pickle
 import time
-from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Tuple
 
 import pyarrow as pa
 
 from flowspark.engine import chunks
 from flowspark.engine.batch_state import BatchTime, MemoryHandle
-from flowspark.engine.client_environment import ClientEnvironment
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd
@@ -45,26 +43,14 @@ _PIECE_COLUMN = "piece"
 class SourcePass:
     """`mapInArrow`'s function over the pieces: each piece read and pushed through the fused steps, as the streaming source does."""
 
-    def __init__(self, options: Dict[str, str], lent: Optional[ClientEnvironment]) -> None:
+    def __init__(self, options: Dict[str, str]) -> None:
         self._options = options
-        self._lent = lent
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reader = Reader(self._options)
-        with _lent(self._lent):
-            for batch in batches:
-                for blob in batch.column(_PIECE_COLUMN).to_pylist():
-                    yield from reader.read(ReadTask(pickle.loads(blob)))
-
-
-@contextmanager
-def _lent(environment: Optional[ClientEnvironment]) -> Iterator[None]:
-    """The run's directory and variables for the block, if the tasks run on the warm server (`client_environment`)."""
-    if environment is None:
-        yield
-        return
-    with environment.lent():
-        yield
+        for batch in batches:
+            for blob in batch.column(_PIECE_COLUMN).to_pylist():
+                yield from reader.read(ReadTask(pickle.loads(blob)))
 
 
 class _ChunkRow(NamedTuple):
@@ -78,10 +64,8 @@ class _ChunkRow(NamedTuple):
 class LayerPass:
     """`mapInArrow`'s function over one task's buckets of a stateful layer: its processor handles each bucket once."""
 
-    def __init__(self, plan: Plan, layer: int, groups: Groups, link: DriverLink, metered: bool,
-                 lent: Optional[ClientEnvironment]) -> None:
+    def __init__(self, plan: Plan, layer: int, groups: Groups, link: DriverLink, metered: bool) -> None:
         self._processor = LayerProcessor(plan, layer, groups, link, metered)
-        self._lent = lent
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         buckets: Dict[str, List[_ChunkRow]] = {}
@@ -95,31 +79,27 @@ class LayerPass:
         processor.init(handle)
         now = BatchTime(int(time.time() * 1000))
         rows: List[chunks.Row] = []
-        with _lent(self._lent):
-            for grp in sorted(buckets):
-                handle.bucket = grp
-                rows.extend((row.grp, row.seq, row.kind, row.payload)
-                            for row in processor.handleInputRows((grp,), iter(buckets.pop(grp)), now))
-            processor.close()
+        for grp in sorted(buckets):
+            handle.bucket = grp
+            rows.extend((row.grp, row.seq, row.kind, row.payload)
+                        for row in processor.handleInputRows((grp,), iter(buckets.pop(grp)), now))
+        processor.close()
         yield chunks.to_arrow(rows)
 
 
 def run_batch(spark: Any, plan: Plan, workers: Plan, link: DriverLink, hub: SourceHub, read: Tuple[Offset, Offset],
-              writer: SinkWriter, groups: Groups, inputs: ExecutorInputs, parallelism: int, metered: bool,
-              lent: Optional[ClientEnvironment] = None) -> None:
+              writer: SinkWriter, groups: Groups, inputs: ExecutorInputs, parallelism: int, metered: bool) -> None:
     """Run the micro-batch the hub read (`read`: its start and end offsets) and the end of input as one batch query.
 
     `workers` is the plan Spark's tasks get (`plan.for_workers`); the
-    writer gets the result as micro-batch 0 and finishes the run.  `lent`
-    is the run's directory and variables, for tasks of a Spark this
-    process did not start (`client_environment`).
+    writer gets the result as micro-batch 0 and finishes the run.
     """
     start, end = read
     pieces: List[Any] = [*hub.partition_data(start, end), InputEnd.EOF]
     table = pa.table({_PIECE_COLUMN: pa.array([pickle.dumps(p, pickle.HIGHEST_PROTOCOL) for p in pieces], pa.binary())})
     options = encode_options(link, workers, groups, inputs, hub=True, metered=metered)
-    frame = spark.createDataFrame(table).mapInArrow(SourcePass(options, lent), SCHEMA_DDL)
+    frame = spark.createDataFrame(table).mapInArrow(SourcePass(options), SCHEMA_DDL)
     for layer in range(1, plan.depth + 1):
-        frame = frame.repartition(parallelism, "grp").mapInArrow(LayerPass(workers, layer, groups, link, metered, lent), SCHEMA_DDL)
+        frame = frame.repartition(parallelism, "grp").mapInArrow(LayerPass(workers, layer, groups, link, metered), SCHEMA_DDL)
     writer(frame, 0)
     hub.commit(end)

@@ -307,9 +307,31 @@ def start_supervisor(directory: str) -> subprocess.Popen[bytes]:
                             cwd=directory)
 
 
+def stop(directory: str) -> Optional[ServerRecord]:
+    """Stop the server recorded in `directory` (its supervisor stops its JVM); the record of the one stopped, if any."""
+    record = read_record(directory)
+    if record is not None:
+        os.kill(record.supervisor, signal.SIGTERM)
+    return record
+
+
+USAGE = f"""usage: python -m {__name__} [--stop | --status]
+
+  --status  say whether this installation's warm local Spark runs, and where its files are
+  --stop    stop it (the next run that needs it starts it again)
+"""
+
+
 def main(argv: List[str]) -> int:
-    if len(argv) != 1:
-        print(f"usage: python -m {__name__} DIR", file=sys.stderr)
+    """`--status`, `--stop`, or (for a run that starts a server) the supervisor of the server in the directory given."""
+    if argv == ["--status"] or argv == ["--stop"]:
+        directory = server_dir()
+        record = stop(directory) if argv == ["--stop"] else read_record(directory)
+        state = "not running" if record is None else f"{'stopped' if argv == ['--stop'] else 'running'}: supervisor pid {record.supervisor}, JVM pid {record.jvm}, port {record.port}"
+        print(f"warm local Spark {state}; its files: {directory}")
+        return 0
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(USAGE, file=sys.stderr, end="")
         return 2
     return Supervisor(argv[0]).run()
 

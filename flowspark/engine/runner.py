@@ -47,7 +47,7 @@ from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
 from flowspark.engine.warm_up import warm_python_workers
-from flowspark.engine.worker_prints import PRINT_CALL, write_prints
+from flowspark.engine.worker_prints import ERROR_PRINT_CALL, PRINT_CALL, write_error_prints, write_prints
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import traced_run
 
@@ -235,6 +235,8 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
         if driver is not None:
             _close_after(ex, driver, None)
         raise
+    if spark.lent is not None and driver is not None:
+        driver.server.lend(spark.lent)
     if not spark.remote:
         quiet_proxy_failures()
     if driver is not None and driver.ends_at_once:
@@ -296,6 +298,7 @@ def _driver_side(server: DriverServer, plan: Plan, config: RunConfig, parallelis
     if metrics is not None:
         server.register("metrics", metrics.add)
     server.register(PRINT_CALL, write_prints)
+    server.register(ERROR_PRINT_CALL, write_error_prints)
     box = FailureBox(server)
     hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
                     workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
@@ -336,7 +339,7 @@ def _run_as_batch(plan: Plan, config: RunConfig, spark: RunSpark, driver: _Drive
         with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
             try:
                 run_batch(spark.session, plan, for_workers(plan), driver.server.link, driver.hub, driver.first_read, writer,
-                          groups, inputs, spark.parallelism, metered=metrics is not None, lent=spark.lent)
+                          groups, inputs, spark.parallelism, metered=metrics is not None)
             except Exception as ex:
                 error = _failure(plan, checkpoint, driver.box, ex, driver.server.failure, writer.failure)
                 if error is None:
@@ -380,6 +383,8 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
     """
     if driver is None:
         driver = _driver_side(_driver_server(spark, config.driver_link_port), plan, config, spark.parallelism, metrics)
+        if spark.lent is not None:
+            driver.server.lend(spark.lent)
     hub = driver.hub
     writer: Optional[SinkWriter] = None
     try:

@@ -32,6 +32,15 @@ op.output("out", counts, StdOutSink())
 seen = Dataflow("seen")
 where = op.input("inp", seen, TestingSource(["x"]))
 op.output("out", op.map("look", where, lambda _: (os.getcwd(), os.environ.get("FLOWSPARK_TEST_VALUE"))), StdOutSink())
+
+def warn(item):
+    import logging, warnings
+    logging.getLogger("user").warning("logged %s", item)
+    warnings.warn(f"warned {item}")
+    return item
+
+noisy = Dataflow("noisy")
+op.output("out", op.map("warn", op.input("inp", noisy, TestingSource(["x"])), warn), StdOutSink())
 '''
 
 
@@ -96,6 +105,14 @@ def test_a_run_lends_its_directory_and_variables_to_the_servers_tasks(warm_dir: 
     done = _run(tmp_path, "warm_flows:seen", FLOWSPARK_TEST_VALUE="from the run")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [repr((str(tmp_path), "from the run"))]
+
+
+def test_what_a_step_writes_to_standard_error_reaches_the_runs(warm_dir: Path, tmp_path: Path) -> None:
+    done = _run(tmp_path, "warm_flows:noisy")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["x"]
+    assert "logged x" in done.stderr
+    assert "warned x" in done.stderr
 
 
 def test_the_server_stops_once_no_run_has_used_it_for_the_idle_time(warm_dir: Path, tmp_path: Path) -> None:
