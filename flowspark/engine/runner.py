@@ -35,8 +35,9 @@ from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import OutputStash, SinkWriter
 from flowspark.engine import snapshot_store
 from flowspark.engine.batch_query import run_batch
+from flowspark.engine.connect_client import check_reachable
 from flowspark.engine.remote_writer import ForwardedBatches, serve_writer
-from flowspark.engine.run_spark import RunSpark, local_parallelism, spark_for, uses_spark_session
+from flowspark.engine.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
 from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
 from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.source_hub import Offset, SourceHub
@@ -74,6 +75,8 @@ class RunConfig:
     """Each source round is an epoch, as with Bytewax's zero epoch interval; else each micro-batch is."""
     spark_ui: bool = False
     """A Spark started for the run serves its UI (`spark.ui.enabled`, unless `conf` says otherwise)."""
+    remote: Optional[str] = None
+    """A Spark Connect server to run on (`sc://host:port/;token=...`), instead of a Spark of the run's own."""
 
     def session_conf(self) -> Dict[str, str]:
         """The Spark settings of a session started for the run: the UI if asked for, then the user's `conf`."""
@@ -189,13 +192,18 @@ def _await_commit(query: Any, checkpoint: Location, batch_id: int, timeout: floa
         time.sleep(0.02 if entry.is_local else 0.2)  # S3 and HDFS: a request or two per look
 
 
-def _wait(plan: Plan, query: Any, checkpoint: Location, server: DriverServer, box: FailureBox, writer: SinkWriter) -> None:
-    """Wait for the end of input or a failure; stop the query; raise the failure, if any."""
+def _wait(plan: Plan, query: Any, checkpoint: Location, server: DriverServer, box: FailureBox, writer: SinkWriter,
+          sees_commits: bool = True) -> None:
+    """Wait for the end of input or a failure; stop the query; raise the failure, if any.
+
+    `sees_commits`: this process can read Spark's commit log (not so for a
+    temporary checkpoint of a Spark Connect server elsewhere).
+    """
     try:
         while not writer.finished.wait(0.05):
             if server.failure is not None or writer.failure is not None or not query.isActive:
                 break
-        if writer.finished.is_set():
+        if writer.finished.is_set() and sees_commits:
             _await_commit(query, checkpoint, writer.last_batch)
     finally:
         if query.isActive:
@@ -230,13 +238,16 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
     driver = _read_first(plan, config, metrics)
     try:
         spark = spark_for(plan, config.parallelism, config.master, config.session_conf(), bool(config.conf),
-                          config.recovery_dir, streaming=driver is None or not driver.ends_at_once)
+                          config.recovery_dir, streaming=driver is None or not driver.ends_at_once, remote=config.remote)
+        _check_shared_recovery(spark, config)
+        if driver is not None:
+            _reachable(spark, config, driver.server)
+            if spark.lent is not None:
+                driver.server.lend(spark.lent)
     except BaseException as ex:
         if driver is not None:
             _close_after(ex, driver, None)
         raise
-    if spark.lent is not None and driver is not None:
-        driver.server.lend(spark.lent)
     if not spark.remote:
         quiet_proxy_failures()
     if driver is not None and driver.ends_at_once:
@@ -312,12 +323,16 @@ def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -
     (`batch_query`); else the streaming query starts from it.  A flow whose
     connectors drive Spark themselves is not read before Spark starts.
     """
-    parallelism = local_parallelism(config.parallelism, config.master)
+    parallelism: Optional[int]
+    if config.remote is not None:
+        host, parallelism = link_host_for(config.remote), config.parallelism or 2
+    else:
+        host, parallelism = "127.0.0.1", local_parallelism(config.parallelism, config.master)
     if parallelism is None or config.recovery_dir is not None or uses_spark_session(plan):
         return None
     if any(reads_in_executors(step.config.source) for step in plan.inputs):
         return None
-    driver = _driver_side(DriverServer("127.0.0.1", port=config.driver_link_port), plan, config, parallelism, metrics)
+    driver = _driver_side(DriverServer(host, port=config.driver_link_port), plan, config, parallelism, metrics)
     try:
         driver.first_read = driver.hub.prime()
     except BaseException as ex:
@@ -366,12 +381,36 @@ def _writer(plan: Plan, config: RunConfig, checkpoint: Location, driver: _Driver
 
 
 def _driver_server(spark: RunSpark, port: int) -> DriverServer:
-    """The driver link's server: on loopback when Spark runs on this machine, where Spark's driver listens otherwise."""
+    """The driver link's server: on loopback when Spark runs on this machine, where a Spark Connect server reaches
+    this machine, or where Spark's driver listens."""
     if spark.local:
         return DriverServer("127.0.0.1", port=port)
+    if spark.remote:
+        return DriverServer(spark.link_host, port=port)
     conf = spark.context.getConf()
     host = conf.get("spark.driver.host")
     return DriverServer(conf.get("spark.driver.bindAddress", host), advertised_host=host, port=port)
+
+
+def _check_shared_recovery(spark: RunSpark, config: RunConfig) -> None:
+    """Refuse a recovery directory on this machine's disk for a run on a Spark Connect server elsewhere.
+
+    Both sides write there: the server its checkpoint, this process the
+    sinks' ledger, so it must be storage both see.
+    """
+    if not spark.remote or spark.local or config.recovery_dir is None:
+        return
+    if parse_location(config.recovery_dir).scheme is Scheme.LOCAL:
+        msg = (f"recovery directory {config.recovery_dir!r} is on this machine, but the Spark Connect server at "
+               f"{(config.remote or '').split(';')[0]} runs elsewhere and keeps the flow's state there: give -r an "
+               "s3:// or hdfs:// URI both reach")
+        raise FlowsparkRuntimeError(msg)
+
+
+def _reachable(spark: RunSpark, config: RunConfig, server: DriverServer) -> None:
+    """Refuse a run on a Spark Connect server elsewhere whose tasks can't reach the driver link (`check_reachable`)."""
+    if spark.remote and not spark.local and config.remote is not None:
+        check_reachable(spark.session, server.link.host, server.link.port, config.remote)
 
 
 def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Location,
@@ -383,6 +422,7 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
     """
     if driver is None:
         driver = _driver_side(_driver_server(spark, config.driver_link_port), plan, config, spark.parallelism, metrics)
+        _reachable(spark, config, driver.server)
         if spark.lent is not None:
             driver.server.lend(spark.lent)
     hub = driver.hub
@@ -408,7 +448,8 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
         queries.append(query)
         if metrics is not None:
             metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))
-        _wait(plan, query, checkpoint, driver.server, driver.box, writer)
+        _wait(plan, query, checkpoint, driver.server, driver.box, writer,
+              sees_commits=spark.local or not spark.remote or config.recovery_dir is not None)
         if config.progress is not None:
             config.progress.finish()
     except BaseException as ex:

@@ -138,6 +138,11 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
         "spark.driver.memory": os.environ.get("FLOWSPARK_DRIVER_MEMORY", "2g"),
         "spark.executor.defaultJavaOptions": "-Xss16m",
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # Each micro-batch's state commit writes the batch's changes as a
+        # log, not a new snapshot of RocksDB (flush, new files, upload);
+        # snapshots are taken in the background.  An existing checkpoint
+        # resumes either way.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Checkpoints live on a local (or mounted) filesystem, where a
         # rename is atomic anyway; the default FileContext manager forks
         # `readlink` for every checkpoint file it renames (about 650 forks

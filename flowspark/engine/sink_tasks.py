@@ -213,16 +213,15 @@ class SinkJob:
 
     def run(self, frame: Any) -> Tuple[pa.Table, List[PartWritten]]:
         """Run the job on the micro-batch `frame`: the rows bound for the driver, and what the tasks wrote."""
-        from pyspark.sql import functions as F
-
         if self.stale:
             empty = chunks.dumps([])
             touch = [(sink_part_group(index, part, ""), 0, chunks.DATA, empty) for index, part in self.stale]
             frame = frame.union(frame.sparkSession.createDataFrame(pa.Table.from_batches([chunks.to_arrow(touch)])))
-        routes = F.create_map(*[F.lit(v) for pair in self.route.items() for v in pair])
-        prefix = F.substring_index(F.col("grp"), "@", 1)
-        route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self.default_route)).cast("int")
-        table = frame.withColumn("route", route).repartition(self.tasks, "route").mapInArrow(self.work, SCHEMA_DDL).toArrow()
+        # SQL text, which a classic and a Spark Connect frame read alike; the
+        # prefixes are flowspark's own group names (`sink_part_prefix`).
+        routes = ", ".join(f"'{prefix}', {value}" for prefix, value in self.route.items())
+        route = f"cast(coalesce(try_element_at(map({routes}), substring_index(grp, '@', 1)), {self.default_route}) as int) as route"
+        table = frame.selectExpr("*", route).repartition(self.tasks, "route").mapInArrow(self.work, SCHEMA_DDL).toArrow()
         grps = table.column("grp")
         reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
         written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]

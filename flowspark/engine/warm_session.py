@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import IO, Any, Dict, Optional
 
+from flowspark.engine.connect_client import connect, forget
 from flowspark.engine.connect_server import LEASE, LOCK, LOG, READY_SECONDS, FileLock, ServerRecord, open_private, read_record, server_dir, start_supervisor
 from flowspark.engine.java_check import check_java
 from flowspark.engine.private_files import make_dirs, others_can_write
-from flowspark.engine.spark_format import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
 SWITCH_ENV = "FLOWSPARK_WARM_SPARK"
@@ -84,6 +84,9 @@ def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
     directory = server_dir()
     record = read_record(directory)
     if record is None or any(warm.record != record for warm in _sessions.values()):
+        for warm in _sessions.values():
+            forget(warm.record.url)
+            forget(warm.record.private_url)
         _sessions.clear()
         record = _reached(directory)
     want = parallelism or record.parallelism
@@ -110,12 +113,7 @@ def _reached(directory: str) -> ServerRecord:
 
 
 def _session(record: ServerRecord, shared: bool, parallelism: int) -> Any:
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    session = ConnectSession.builder.remote(record.url if shared else record.private_url).create()
-    session.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-    session.dataSource.register(FlowsparkSource)
-    return session
+    return connect(record.url if shared else record.private_url, parallelism).session
 
 
 def _started(directory: str) -> ServerRecord:
