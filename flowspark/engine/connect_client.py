@@ -10,8 +10,10 @@ the address this machine uses to reach it (`driver_link_host`).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import socket
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import urlsplit
@@ -58,12 +60,15 @@ def connect(url: str, parallelism: Optional[int] = None) -> Connected:
 
     # The client logs every failed query as JSON on stderr; flowspark reports the run's errors itself.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    # The client warns when it gives up retrying, as well as raising: the error says it once.
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
     try:
         session = ConnectSession.builder.remote(url).create()
+        _bounded_retries(session, host in _LOOPBACK)
+        atexit.register(_close_quietly, session)
         cores = parallelism or _cores(session)
     except Exception as ex:
-        first_line = (str(ex).strip().splitlines() or [type(ex).__name__])[0]
-        msg = f"could not reach the Spark Connect server at {url.split(';')[0]}: {first_line[:300]}"
+        msg = f"could not reach the Spark Connect server at {url.split(';')[0]}: {_reason(ex)[:300]}"
         raise FlowsparkRuntimeError(msg) from None
     found = _sessions.get((url, cores))
     if found is not None:
@@ -72,6 +77,47 @@ def connect(url: str, parallelism: Optional[int] = None) -> Connected:
     session.dataSource.register(FlowsparkSource)
     found = _sessions[url, cores] = Connected(session, cores, host)
     return found
+
+
+RETRY_SECONDS_LOCAL = 5.0
+RETRY_SECONDS_ELSEWHERE = 60.0
+"""About how long a call keeps retrying a server that does not answer: one on this machine that stops answering
+has stopped; one elsewhere may be across a network hiccup."""
+
+
+def _bounded_retries(session: Any, local: bool) -> None:
+    """Retry a server that does not answer for `RETRY_SECONDS_*`, not the client's default ten minutes, which would hold a run (and a process's exit) that long."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    seconds = RETRY_SECONDS_LOCAL if local else RETRY_SECONDS_ELSEWHERE
+    retries = 4 if local else 8
+    session.client.set_retry_policies([DefaultPolicy(max_retries=retries, initial_backoff=100, backoff_multiplier=2.0,
+                                                     max_backoff=int(seconds * 1000 / retries * 2),
+                                                     max_server_retry_delay=int(seconds * 1000))])
+
+
+def _close_quietly(session: Any) -> None:
+    """At exit: close the session's channel, so that the client's own exit hook sends the server nothing.
+
+    That hook's clean-up call would wait out the retries if the server is
+    gone; the server keeps the shared session for the user's other
+    processes either way.
+    """
+    try:
+        session.client.close()
+    except Exception:
+        pass
+
+
+def _reason(error: BaseException) -> str:
+    """What a failed call to a server says, in one line: gRPC's details (of the error or what it wraps), else its first line."""
+    current: Optional[BaseException] = error
+    while current is not None:
+        details = getattr(current, "details", None)
+        if callable(details):
+            return str(details()).strip().splitlines()[0] if str(details()).strip() else type(current).__name__
+        current = current.__cause__ or current.__context__
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def forget(url: str) -> None:
