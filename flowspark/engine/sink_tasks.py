@@ -51,6 +51,7 @@ from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.failures import StepFailure, built, reported_to
 from flowspark.engine.metrics import Count, Meter, Reading, Timing, worker_index
 from flowspark.engine.plan import Plan
+from flowspark.engine.sink_batch import SinkBatch, writing
 from flowspark.engine.spark_format import SCHEMA_DDL
 from flowspark.outputs import FixedPartitionedSink
 
@@ -119,6 +120,8 @@ class BatchWrite:
     """One micro-batch's work for `mapInArrow`, shipped to its tasks: write the sink partitions among their rows."""
 
     outputs: Dict[int, TaskOutput]
+    batch: SinkBatch
+    """The micro-batch, which its partitions' writes see (`sink_batch`)."""
     write: bool
     """False for a batch the ledger already has: its tasks only pass the driver's rows on."""
     resume: Snapshots
@@ -144,7 +147,7 @@ class BatchWrite:
             return
         meter = Meter(self._report) if self.metered and self.link is not None else None
         guard: ContextManager[None] = nullcontext() if self.link is None else reported_to(self.link)
-        with guard:
+        with guard, writing(self.batch):
             written = [self._write_part(index, part, sorted(rows, key=_row_order), meter)
                        for (index, part), rows in sorted(mine.items())]
         if meter is not None:
@@ -247,10 +250,10 @@ class SinkTasks:
         self._unbuilt: Set[Tuple[int, int]] = set(slots)
         """Partitions no written batch of this run has built yet (those with a snapshot are built to cut back)."""
 
-    def job(self, fresh: bool, resume: Snapshots) -> SinkJob:
-        """The job of a micro-batch whose sinks stand at `resume`; only a `fresh` one (not yet in the ledger) writes."""
+    def job(self, batch: SinkBatch, fresh: bool, resume: Snapshots) -> SinkJob:
+        """The job of micro-batch `batch`, whose sinks stand at `resume`; only a `fresh` one (not yet in the ledger) writes."""
         stale = tuple((i, p) for i, p in sorted(self._unbuilt) if fresh and self._snapshot(resume, i, p) is not None)
-        work = BatchWrite(self.outputs, fresh, resume, self._link, self._metered)
+        work = BatchWrite(self.outputs, batch, fresh, resume, self._link, self._metered)
         return SinkJob(work, self._tasks, dict(self._route), self._default_route, stale)
 
     def _snapshot(self, resume: Snapshots, index: int, part: int) -> Any:

@@ -13,7 +13,10 @@ directory records the last written batch id and the snapshot of every
 crash is skipped, or (if the crash hit mid-write) rewritten from partitions
 rebuilt at the previous snapshot, which is how `FileSink` avoids duplicates.
 A `MicroBatchSink` gets the whole batch at once with its id and the run's
-id (kept beside the ledger), so it can make a rewrite replace the first try.
+id (kept beside the ledger), so it can make a rewrite replace the first try;
+partitions written here or in the tasks can read both (`sink_batch`), so
+that one which can't cut back (a database table) can skip a batch it
+already committed.
 When the run keeps one worker's order (`Plan.ordered`), each output's and
 tap's runs of items from every task are put in that order first (`order`).
 """
@@ -38,6 +41,7 @@ from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
 from flowspark.engine.route import check_keyed, split_by_part
+from flowspark.engine.sink_batch import SinkBatch, writing
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
 from flowspark.engine.sink_tasks import PartWritten, SinkJob, SinkTasks
 from flowspark.engine.storage import Location
@@ -240,7 +244,8 @@ class SinkWriter:
         try:
             # The sink job starts from the snapshots the last write committed.
             self._settle()
-            return self._tasks.job(batch_id > self._ledger.batch, self._ledger.snapshots)
+            batch = SinkBatch(self._ledger.run_id, batch_id)
+            return self._tasks.job(batch, batch_id > self._ledger.batch, self._ledger.snapshots)
         except BaseException as ex:
             self.failed(ex)
             raise
@@ -280,7 +285,7 @@ class SinkWriter:
                      trace: BatchTrace) -> None:
         """Write a batch's rows (`table`) and what the tasks wrote (`away`); end its span."""
         try:
-            with trace.active(), collector_paused():
+            with trace.active(), collector_paused(), writing(SinkBatch(self._ledger.run_id, batch_id)):
                 rows = zip(*(table.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names))
                 self._write(rows, batch_id, away, stashed)
         except BaseException as ex:
