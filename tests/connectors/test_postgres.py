@@ -12,6 +12,8 @@ import os
 import re
 import time
 import uuid
+from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -117,6 +119,22 @@ def test_a_replayed_micro_batch_writes_nothing_and_a_new_run_writes_again(postgr
     # Another recovery directory is another run: its batch 0 is written.
     assert _write(sink, SinkBatch(run + "b", 0), [(1,)]) == 0
     assert sorted(pg_query(postgres, f"SELECT n FROM {table}")) == [(1,), (1,), (2,), (3,)]
+
+
+@pytest.mark.parametrize("upsert_on", [[], ["id"]], ids=["copy", "upsert"])
+def test_values_are_adapted_as_psycopg_adapts_them(postgres: str, upsert_on: List[str]) -> None:
+    from psycopg.types.json import Jsonb
+
+    table = pg_table(postgres, "id uuid PRIMARY KEY, at timestamptz, amount numeric(9, 2), tags text[], doc jsonb, "
+                               "note text DEFAULT 'default'")
+    row = (uuid.UUID(int=7), datetime(2024, 5, 1, 12, tzinfo=timezone.utc), Decimal("12.50"), ["a", "b"],
+           Jsonb({"n": [1, 2]}))
+    sink = PostgresSink(postgres, table, ["id", "at", "amount", "tags", "doc", "note"], upsert_on=upsert_on)
+    _write(sink, SinkBatch(uuid.uuid4().hex, 0), [(*row, "it's \\ \"quoted\"\ttabbed\n"), {"id": uuid.UUID(int=8)}])
+    assert _rows(postgres, table) == [
+        (*row[:4], {"n": [1, 2]}, "it's \\ \"quoted\"\ttabbed\n"),
+        (uuid.UUID(int=8), None, None, None, None, None),
+    ]
 
 
 def test_rows_of_a_batch_cut_short_are_rolled_back(postgres: str) -> None:
