@@ -217,6 +217,9 @@ def _wait(plan: Plan, query: Any, checkpoint: Location, server: DriverServer, bo
         raise error
 
 
+INPUT_LOG = "flowspark-input"
+"""The folder of the recovery directory where the driver-resident sources' input waits for its micro-batch's commit."""
+
 RESTARTS = 2
 """How many times a run restarts from its checkpoint after a failure inside Spark itself."""
 
@@ -439,6 +442,8 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
         inputs = list_executor_inputs(plan, store, config.max_items_per_batch, config.max_seconds_per_poll,
                                       report=metrics is not None or config.progress is not None)
         hub.expect_remote([(part.step_id, part.name) for part in inputs.parts])
+        if config.recovery_dir is not None:
+            hub.keep_input_in(checkpoint.join(INPUT_LOG))
         names = [here + there for here, there in zip(hub.partition_names(), inputs.partition_names(len(plan.inputs)))]
         groups = check_or_record(checkpoint, plan, names)
         queries: List[Any] = []
