@@ -53,10 +53,12 @@ def _run_with_kills(flow: str, env: Dict[str, str], recovery: str, kills: int, s
 
 
 def _lines(path: Path) -> List[str]:
-    """The sorted lines of an output file, of a `DirSink`'s files, or of every data file of a Spark output directory."""
+    """The sorted lines of an output file, of a `DirSink`'s files, or of every data file of a Spark output directory
+    (partition folders included)."""
     if path.is_file():
         return sorted(path.read_text().splitlines())
-    data = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
+    data = [p for p in path.rglob("*") if p.is_file()
+            and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)]
     if all(p.name.startswith("part_") for p in data):
         return sorted(f"{p.name}|{line}" for p in data for line in p.read_text().splitlines())
     return sorted(json.loads(line)["line"] for p in data for line in p.read_text().splitlines())
@@ -121,6 +123,18 @@ def test_a_dir_sink_written_in_spark_tasks_survives_kills(tmp_path: Path) -> Non
 
 def test_spark_source_and_sink_survive_kills(tmp_path: Path) -> None:
     expected, got, kills = _reference_and_killed("spark_io", tmp_path, 3)
+    assert len(expected) == 60_000 + 50
+    assert got == expected, f"after {kills} kills"
+
+
+def test_spark_partition_folders_with_compaction_survive_kills(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("spark_parts", tmp_path, 3, directory=True)
+    assert len(expected) == 60_000 + 50
+    assert got == expected, f"after {kills} kills"
+
+
+def test_a_spark_catalog_table_survives_kills(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("spark_table", tmp_path, 3, directory=True)
     assert len(expected) == 60_000 + 50
     assert got == expected, f"after {kills} kills"
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import functools
 import re
+from contextlib import contextmanager
 from enum import Enum
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 from pyspark.sql.functions import lit
@@ -39,6 +40,7 @@ __all__ = ["FILE_FORMATS", "SaveMode", "SparkSink"]
 FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "xml", "avro"})
 """Spark's formats whose output folder holds data files and nothing else, which `SparkSink` commits batch by batch."""
 
+_PARTITION_OVERWRITE = "spark.sql.sources.partitionOverwriteMode"
 _S3_SETTINGS = ("spark.hadoop.fs.s3a.endpoint", "spark.hadoop.fs.s3a.endpoint.region",
                 "spark.hadoop.fs.s3a.connection.ssl.enabled")
 
@@ -155,14 +157,16 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
     @override
     def write_micro_batch(self, step_id: str, batch_id: int, run_id: str, items: List[Mapping[str, Any]]) -> None:
         spark = current_run(step_id).spark
-        frame = spark.createDataFrame(self._arrow(step_id, items), schema=struct(self.schema))
+        # One task writes the batch: one file per partition value, and into an
+        # unpartitioned table a commit that is a single file's rename.
+        frame = spark.createDataFrame(self._arrow(step_id, items), schema=struct(self.schema)).coalesce(1)
         try:
             if self.table is not None:
                 self._write_table(spark, step_id, batch_id, run_id, frame, len(items))
             elif self._commits_files():
                 commits = self._folder(spark, step_id, run_id)
                 read = functools.partial(self._read_files, spark)
-                commits.write(frame.coalesce(1), batch_id, self._write_files, read, self.compact_every)
+                commits.write(frame, batch_id, self._write_files, read, self.compact_every)
             else:
                 self._writer(frame).mode("append" if self.mode is SaveMode.APPEND else "overwrite").save()
         except (FlowsparkRuntimeError, TypeError):
@@ -230,6 +234,20 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
         self._checked[key] = False
         writer = table_commit.aligned(step_id, frame, name, columns).write
         if self.mode is SaveMode.OVERWRITE_PARTITIONS:
-            writer = writer.option("partitionOverwriteMode", "dynamic")
-        writer.insertInto(name, overwrite=self.mode is not SaveMode.APPEND)
+            # `insertInto` goes by the session's setting, not the writer's option.
+            with _session_setting(spark, _PARTITION_OVERWRITE, "dynamic"):
+                writer.insertInto(name, overwrite=True)
+        else:
+            writer.insertInto(name, overwrite=self.mode is SaveMode.OVERWRITE)
         self._checked[key] = True
+
+
+@contextmanager
+def _session_setting(spark: Any, key: str, value: str) -> Iterator[None]:
+    """The session's setting `key` is `value` within the block."""
+    previous = spark.conf.get(key)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        spark.conf.set(key, previous)
