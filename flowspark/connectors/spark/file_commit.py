@@ -67,7 +67,7 @@ class CommitRecord:
     removes: Tuple[str, ...]
     """Files the commit replaces (a compaction's small files)."""
     uncompacted: Tuple[str, ...]
-    """Data files written since the last compaction, which the next one rewrites."""
+    """Data files written since the last compaction, which the next one rewrites (none without compaction)."""
     batches_since_compaction: int
     done: bool
     """Every move and removal is made."""
@@ -147,10 +147,13 @@ class FolderCommits:
                 return
             last = self._record
             moves = self._stage(frame, f"batch-{batch_id}", write, f"part-{self._run_id}-{batch_id:010d}")
+            if compact_every is None:
+                self._commit(CommitRecord(batch_id, moves, (), (), 0, done=False))
+                return
             uncompacted = (last.uncompacted if last else ()) + tuple(final for _, final in moves)
             since = (last.batches_since_compaction if last else 0) + 1
             self._commit(CommitRecord(batch_id, moves, (), uncompacted, since, done=False))
-            if compact_every is not None and since >= compact_every:
+            if since >= compact_every:
                 self._compact(batch_id, write, read)
         except BaseException:
             # What this process knows may be behind the record: read it again before the next write.

@@ -129,7 +129,7 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
             raise ValueError(msg)
         self._commits: Dict[Tuple[str, str], FolderCommits] = {}
         self._checked: Dict[Tuple[str, str], bool] = {}
-        """Which runs and steps have had their table checked for a replayed batch in this process."""
+        """Which runs and steps have had their table checked for a replayed batch in this process (`table_commit`)."""
 
     def _commits_files(self) -> bool:
         """Whether batches are committed into a folder of plain files (`file_commit`)."""
@@ -216,7 +216,7 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
             frame = frame.withColumn(column, lit(tag))
         if not spark.catalog.tableExists(name):
             format = self.format or spark.conf.get("spark.sql.sources.default")
-            has_files = "path" in self.options and storage.is_dir(self._location(spark))
+            has_files = bool(self.partition_by) and "path" in self.options and storage.is_dir(self._location(spark))
             table_commit.create_table(spark, name, frame.schema, format, self.options, self.partition_by, has_files)
         columns = spark.table(name).schema
         if column is not None and column.lower() not in {field.name.lower() for field in columns.fields}:
@@ -227,10 +227,10 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
             )
             raise FlowsparkRuntimeError(msg)
         key = (run_id, step_id)
-        if column is not None and not self._checked.get(key):
-            if table_commit.replayed(step_id, spark, name, column, tag, rows):
-                self._checked[key] = True
-                return
+        if column is not None and not self._checked.get(key) and table_commit.replayed(step_id, spark, name, column, tag, rows):
+            self._checked[key] = True
+            return
+        # Until the insert returns, the next write checks again: a failed insert may have reached the table.
         self._checked[key] = False
         writer = table_commit.aligned(step_id, frame, name, columns).write
         if self.mode is SaveMode.OVERWRITE_PARTITIONS:

@@ -55,7 +55,7 @@ def create_table(spark: Any, table: str, columns: StructType, format: str, optio
     the session ends, as Spark's default in-memory one does, and a run that
     resumes), the table is made over them, partitions included, where
     Spark's create-as-select refuses a folder that is not empty.
-    `has_files` says whether the `path` folder exists already.
+    `has_files` says whether the `path` folder of a partitioned table exists already.
     """
     if not re.fullmatch(r"[A-Za-z0-9_.]+", format):
         msg = f"a table's format is a data source name, as in 'parquet' or 'org.apache.spark.sql.avro'; got {format!r}"
