@@ -184,8 +184,16 @@ class FolderCommits:
         sink's folder), to its name made of `stem` and the file's number in the batch."""
         staging = self._root.join(self._own, "staging", name)
         write(frame, staging.hadoop_uri)
+        files = _data_files(staging)
+        if not files:
+            msg = (
+                f"step {self._step_id!r}: Spark wrote the micro-batch into {str(staging)!r}, where this process finds no "
+                "data file: the folder must be the same one here as where Spark writes (with a Spark Connect server "
+                "on another machine, a path both mount, or s3:// or hdfs://)"
+            )
+            raise FlowsparkRuntimeError(msg)
         return tuple((posixpath.join(self._own, "staging", name, file), _final_name(file, f"{stem}-{n:05d}"))
-                     for n, file in enumerate(_data_files(staging)))
+                     for n, file in enumerate(files))
 
     def _commit(self, record: CommitRecord) -> None:
         """Record `record` (the commit point), then make its moves and removals."""

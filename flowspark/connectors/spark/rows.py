@@ -18,12 +18,10 @@ def first_line(ex: BaseException) -> str:
     return str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
 
 
-def struct(schema: Schema) -> Optional[StructType]:
-    """`schema` as a `StructType`, parsed if it is a DDL string."""
+def struct(schema: Schema, spark: Any) -> Optional[StructType]:
+    """`schema` as a `StructType`: a DDL string is parsed by the session `spark` (classic or Spark Connect alike)
+    as `createDataFrame` takes it, so a lone type (`"string"`) is one column named `value`."""
     if not isinstance(schema, str):
         return schema
-    parsed = StructType.fromDDL(schema)
-    if not isinstance(parsed, StructType):
-        msg = f"a schema must describe columns, as in 'name string, n long'; got {schema!r}"
-        raise ValueError(msg)
+    parsed: StructType = spark.createDataFrame([], schema).schema
     return parsed

@@ -22,8 +22,8 @@ from enum import Enum
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
-from pyspark.sql.functions import lit
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 from typing_extensions import override
 
 from flowspark.connectors.spark import table_commit
@@ -92,8 +92,6 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
     (compaction reads them back, so it needs `schema`).
     """
 
-    uses_spark_session = True
-
     def __init__(
         self,
         format: Optional[str] = None,
@@ -127,6 +125,7 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
         if compact_every is not None and (compact_every < 2 or schema is None):
             msg = f"SparkSink's compact_every needs a count of at least 2 and a `schema` to read the files back; got {compact_every!r}"
             raise ValueError(msg)
+        self._parsed: Optional[StructType] = None
         self._commits: Dict[Tuple[str, str], FolderCommits] = {}
         self._checked: Dict[Tuple[str, str], bool] = {}
         """Which runs and steps have had their table checked for a replayed batch in this process (`table_commit`)."""
@@ -136,12 +135,17 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
         return (self.table is None and self.mode is SaveMode.APPEND and "path" in self.options
                 and (self.format or "").lower() in FILE_FORMATS)
 
-    def _arrow(self, step_id: str, items: List[Mapping[str, Any]]) -> pa.Table:
+    def _columns(self, spark: Any) -> Optional[StructType]:
+        """The `schema` as a `StructType`, parsed by the session once."""
+        if self._parsed is None:
+            self._parsed = struct(self.schema, spark)
+        return self._parsed
+
+    def _arrow(self, step_id: str, items: List[Mapping[str, Any]], fixed: Optional[StructType]) -> pa.Table:
         for item in items:
             if not isinstance(item, Mapping):
                 msg = f"step {step_id!r}: `SparkSink` writes `dict` items (column name to value); got {item!r}"
                 raise TypeError(msg)
-        fixed = struct(self.schema)
         try:
             if fixed is None:
                 return pa.Table.from_pylist(list(items))
@@ -159,7 +163,8 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
         spark = current_run(step_id).spark
         # One task writes the batch: one file per partition value, and into an
         # unpartitioned table a commit that is a single file's rename.
-        frame = spark.createDataFrame(self._arrow(step_id, items), schema=struct(self.schema)).coalesce(1)
+        fixed = self._columns(spark)
+        frame = spark.createDataFrame(self._arrow(step_id, items, fixed), schema=fixed).coalesce(1)
         try:
             if self.table is not None:
                 self._write_table(spark, step_id, batch_id, run_id, frame, len(items))
@@ -192,7 +197,7 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
 
     def _read_files(self, spark: Any, files: List[str], base: str) -> Any:
         options = {k: v for k, v in self.options.items() if k != "path"}
-        reader = spark.read.format(self.format).options(**options).option("basePath", base).schema(struct(self.schema))
+        reader = spark.read.format(self.format).options(**options).option("basePath", base).schema(self._columns(spark))
         return reader.load(files)
 
     def _folder(self, spark: Any, step_id: str, run_id: str) -> FolderCommits:
@@ -213,7 +218,7 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
         column = self.batch_column if self.mode is SaveMode.APPEND else None
         tag = table_commit.batch_tag(run_id, batch_id)
         if column is not None:
-            frame = frame.withColumn(column, lit(tag))
+            frame = table_commit.tagged(frame, column, tag)
         if not spark.catalog.tableExists(name):
             format = self.format or spark.conf.get("spark.sql.sources.default")
             has_files = bool(self.partition_by) and "path" in self.options and storage.is_dir(self._location(spark))

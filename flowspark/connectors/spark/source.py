@@ -180,7 +180,7 @@ class SparkSource(FixedPartitionedSource[Row, SpoolPosition]):
         try:
             reader = spark.readStream.format(self.format).options(**self.options)
             if self.schema is not None:
-                reader = reader.schema(struct(self.schema))
+                reader = reader.schema(struct(self.schema, spark))
             writer = reader.load().writeStream.foreachBatch(_Spooler(spool))
             if self.tail:
                 writer = writer.trigger(processingTime=f"{self.interval.total_seconds()} seconds")

@@ -17,7 +17,10 @@ the table's rows of that batch:
   table without a log can't undo that, so the run stops and says which
   rows to delete before resuming.
 
-The count reads the table's batch column, once per run start.
+The count reads the table's batch column, once per run start.  Columns
+are given as SQL text, which a classic and a Spark Connect session read
+alike (`pyspark.sql.functions` builds classic columns unless the process
+was set up for Spark Connect).
 """
 
 from __future__ import annotations
@@ -25,12 +28,11 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List
 
-from pyspark.sql.functions import lit
 from pyspark.sql.types import StructType
 
 from flowspark.errors import FlowsparkRuntimeError
 
-__all__ = ["aligned", "batch_tag", "create_table", "replayed"]
+__all__ = ["aligned", "batch_tag", "create_table", "replayed", "tagged"]
 
 
 def batch_tag(run_id: str, batch_id: int) -> str:
@@ -82,16 +84,21 @@ def aligned(step_id: str, frame: Any, table: str, columns: StructType) -> Any:
     if unknown:
         msg = f"step {step_id!r}: table {table!r} has no column {unknown!r} (its columns: {columns.simpleString()})"
         raise TypeError(msg)
-    return frame.select([
-        frame[mine[field.name.lower()]].alias(field.name) if field.name.lower() in mine
-        else lit(None).cast(field.dataType).alias(field.name)
+    return frame.selectExpr(*(
+        f"{_name(mine[field.name.lower()]) if field.name.lower() in mine else f'CAST(NULL AS {field.dataType.simpleString()})'}"
+        f" AS {_name(field.name)}"
         for field in columns.fields
-    ])
+    ))
+
+
+def tagged(frame: Any, column: str, tag: str) -> Any:
+    """`frame` with the batch column, holding `tag` in every row."""
+    return frame.selectExpr("*", f"{_text(tag)} AS {_name(column)}")
 
 
 def replayed(step_id: str, spark: Any, table: str, column: str, tag: str, rows: int) -> bool:
     """Whether `table` holds every one of the `rows` rows of the batch `tag` already; an error if it holds some."""
-    found = spark.table(table).where(spark.table(table)[column] == lit(tag)).count()
+    found = spark.table(table).where(f"{_name(column)} = {_text(tag)}").count()
     if found in (0, rows):
         return bool(found)
     msg = (

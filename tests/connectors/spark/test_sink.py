@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_module
 
 import flowspark.operators as op
 from flowspark.connectors.spark import SaveMode, SparkSink
 from flowspark.dataflow import Dataflow
+from flowspark.engine.connect_server import DIR_ENV, IDLE_ENV, RECORD
 from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.session import get_session
+from flowspark.engine.warm_session import SWITCH_ENV, WarmMode
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSource, run_main
@@ -264,6 +270,53 @@ def test_a_spark_error_names_the_step_and_the_output(tmp_path: Path, run_context
 def test_bad_arguments_are_refused_when_the_sink_is_made(kwargs: Dict[str, Any], cause: str) -> None:
     with pytest.raises(ValueError, match=cause):
         SparkSink(**kwargs)
+
+
+CONNECT_FLOW = """
+import os
+import flowspark.operators as op
+from flowspark.connectors.spark import SparkSink
+from flowspark.dataflow import Dataflow
+from flowspark.testing import TestingSource
+
+out = os.environ["CONNECT_OUT"]
+flow = Dataflow("connect")
+rows = op.input("inp", flow, TestingSource([{"user": f"u{i % 3}", "n": i} for i in range(50)], int(os.environ["BATCH"])))
+op.output("files", rows, SparkSink("parquet", {"path": f"{out}/files"}, "user string, n long", partition_by=["user"],
+                                   compact_every=2))
+op.output("table", rows, SparkSink("json", {"path": f"{out}/table"}, "user string, n long", table=os.environ["TABLE"]))
+"""
+
+
+def _json_rows(path: Path) -> List[Dict[str, Any]]:
+    rows = [json.loads(line) for name in _data_files(path) for line in (path / name).read_text().splitlines()]
+    return sorted(rows, key=lambda row: row["n"])
+
+
+def test_flows_write_through_the_warm_spark_connect_server(tmp_path: Path) -> None:
+    servers = tmp_path / "servers"
+    (tmp_path / "connect_flow.py").write_text(CONNECT_FLOW)
+    env = dict(os.environ, **{DIR_ENV: str(servers), IDLE_ENV: "120"})
+    env.pop(SWITCH_ENV, None)
+    runs = {
+        # A streaming run with a recovery directory, sent to the warm server.
+        "streaming": (["-r", str(tmp_path / "recovery")], {SWITCH_ENV: WarmMode.ALL.value, "BATCH": "7"}),
+        # A run whose input ends at its first read: one batch query, on the warm server by default.
+        "bounded": ([], {"BATCH": "50"}),
+    }
+    try:
+        for name, (args, more) in runs.items():
+            done = run_module("flowspark.run", f"{tmp_path / 'connect_flow.py'}:flow", *args, cwd=tmp_path, timeout=300,
+                              env=dict(env, CONNECT_OUT=str(tmp_path / name), TABLE=f"events_{name}", **more))
+            assert done.returncode == 0, done.stderr
+            assert list(servers.glob(f"*/{RECORD}")), "the run went to the warm server"
+            expected = _events(0, 50)
+            assert _read("parquet", tmp_path / name / "files") == expected
+            assert [{"user": r["user"], "n": r["n"]} for r in _json_rows(tmp_path / name / "table")] == expected
+    finally:
+        for record in servers.glob(f"*/{RECORD}"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(json.loads(record.read_text())["supervisor"], signal.SIGTERM)
 
 
 def test_sink_outside_a_run_is_refused() -> None:
