@@ -54,7 +54,7 @@ class Sink(ABC, Generic[X]):  # noqa: B024
     """
 
     uses_spark_session: ClassVar[bool] = False
-    """Whether the sink drives Spark itself, through the run's own session (`flowspark.connectors.spark`).
+    """Whether the sink drives Spark itself, through a classic session in the run's own process.
 
     A run with such a sink starts its Spark session in the user's process,
     before any of its partitions is built, as the sink needs it.

@@ -37,10 +37,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_module(module: str, *args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """`python -m module args` run from `cwd`; its output captured as text, its exit status left to the caller."""
+def run_module(module: str, *args: str, cwd: Path, timeout: float,
+               env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess[str]:
+    """`python -m module args` run from `cwd` (with `env` for its environment, if given); its output captured as
+    text, its exit status left to the caller."""
     return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        check=False,
     )
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
+import shutil
 import uuid
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -114,8 +115,9 @@ def _s3_endpoint(spark_conf: Mapping[str, str]) -> S3Endpoint:
     return S3Endpoint(url.rstrip("/"), "https" if secure else "http", region)
 
 
-def parse_location(text: str, spark_conf: Optional[Mapping[str, str]] = None) -> Location:
-    """The location a recovery directory names: a path, or a `file://`, `s3://`, `s3a://` or `hdfs://` URI.
+def parse_location(text: str, spark_conf: Optional[Mapping[str, str]] = None, what: str = "recovery directory") -> Location:
+    """The location a recovery directory (or the `what` of an error message) names: a path, or a `file://`,
+    `s3://`, `s3a://` or `hdfs://` URI.
 
     `file:///data/my%20flow` and `file:/data/my flow` both name `/data/my
     flow`; a relative path is taken from the current directory.  Other
@@ -127,12 +129,12 @@ def parse_location(text: str, spark_conf: Optional[Mapping[str, str]] = None) ->
     scheme = parts.scheme.lower()
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):
-            msg = f"recovery directory {text!r}: a file:// URI must name a local path (file:///path), not host {parts.netloc!r}"
+            msg = f"{what} {text!r}: a file:// URI must name a local path (file:///path), not host {parts.netloc!r}"
             raise FlowsparkRuntimeError(msg)
         return Location(Scheme.LOCAL, os.path.abspath(unquote(parts.path)))
     if scheme in ("s3", "s3a"):
         if not parts.netloc:
-            msg = f"recovery directory {text!r}: an S3 URI names a bucket, as in s3://bucket/folder"
+            msg = f"{what} {text!r}: an S3 URI names a bucket, as in s3://bucket/folder"
             raise FlowsparkRuntimeError(msg)
         key = unquote(parts.path).strip("/")
         path = f"{parts.netloc}/{key}" if key else parts.netloc
@@ -140,7 +142,7 @@ def parse_location(text: str, spark_conf: Optional[Mapping[str, str]] = None) ->
     if scheme == "hdfs":
         return Location(Scheme.HDFS, unquote(parts.path) or "/", authority=parts.netloc)
     msg = (
-        f"recovery directory {text!r}: flowspark can't keep its records on {parts.scheme}:// storage; give a "
+        f"{what} {text!r}: flowspark can't keep its records on {parts.scheme}:// storage; give a "
         "local path, or a file://, s3:// (s3a://) or hdfs:// URI"
     )
     raise FlowsparkRuntimeError(msg)
@@ -280,6 +282,28 @@ def remove(place: Location) -> None:
             _fs(place).delete_file(place.path)
     except FileNotFoundError:
         pass
+
+
+def move(source: Location, target: Location) -> None:
+    """Move the file at `source` to `target` (same storage), replacing one there; missing folders are made.
+
+    A rename locally and on HDFS; on S3 a copy, then a delete.
+    """
+    if source.is_local:
+        private_files.make_dirs(os.path.dirname(target.path))
+        os.replace(source.path, target.path)
+        return
+    if target.scheme is Scheme.HDFS:
+        _fs(target).create_dir(posixpath.dirname(target.path), recursive=True)
+    _fs(source).move(source.path, target.path)
+
+
+def remove_tree(place: Location) -> None:
+    """Delete folder `place` with everything in it, if it is there."""
+    if place.is_local:
+        shutil.rmtree(place.path, ignore_errors=True)
+    elif is_dir(place):
+        _fs(place).delete_dir(place.path)
 
 
 def make_dirs(place: Location) -> None:

@@ -136,3 +136,27 @@ lines = op.input(
 )
 spark_sums = op.stateful_batch("sum", op.map("parse", lines, parse_row), RunningSum)
 op.output("out", op.map("row", spark_sums, as_row), SparkSink("json", {"path": OUT_PATH}, "line string"))
+
+
+def as_keyed_row(item: Tuple[str, str]) -> Dict[str, str]:
+    key, value = item
+    return {"key": key, "line": f"{key},{value}"}
+
+
+# The same running sums in partition folders by key (json), compacted every 5 micro-batches.
+spark_parts = Dataflow("kill_spark_parts")
+parts_sums = op.stateful_batch(
+    "sum", op.map("parse", op.input("inp", spark_parts, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
+)
+op.output("out", op.map("row", parts_sums, as_keyed_row),
+          SparkSink("json", {"path": OUT_PATH}, "key string, line string", partition_by=["key"], compact_every=5))
+
+
+# The same running sums appended to a table of the session's (in-memory) catalog, its json files at `KILL_OUT`:
+# each process makes the table again over them.
+spark_table = Dataflow("kill_spark_table")
+table_sums = op.stateful_batch(
+    "sum", op.map("parse", op.input("inp", spark_table, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
+)
+op.output("out", op.map("row", table_sums, as_row),
+          SparkSink("json", {"path": OUT_PATH}, "line string", table="kill_sums"))

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 from conftest import pg_query, pg_table
@@ -53,10 +53,11 @@ def _run_with_kills(flow: str, env: Dict[str, str], recovery: str, kills: int, s
 
 
 def _lines(path: Path) -> List[str]:
-    """The sorted lines of an output file, of a `DirSink`'s files, or of every data file of a Spark output directory."""
+    """The sorted lines of an output file, of a `DirSink`'s files, or of every data file of a Spark output directory
+    (partition folders included)."""
     if path.is_file():
         return sorted(path.read_text().splitlines())
-    data = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
+    data = _data_files(path)
     if all(p.name.startswith("part_") for p in data):
         return sorted(f"{p.name}|{line}" for p in data for line in p.read_text().splitlines())
     return sorted(json.loads(line)["line"] for p in data for line in p.read_text().splitlines())
@@ -123,6 +124,76 @@ def test_spark_source_and_sink_survive_kills(tmp_path: Path) -> None:
     expected, got, kills = _reference_and_killed("spark_io", tmp_path, 3)
     assert len(expected) == 60_000 + 50
     assert got == expected, f"after {kills} kills"
+
+
+def test_spark_partition_folders_with_compaction_survive_kills(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("spark_parts", tmp_path, 3, directory=True)
+    assert len(expected) == 60_000 + 50
+    assert got == expected, f"after {kills} kills"
+
+
+def test_a_spark_catalog_table_survives_kills(tmp_path: Path) -> None:
+    expected, got, kills = _reference_and_killed("spark_table", tmp_path, 3, directory=True)
+    assert len(expected) == 60_000 + 50
+    assert got == expected, f"after {kills} kills"
+
+
+def _kill_when(proc: "subprocess.Popen[bytes]", seen: Callable[[], bool]) -> bool:
+    """Kill the run's process group as soon as `seen()`; false if the run ended first."""
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        if seen():
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.01)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read().decode() if proc.stderr else ""
+    return False
+
+
+def _killed_mid_write(flow: str, tmp_path: Path, writing: Callable[[Path], bool]) -> Tuple[List[str], List[str], int]:
+    """The reference output and that of a run killed twice while `writing(out)`, then resumed.
+
+    The second kill waits for a dozen data files more than the first saw, so it hits a later batch.
+    """
+    src = tmp_path / "in.txt"
+    _write_input(src, 60_000)
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    reference.mkdir()
+    killed.mkdir()
+    _run_with_kills(flow, dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0)
+    env = dict(os.environ, KILL_IN=str(src), KILL_OUT=str(killed))
+    recovery = str(tmp_path / "recovery")
+    kills = int(_kill_when(_start(flow, env, recovery), lambda: writing(killed)))
+    files = len(_data_files(killed))
+    kills += _kill_when(_start(flow, env, recovery), lambda: writing(killed) and len(_data_files(killed)) >= files + 12)
+    proc = _start(flow, env, recovery)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err.decode()
+    return _lines(reference), _lines(killed), kills
+
+
+def _data_files(path: Path) -> List[Path]:
+    """The data files below a folder, which readers see (not Spark's `_temporary` or flowspark's `_flowspark`)."""
+    found = []
+    for folder, dirs, names in os.walk(path):  # a run may be changing the folder: what vanishes is passed over
+        dirs[:] = [name for name in dirs if not name.startswith((".", "_"))]
+        found += [Path(folder, name) for name in names if not name.startswith((".", "_"))]
+    return found
+
+
+def test_spark_partition_folders_killed_while_a_batch_is_staged_or_moved_in(tmp_path: Path) -> None:
+    expected, got, kills = _killed_mid_write("spark_parts", tmp_path, lambda out: any(out.glob("_flowspark/*/staging")))
+    assert len(expected) == 60_000 + 50
+    assert got == expected, f"after {kills} kills"
+    assert kills == 2
+
+
+def test_a_spark_catalog_table_killed_while_spark_writes_a_batch(tmp_path: Path) -> None:
+    expected, got, kills = _killed_mid_write("spark_table", tmp_path, lambda out: (out / "_temporary").exists())
+    assert len(expected) == 60_000 + 50
+    assert got == expected, f"after {kills} kills"
+    assert kills == 2
 
 
 def _kill_once_rows_pass(proc: "subprocess.Popen[bytes]", postgres: str, table: str, rows: int) -> bool:

@@ -1,9 +1,4 @@
-"""Spark's own sources and sinks in a flow, with rows as Python dicts.
-
-Not in Bytewax.  `SparkSource` reads any Spark streaming source the session
-has (parquet, json, csv, text, orc, and table formats where installed) and
-emits one `dict` per row; `SparkSink` writes `dict` items with any Spark
-batch writer.
+"""`SparkSource`: any Spark streaming source the session has, one `dict` per row.
 
 A `SparkSource` runs Spark's own streaming query beside the flow's: that
 query keeps Spark's file log and offsets in the run's recovery directory and
@@ -15,11 +10,6 @@ query had run ahead, and spool files go once the flow has committed past
 them.  By default the source is bounded, like a file: it reads what is
 there when the run starts (Spark's `availableNow`) and then ends;
 `tail=True` keeps polling for new data.
-
-A `SparkSink` with a `path` option writes each micro-batch as one file
-named after the run and the batch id, through a staging directory, so a
-batch replayed after a crash replaces its own file: exactly once.  Without
-a path (a JDBC table, the console, ...) it appends, at least once.
 """
 
 from __future__ import annotations
@@ -28,42 +18,20 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, List, Mapping, Optional
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
 from typing_extensions import override
 
+from flowspark.connectors.spark.rows import Row, Schema, first_line, struct
 from flowspark.engine.run_context import current_run
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
-from flowspark.outputs import MicroBatchSink
 
-__all__ = ["SparkSink", "SparkSource", "SpoolPosition"]
-
-Row = Dict[str, Any]
-"""One row of a Spark source or sink, by column name."""
-
-Schema = Union[str, StructType, None]
-"""A Spark schema as a DDL string (`"name string, n long"`), a `StructType`, or none."""
+__all__ = ["SparkSource", "SpoolPosition"]
 
 _SPOOL_SUFFIX = ".arrow"
 _IDLE_POLL = timedelta(milliseconds=100)
-
-
-def _first_line(ex: BaseException) -> str:
-    return str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
-
-
-def _struct(schema: Schema) -> Optional[StructType]:
-    if not isinstance(schema, str):
-        return schema
-    parsed = StructType.fromDDL(schema)
-    if not isinstance(parsed, StructType):
-        msg = f"a schema must describe columns, as in 'name string, n long'; got {schema!r}"
-        raise ValueError(msg)
-    return parsed
 
 
 def _state_dir(step_id: str) -> str:
@@ -123,7 +91,7 @@ class _SpoolReader(StatefulSourcePartition[Row, SpoolPosition]):
         """Whether the inner query still runs; its failure becomes this step's error."""
         failure = self._query.exception()
         if failure is not None:
-            msg = f"step {self._step_id!r}: the Spark source failed: {_first_line(failure)}"
+            msg = f"step {self._step_id!r}: the Spark source failed: {first_line(failure)}"
             raise RuntimeError(msg)
         return bool(self._query.isActive)
 
@@ -212,7 +180,7 @@ class SparkSource(FixedPartitionedSource[Row, SpoolPosition]):
         try:
             reader = spark.readStream.format(self.format).options(**self.options)
             if self.schema is not None:
-                reader = reader.schema(_struct(self.schema))
+                reader = reader.schema(struct(self.schema, spark))
             writer = reader.load().writeStream.foreachBatch(_Spooler(spool))
             if self.tail:
                 writer = writer.trigger(processingTime=f"{self.interval.total_seconds()} seconds")
@@ -220,7 +188,7 @@ class SparkSource(FixedPartitionedSource[Row, SpoolPosition]):
                 writer = writer.trigger(availableNow=True)
             return writer.option("checkpointLocation", checkpoint).queryName(f"flowspark source {step_id}").start()
         except Exception as ex:
-            msg = f"step {step_id!r}: Spark cannot read a {self.format!r} source with options {self.options!r}: {_first_line(ex)}"
+            msg = f"step {step_id!r}: Spark cannot read a {self.format!r} source with options {self.options!r}: {first_line(ex)}"
             raise ValueError(msg) from None
 
 
@@ -238,78 +206,3 @@ class _Spooler:
         with ipc.new_file(final + ".tmp", table.schema) as writer:
             writer.write_table(table)
         os.replace(final + ".tmp", final)
-
-
-class SparkSink(MicroBatchSink[Mapping[str, Any]]):
-    """Write `dict` items with Spark's writer: `format`, and `options` such as `path`.
-
-    Each micro-batch becomes a DataFrame: with `schema` (DDL string or
-    `StructType`) its columns and types are fixed, a missing key is null
-    and an unknown key an error; without one, Arrow infers them from the
-    batch's items.  With a `path` option every micro-batch is written as one
-    file, `part-<run>-<batch>...`, exactly once (see the module notes);
-    other sinks get `mode("append")` and may see a batch twice after a
-    crash.
-    """
-
-    uses_spark_session = True
-
-    def __init__(self, format: str, options: Optional[Mapping[str, str]] = None, schema: Schema = None) -> None:
-        self.format = format
-        self.options = dict(options or {})
-        self.schema = schema
-
-    def _table(self, step_id: str, items: List[Mapping[str, Any]]) -> pa.Table:
-        for item in items:
-            if not isinstance(item, Mapping):
-                msg = f"step {step_id!r}: `SparkSink` writes `dict` items (column name to value); got {item!r}"
-                raise TypeError(msg)
-        struct = _struct(self.schema)
-        try:
-            if struct is None:
-                return pa.Table.from_pylist(list(items))
-            unknown = set().union(*(item.keys() for item in items)) - set(struct.fieldNames())
-            if unknown:
-                msg = f"keys {sorted(unknown)!r} are not columns of the schema {struct.simpleString()!r}"
-                raise ValueError(msg)
-            return pa.Table.from_pylist(list(items), schema=to_arrow_schema(struct, timezone="UTC"))
-        except (pa.ArrowException, ValueError) as ex:
-            msg = f"step {step_id!r}: items do not fit a table for `SparkSink`: {_first_line(ex)}"
-            raise TypeError(msg) from None
-
-    @override
-    def write_micro_batch(self, step_id: str, batch_id: int, run_id: str, items: List[Mapping[str, Any]]) -> None:
-        spark = current_run(step_id).spark
-        frame = spark.createDataFrame(self._table(step_id, items))
-        path = self.options.get("path")
-        if path is None:
-            frame.write.format(self.format).options(**self.options).mode("append").save()
-            return
-        options = {k: v for k, v in self.options.items() if k != "path"}
-        staging = f"{path.rstrip('/')}/_flowspark_staging/{run_id}-{batch_id}"
-        frame.coalesce(1).write.format(self.format).options(**options).mode("overwrite").save(staging)
-        _publish(spark, staging, path, f"part-{run_id}-{batch_id:010d}")
-
-
-def _publish(spark: Any, staging: str, path: str, stem: str) -> None:
-    """Move the data files Spark wrote under `staging` into `path` as `stem[-n]<suffix>`.
-
-    A file of the same name (from an interrupted attempt at the same batch)
-    is replaced; the staging directory is removed.
-    """
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    source = jvm.org.apache.hadoop.fs.Path(staging)
-    fs = source.getFileSystem(conf)
-    written = sorted(
-        (status.getPath() for status in fs.listStatus(source)),
-        key=lambda file: str(file.getName()),
-    )
-    written = [file for file in written if not file.getName().startswith(("_", "."))]
-    for index, file in enumerate(written):
-        name = file.getName()
-        suffix = name[name.index(".") :] if "." in name else ""
-        target = jvm.org.apache.hadoop.fs.Path(path, f"{stem}-{index}{suffix}")
-        fs.delete(target, False)
-        fs.rename(file, target)
-    fs.delete(source, True)

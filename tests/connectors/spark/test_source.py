@@ -1,4 +1,4 @@
-"""`SparkSource` and `SparkSink`: Spark's own formats in a flow, on real files and real Spark."""
+"""`SparkSource`: Spark's own streaming sources in a flow, on real files and real Spark."""
 
 from __future__ import annotations
 
@@ -12,19 +12,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import pyarrow.parquet as pq
 import pytest
 
 import flowspark.operators as op
-from flowspark.connectors.spark import SparkSink, SparkSource
+from flowspark.connectors.spark import SparkSource
 from flowspark.dataflow import Dataflow
-from flowspark.engine.run_context import RunContext, running
-from flowspark.engine.session import get_session
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
-from flowspark.testing import TestingSink, TestingSource, run_main
+from flowspark.testing import TestingSink, run_main
 
-ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = "user string, n long, at timestamp"
 
 
@@ -96,58 +92,6 @@ def test_a_file_source_without_schema_is_refused_with_the_step_id(tmp_path: Path
     message = str(raised.value.__cause__ or raised.value)
     assert "no_schema.inp" in message
     assert "chema" in message
-
-
-def _sink_flow(items: List[Any], out: Path, schema: Optional[str]) -> Dataflow:
-    flow = Dataflow("spark_out")
-    op.output("out", op.input("inp", flow, TestingSource(items, 3)), SparkSink("parquet", {"path": str(out)}, schema))
-    return flow
-
-
-def test_sink_writes_parquet_with_the_schema(tmp_path: Path) -> None:
-    items = [{"user": f"u{i % 2}", "n": i} for i in range(10)] + [{"user": "only_user"}]
-    out = tmp_path / "out"
-    _run(_sink_flow(items, out, "user string, n long"))
-    table = pq.read_table(out)
-    assert table.schema.field("n").type == "int64"
-    got = sorted(table.to_pylist(), key=lambda row: (row["n"] is None, row["n"]))
-    assert got == [{"user": f"u{i % 2}", "n": i} for i in range(10)] + [{"user": "only_user", "n": None}]
-    assert all(name.startswith(("part-", "_", ".")) for name in os.listdir(out))
-
-
-def test_sink_infers_columns_without_a_schema(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    _run(_sink_flow([{"word": "a", "count": 2, "ratio": 0.5}], out, None))
-    assert pq.read_table(out).to_pylist() == [{"word": "a", "count": 2, "ratio": 0.5}]
-
-
-@pytest.mark.parametrize(
-    ("item", "cause"),
-    [("not a dict", "writes `dict` items"), ({"user": "u", "typo": 1}, "['typo']"), ({"user": 5}, "do not fit")],
-)
-def test_sink_refuses_bad_items_naming_the_step(tmp_path: Path, item: Any, cause: str) -> None:
-    with pytest.raises(FlowsparkRuntimeError) as raised:
-        _run(_sink_flow([{"user": "ok", "n": 1}, item], tmp_path / "out", "user string, n long"))
-    message = str(raised.value.__cause__)
-    assert "spark_out.out" in message
-    assert cause in message
-
-
-def test_writing_a_batch_again_replaces_it(tmp_path: Path) -> None:
-    sink = SparkSink("json", {"path": str(tmp_path / "out")})
-    with running(RunContext(get_session(), str(tmp_path))):
-        sink.write_micro_batch("s.out", 4, "run1", [{"n": 1}, {"n": 2}])
-        sink.write_micro_batch("s.out", 4, "run1", [{"n": 1}, {"n": 2}])
-        sink.write_micro_batch("s.out", 5, "run1", [{"n": 3}])
-    data = sorted(p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith((".", "_")))
-    assert data == ["part-run1-0000000004-0.json", "part-run1-0000000005-0.json"]
-    lines = [json.loads(line) for name in data for line in (tmp_path / "out" / name).read_text().splitlines()]
-    assert lines == [{"n": 1}, {"n": 2}, {"n": 3}]
-
-
-def test_sink_outside_a_run_is_refused() -> None:
-    with pytest.raises(RuntimeError, match="only works inside a flowspark run"):
-        SparkSink("json", {"path": "/nonexistent"}).write_micro_batch("s.out", 0, "r", [{"n": 1}])
 
 
 TAIL_FLOW = """
