@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from flowspark.dataflow import Dataflow
+from flowspark.errors import RunStopped
 from flowspark.recovery import RecoveryConfig
 
 __all__ = ["cli_main"]
@@ -237,6 +238,9 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     except KeyboardInterrupt:
         _log.error("KeyboardInterrupt")
         return 130
+    except RunStopped as stop:
+        _log.warning("%s", stop)
+        return stop.status
     except Exception as ex:
         # The user's own frames only, as Bytewax shows them: flowspark's and
         # Spark's are noise to them (FLOWSPARK_FULL_TRACEBACK=1 keeps them).

@@ -119,9 +119,9 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         # reach the driver through flowspark's own failure records, never
         # through the traceback text this would shorten.
         .config("spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled", "false")
-        # A user function that raises ends the run at once, as in Bytewax;
-        # Spark's default on clusters (4) calls it three more times first.
-        .config("spark.task.maxFailures", "1")
+        # Spark's own task retries (`spark.task.maxFailures`, 4 on clusters)
+        # stay on for lost executors and workers; a user function that raises
+        # still ends the run on its first raise (`failures.reported_to`).
     )
     local = is_local_master(url)
     if local:
@@ -292,15 +292,20 @@ _HANGUPS = (b"BrokenPipeError", b"ConnectionResetError", b"EOFError")
 _MAX_HELD_LINES = 64
 
 
+_STDLIB = (b'File "<frozen ', b'File "' + os.path.dirname(os.__file__).encode() + b"/")
+
+
 def _spark_hangup(block: List[bytes], chained: bool) -> bool:
     """Whether a traceback is one of PySpark's own processes losing its connection as a query stops.
 
-    Its frames are all in PySpark and it ends in a broken pipe, a reset
-    connection or an end of file (or it is chained to such a traceback):
-    nothing the user did, nothing lost.
+    Its frames are in PySpark (and in Python's own library, which PySpark's
+    calls) and it ends in a broken pipe, a reset connection or an end of file
+    (or it is chained to such a traceback): nothing the user did, nothing lost.
     """
-    frames = [line for line in block if line.lstrip().startswith(b'File "')]
-    return bool(frames) and all(b"/pyspark/" in f for f in frames) and (chained or block[-1].startswith(_HANGUPS))
+    frames = [line.lstrip() for line in block if line.lstrip().startswith(b'File "')]
+    spark = [f for f in frames if b"/pyspark/" in f]
+    return bool(spark) and all(b"/pyspark/" in f or f.startswith(_STDLIB) for f in frames) and (
+        chained or block[-1].startswith(_HANGUPS))
 
 
 def _forward(pipe: BinaryIO) -> None:

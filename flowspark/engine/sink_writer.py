@@ -39,6 +39,7 @@ from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
 from flowspark.engine.route import check_keyed, split_by_part
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
+from flowspark.engine.shutdown import StopAtBoundary
 from flowspark.engine.sink_tasks import PartWritten, SinkTasks
 from flowspark.engine.storage import Location
 from flowspark.engine.write_behind import WriteBehind
@@ -211,8 +212,29 @@ class SinkWriter:
         self.last_batch = self._ledger.batch
         self._behind = WriteBehind() if write_behind else None
         """Writes each batch while Spark computes the next (`write_behind`), if the run can't resume."""
+        self._gate = threading.Lock()
+        """Held while a batch is written: `hold` waits on it."""
+        self._holding = False
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        with self._gate:
+            if self._holding:
+                raise StopAtBoundary(f"micro-batch {batch_id} is not written: the run is stopping")
+            self._batch(frame, batch_id)
+
+    def hold(self) -> None:
+        """Write no micro-batch after the one being written, if any, and wait for that one's write to end.
+
+        A batch Spark starts afterwards fails at once (`StopAtBoundary`),
+        unwritten and uncommitted, so a resumed run writes it.
+        """
+        self._holding = True
+        with self._gate:
+            pass
+        with contextlib.suppress(BaseException):  # a failed write is the run's `failure` already
+            self._settle()
+
+    def _batch(self, frame: Any, batch_id: int) -> None:
         # Every batch must be run in full, even one Spark starts after the
         # end of input (timers): skipping it fails Spark's state commit check.
         trace = start_batch(self._plan.flow_id, batch_id)
