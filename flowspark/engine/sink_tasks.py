@@ -16,9 +16,11 @@ micro-batch's plan runs once; the driver writes those and commits the
 ledger with the tasks' snapshots.
 
 Exactly-once: a batch Spark replays after a crash before the ledger
-commit is written again from the same previous snapshots, which cut files
-back (`FileSink`); a batch the ledger already has still runs its job
-(Spark's stateful operators must commit it) but its tasks write nothing.
+commit, or a task Spark retries, is written again from the same previous
+snapshots, which cut files back (`FileSink`); a batch the ledger already
+has still runs its job (Spark's stateful operators must commit it) but its
+tasks write nothing, and so does a task of a driver that another took the
+recovery directory over from (`driver_fence`).
 The first written batch of a resumed run also builds every partition that
 has a snapshot but no items, so that it cuts back what an interrupted
 batch left.  As in Bytewax, a partition no item reaches is never built
@@ -46,6 +48,7 @@ from flowspark.engine.destinations import (
     sink_part_group,
     sink_part_prefix,
 )
+from flowspark.engine.driver_fence import DriverFence
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.failures import StepFailure, built, reported_to
@@ -124,6 +127,8 @@ class BatchWrite:
     resume: Snapshots
     link: Optional[DriverLink]
     metered: bool
+    fence: Optional[DriverFence] = None
+    """The driver's claim on the recovery directory: a task of a driver that lost it writes nothing."""
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         mine: Dict[Tuple[int, int], List[Tuple[str, int, bytes]]] = {}
@@ -142,6 +147,8 @@ class BatchWrite:
                     mine.setdefault((dest.index, dest.part), []).append((grp, seq, payload))
         if not self.write or not mine:
             return
+        if self.fence is not None:
+            self.fence.check()  # a stale task of a lost driver must not cut back what the new one wrote
         meter = Meter(self._report) if self.metered and self.link is not None else None
         guard: ContextManager[None] = nullcontext() if self.link is None else reported_to(self.link)
         with guard:
@@ -202,9 +209,11 @@ class BatchWrite:
 class SinkTasks:
     """The driver's side: runs each micro-batch's job and hands back the driver's rows and what the tasks wrote."""
 
-    def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False) -> None:
+    def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False,
+                 fence: Optional[DriverFence] = None) -> None:
         self._link = link
         self._metered = metered
+        self._fence = fence
         self.outputs = {
             index: TaskOutput(step.step_id, step.config.sink, layout.parts)
             for index, (step, layout) in enumerate(zip(plan.outputs, plan.sinks))
@@ -230,7 +239,7 @@ class SinkTasks:
         routes = F.create_map(*[F.lit(v) for pair in self._route.items() for v in pair])
         prefix = F.substring_index(F.col("grp"), "@", 1)
         route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self._default_route)).cast("int")
-        work = BatchWrite(self.outputs, fresh, resume, self._link, self._metered)
+        work = BatchWrite(self.outputs, fresh, resume, self._link, self._metered, self._fence)
         table = frame.withColumn("route", route).repartition(self._tasks, "route").mapInArrow(work, SCHEMA_DDL).toArrow()
         grps = table.column("grp")
         reports = table.filter(pc.equal(grps, WRITTEN_GROUP))

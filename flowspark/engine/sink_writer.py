@@ -204,7 +204,7 @@ class SinkWriter:
             _Output(step.step_id, step.config.sink, layout, self._ledger.snapshots.get(step.step_id, {}), workers)
             for step, layout in zip(plan.outputs, plan.sinks)
         ]
-        tasks = SinkTasks(plan, parallelism, link, metered=meter is not None)
+        tasks = SinkTasks(plan, parallelism, link, metered=meter is not None, fence=self._ledger.fence)
         self._tasks = tasks if tasks.outputs else None
         self.finished = threading.Event()
         self.ending: Optional[InputEnd] = None
