@@ -228,8 +228,8 @@ def refuse_after_failure(link: DriverLink) -> None:
         return
     token = link.call(RUN_FAILED_CALL)
     if token is not None:
-        raise RunAlreadyFailed(f"the run already failed; this retry of task {context.partitionId()} in stage "
-                               f"{context.stageId()} runs no user code (flowspark-failure-{token})")
+        raise RunAlreadyFailed(f"the run already failed; attempt {context.attemptNumber()} of task {context.partitionId()} "
+                               f"in stage {context.stageId()} runs no user code (flowspark-failure-{token})")
     _CLEARED.attempt = attempt
 
 
