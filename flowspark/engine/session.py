@@ -37,6 +37,7 @@ from flowspark.engine import class_archive
 from flowspark.engine.cluster import is_local_master
 from flowspark.engine.java_check import check_java
 from flowspark.engine.native_libs import rocksdb_library_dir
+from flowspark.engine.shutdown import jvm_ignores_sigterm
 from flowspark.engine.spark_format import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -148,7 +149,7 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         builder = builder.config(key, value)
     threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
-        with _jvm_environment(local), _no_orphan_jvm():
+        with _jvm_environment(local), _no_orphan_jvm(), jvm_ignores_sigterm():
             spark = _with_filtered_stderr(builder.getOrCreate)
     except Exception as ex:
         # Spark gives up on an unreachable master after about a minute of

@@ -21,11 +21,11 @@ import signal
 import threading
 from contextlib import contextmanager
 from types import FrameType
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from flowspark.errors import RunStopped
 
-__all__ = ["STOPPED_STATUS", "StopAtBoundary", "stop_on_sigterm", "stop_requested", "stopped"]
+__all__ = ["STOPPED_STATUS", "StopAtBoundary", "jvm_ignores_sigterm", "stop_on_sigterm", "stop_requested", "stopped"]
 
 _log = logging.getLogger(__name__)
 
@@ -86,3 +86,41 @@ def stopped(flow_id: str, last_batch: int, resumable: bool) -> RunStopped:
     then = ("start it again with the same recovery directory to resume" if resumable
             else "it has no recovery directory, so a new run starts over")
     return RunStopped(f"flow {flow_id!r} stopped on SIGTERM {done}; {then}", STOPPED_STATUS)
+
+
+@contextmanager
+def jvm_ignores_sigterm() -> Iterator[None]:
+    """While PySpark starts the driver's JVM: the JVM starts with SIGTERM ignored.
+
+    systemd (by default), `kill -TERM -PGID` and init processes that
+    forward to the group send SIGTERM to every process of the driver, its
+    JVM included, whose own handler would stop Spark under the run.  A
+    JVM that starts with SIGTERM ignored keeps it ignored, as PySpark
+    already has it do for Ctrl-C; it ends when this process does (its stdin
+    closes).  PySpark starts the JVM with `subprocess.Popen`, which this
+    wraps for the duration; where PySpark does it otherwise, nothing
+    changes.
+    """
+    from pyspark import java_gateway
+
+    original: Any = getattr(java_gateway, "Popen", None)
+    if original is None:
+        yield
+        return
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        before: Optional[Callable[[], None]] = kwargs.get("preexec_fn")
+
+        def in_child() -> None:
+            if before is not None:
+                before()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = in_child
+        return original(*args, **kwargs)
+
+    setattr(java_gateway, "Popen", popen)
+    try:
+        yield
+    finally:
+        setattr(java_gateway, "Popen", original)
