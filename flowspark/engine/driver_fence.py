@@ -4,12 +4,13 @@ A supervisor restarts a lost driver (a Kubernetes restart policy, YARN's
 next application attempt, systemd), and the old run's executors may still
 be finishing its tasks, or the old driver may be alive on the far side of
 a network split.  Both would write the same micro-batch's sink files as the
-new run rewrites them from the ledger's snapshots.  So each driver, when it
-opens the sinks' ledger, writes a fresh token into `flowspark-driver` in
-the recovery directory; the sink tasks it starts check that the token is
-still theirs before writing a partition, and the driver checks before
-each ledger commit.  A run whose token was replaced stops with an error
-that says which run took over; a stale task fails without writing.
+new run rewrites them from the ledger's snapshots.  So each run, as it
+starts (`owning`), writes a fresh token into `flowspark-driver` in the
+recovery directory, and keeps it through its query's restarts; the sink
+tasks it starts check that the token is still theirs before writing a
+partition, and the driver checks before each micro-batch and each ledger
+commit.  A run whose token was replaced stops with an error that says
+which run took over; a stale task fails without writing.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ import os
 import secrets
 import socket
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Union
+from typing import Iterator, Optional, Union
 
 from flowspark.engine import storage
 from flowspark.engine.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
 
-__all__ = ["FENCE", "DriverFence", "FencedOut"]
+__all__ = ["FENCE", "DriverFence", "FencedOut", "claim_for", "owning"]
 
 FENCE = "flowspark-driver"
 """The file naming the driver that owns the recovery directory."""
@@ -67,3 +70,26 @@ class DriverFence:
         msg = (f"{who} took over recovery directory {str(self.directory)!r}; this run stops "
                "writing, as two runs must not share one recovery directory (if that run is gone, start this one again)")
         raise FencedOut(msg)
+
+
+_RUN_CLAIM: ContextVar[Optional[DriverFence]] = ContextVar("flowspark_run_claim", default=None)
+"""The claim of the run going on in this context, kept through its query's restarts."""
+
+
+@contextmanager
+def owning(directory: Union[str, Location]) -> Iterator[DriverFence]:
+    """While a run lasts: its claim on `directory`, which every ledger it opens (`claim_for`) keeps."""
+    fence = DriverFence.claim(directory)
+    token = _RUN_CLAIM.set(fence)
+    try:
+        yield fence
+    finally:
+        _RUN_CLAIM.reset(token)
+
+
+def claim_for(directory: Union[str, Location]) -> DriverFence:
+    """The run's claim on `directory` if it made one (a restart of its query must not take the directory back), else a new one."""
+    fence = _RUN_CLAIM.get()
+    if fence is not None and fence.directory == storage.as_location(directory):
+        return fence
+    return DriverFence.claim(directory)

@@ -35,7 +35,7 @@ from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.session import get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import OutputStash, SinkWriter
-from flowspark.engine import shutdown, snapshot_store
+from flowspark.engine import driver_fence, shutdown, snapshot_store
 from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs
 from flowspark.engine.source_hub import SourceHub
 from flowspark.engine.driver_link import DriverLink, DriverServer
@@ -243,15 +243,16 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
         # parallelism below counts their cores (it is 2 until they register).
         check_recovery_dir_visible(spark, str(checkpoint), temporary=config.recovery_dir is None)
         parallelism = config.parallelism or spark.sparkContext.defaultParallelism
-        for attempt in range(RESTARTS + 1):
-            try:
-                with running(RunContext(spark, str(checkpoint))), traced_run(plan.flow_id):
-                    _attempt(spark, plan, config, checkpoint, parallelism, metrics)
-                return
-            except _SparkHiccup as hiccup:
-                if attempt == RESTARTS:
-                    raise hiccup.error from hiccup.error.__cause__  # Spark's own error only with FLOWSPARK_FULL_TRACEBACK=1
-                _log.warning("%s; restarting from the last completed micro-batch (restart %d of %d)", hiccup, attempt + 1, RESTARTS)
+        with driver_fence.owning(checkpoint):
+            for attempt in range(RESTARTS + 1):
+                try:
+                    with running(RunContext(spark, str(checkpoint))), traced_run(plan.flow_id):
+                        _attempt(spark, plan, config, checkpoint, parallelism, metrics)
+                    return
+                except _SparkHiccup as hiccup:
+                    if attempt == RESTARTS:
+                        raise hiccup.error from hiccup.error.__cause__  # Spark's own error only with FLOWSPARK_FULL_TRACEBACK=1
+                    _log.warning("%s; restarting from the last completed micro-batch (restart %d of %d)", hiccup, attempt + 1, RESTARTS)
     finally:
         if config.recovery_dir is None:
             shutil.rmtree(checkpoint.path, ignore_errors=True)

@@ -16,7 +16,7 @@ import uuid
 from typing import Any, Dict, Tuple, Union
 
 from flowspark.engine import storage
-from flowspark.engine.driver_fence import DriverFence
+from flowspark.engine.driver_fence import claim_for
 from flowspark.engine.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -32,9 +32,10 @@ Snapshots = Dict[str, Dict[str, Any]]
 class Ledger:
     """Last written batch id and sink snapshots, replaced atomically, private to the user.
 
-    Opening it takes the recovery directory over for this driver
-    (`driver_fence`): a commit of a run that another run took it from
-    fails with `FencedOut`, and so do the sink tasks that carry `fence`.
+    Opening it takes the recovery directory over for this run, unless the
+    run has it already (`driver_fence`): a commit of a run that another
+    run took it from fails with `FencedOut`, and so do the sink tasks that
+    carry `fence`.
     """
 
     def __init__(self, directory: Union[str, Location]) -> None:
@@ -45,7 +46,7 @@ class Ledger:
         if storage.exists(self._place):
             self.batch, self.snapshots = read_ledger(self._place)
         self.run_id = self._run_id(where.join(RUN_ID))
-        self.fence = DriverFence.claim(where)
+        self.fence = claim_for(where)
 
     @staticmethod
     def _run_id(place: Location) -> str:

@@ -239,6 +239,7 @@ class SinkWriter:
         # end of input (timers): skipping it fails Spark's state commit check.
         trace = start_batch(self._plan.flow_id, batch_id)
         try:
+            self._ledger.fence.check()  # a run that another took the directory from starts no job
             # Arrow, not `collect()`: for `collect()` the JVM pickles a
             # binary column one byte at a time (as a latin-1 string), about
             # 6 CPU-s per 10M output items of the stateless benchmark.

@@ -12,7 +12,7 @@ from conftest import LineSink
 
 from flowspark.engine import chunks
 from flowspark.engine.destinations import sink_part_group
-from flowspark.engine.driver_fence import FENCE, DriverFence, FencedOut
+from flowspark.engine.driver_fence import FENCE, DriverFence, FencedOut, claim_for, owning
 from flowspark.engine.sink_ledger import Ledger
 from flowspark.engine.sink_tasks import BatchWrite, TaskOutput
 
@@ -54,3 +54,15 @@ def test_a_sink_task_of_a_driver_that_lost_the_directory_writes_nothing(tmp_path
     write = BatchWrite({0: TaskOutput("flow.out", sink, ("p0", "p1"))}, True, {"flow.out": {"p0": 4}}, None, False, owner)
     list(write(iter([rows])))
     assert sink.lines("p0") == ["a", "b", "c"]
+
+
+def test_a_run_keeps_its_claim_through_its_query_s_restarts_and_loses_it_to_a_later_run(tmp_path: Path) -> None:
+    with owning(str(tmp_path)) as run:
+        first, restarted = Ledger(str(tmp_path)), Ledger(str(tmp_path))  # the query's first attempt, then a restart
+        assert first.fence == restarted.fence == run
+        first.commit(0, {})
+        later = DriverFence.claim(str(tmp_path))  # another run starts with the same directory
+        with pytest.raises(FencedOut):
+            Ledger(str(tmp_path)).commit(1, {})  # a restart does not take the directory back
+    later.check()
+    assert claim_for(str(tmp_path)) != later  # outside a run, opening a ledger claims anew
