@@ -72,6 +72,13 @@ class Source(ABC, Generic[X]):  # noqa: B024
     items.  `DynamicSource`s always live in the user's process.
     """
 
+    uses_spark_session: ClassVar[bool] = False
+    """Whether the source drives Spark itself, through the run's own session (`flowspark.connectors.spark`).
+
+    A run with such a source starts its Spark session in the user's process,
+    before any of its partitions is built, as the source needs it.
+    """
+
 
 class StatefulSourcePartition(ABC, Generic[X, S]):
     """One partition of a `FixedPartitionedSource`."""

@@ -53,6 +53,13 @@ class Sink(ABC, Generic[X]):  # noqa: B024
     sink in the user's process, as do `MicroBatchSink`s always.
     """
 
+    uses_spark_session: ClassVar[bool] = False
+    """Whether the sink drives Spark itself, through the run's own session (`flowspark.connectors.spark`).
+
+    A run with such a sink starts its Spark session in the user's process,
+    before any of its partitions is built, as the sink needs it.
+    """
+
 
 class StatelessSinkPartition(ABC, Generic[X]):
     """One worker's partition of a `DynamicSink`."""

@@ -73,6 +73,8 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
                         help="accepted for Bytewax compatibility; Spark keeps its own checkpoint history")
     parser.add_argument("--master", default=os.environ.get("FLOWSPARK_MASTER"),
                         help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])")
+    parser.add_argument("--remote", default=os.environ.get("SPARK_REMOTE"), metavar="URL",
+                        help="run through the Spark Connect server at URL, e.g. sc://host:15002/;token=... (env SPARK_REMOTE)")
     parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
                         help="at most N items per source partition in one micro-batch (default 1,000,000)")
     parser.add_argument("--driver-link-port", type=int, default=int(os.environ.get("FLOWSPARK_DRIVER_LINK_PORT", "0")),
@@ -224,9 +226,10 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         workers = int(workers) * processes
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
-    conf = {"spark.ui.enabled": "true", **_conf(args.conf, parser)}
-    config = RunConfig(parallelism=workers, master=args.master, conf=conf, progress=Progress(),
-                       driver_link_port=args.driver_link_port, ordered=workers == 1)
+    if args.remote is not None and (args.master is not None or args.conf):
+        parser.error("--remote runs on the Spark Connect server's own Spark: --master and --conf can't go with it")
+    config = RunConfig(parallelism=workers, master=args.master, conf=_conf(args.conf, parser), progress=Progress(),
+                       driver_link_port=args.driver_link_port, ordered=workers == 1, spark_ui=True, remote=args.remote)
     if args.max_batch_items is not None:
         config.max_items_per_batch = args.max_batch_items
     if args.snapshot_interval is not None:

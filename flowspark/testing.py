@@ -9,7 +9,7 @@ launcher: one run with the workers of `N` processes of `W` each.
 from __future__ import annotations
 
 import logging
-
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from itertools import islice
@@ -261,7 +261,8 @@ def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[Recov
     from flowspark.engine.progress import Progress
     from flowspark.engine.runner import RunConfig
 
-    config = RunConfig(parallelism=parallelism, progress=Progress(on_progress), ordered=parallelism in (None, 1))
+    config = RunConfig(parallelism=parallelism, progress=Progress(on_progress), ordered=parallelism in (None, 1),
+                       remote=os.environ.get("SPARK_REMOTE"))
     if epoch_interval is not None:
         config.interval_seconds = max(0.05, epoch_interval.total_seconds())
         config.epoch_per_round = epoch_interval.total_seconds() == 0

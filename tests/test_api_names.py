@@ -11,6 +11,7 @@ import pytest
 MODULES = [
     "dataflow", "operators", "operators.windowing", "inputs", "outputs", "testing", "run", "recovery",
     "visualize", "tracing", "errors", "connectors.files", "connectors.stdio", "connectors.demo",
+    "connectors.kafka.serde",
 ]
 
 NOT_KEPT = {

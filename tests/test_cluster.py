@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
-from conftest import StandaloneCluster, spark_env
+from conftest import StandaloneCluster, pg_query, pg_table, spark_env
 
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 
@@ -410,6 +410,62 @@ def test_partitioned_file_flow_killed_and_resumed_on_cluster_matches_local_run(c
     assert all(in_task == "True" for _, _, in_task, _ in built), built
     places = {Path(cwd) for _, _, _, cwd in built}
     assert all(any(w in p.parents for w in cluster.work_dirs) for p in places), places
+
+# Lines of files read in Spark's tasks, as rows of a PostgreSQL table written in Spark's tasks.
+POSTGRES_FLOW_MODULE = textwrap.dedent("""
+    import os
+    from pathlib import Path
+
+    import flowspark.operators as op
+    from flowspark.connectors.files import DirSource
+    from flowspark.connectors.postgres import PostgresSink
+    from flowspark.dataflow import Dataflow
+
+
+    def as_row(line):
+        key, _ = line.split(",")
+        return key, {"key": key, "line": line}
+
+
+    flow = Dataflow("cluster_postgres")
+    lines = op.input("inp", flow, DirSource(Path(os.environ["CLUSTER_IN"])))
+    sink = PostgresSink(os.environ["CLUSTER_PG"], os.environ["CLUSTER_TABLE"], ["key", "line"], partitions=3)
+    op.output("out", op.map("row", lines, as_row), sink)
+""")
+
+
+@pytest.mark.cluster
+@pytest.mark.postgres
+def test_postgres_sink_killed_and_resumed_on_cluster_writes_every_row_once(cluster: StandaloneCluster, postgres: str,
+                                                                           flow_dir: Path, tmp_path: Path) -> None:
+    (flow_dir / "cluster_postgres_flow.py").write_text(POSTGRES_FLOW_MODULE)
+    inputs = flow_dir / "in-postgres"
+    inputs.mkdir()
+    for index in range(IN_FILES):
+        (inputs / f"in{index}.txt").write_text("".join(f"f{index}k{i % 7},{i}\n" for i in range(LINES_PER_FILE)))
+    table = pg_table(postgres, "key text NOT NULL, line text NOT NULL")
+    env = dict(spark_env(), CLUSTER_IN=str(inputs), CLUSTER_PG=postgres, CLUSTER_TABLE=table)
+    cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_postgres_flow.py'}:flow",
+           "--max-batch-items", "500", "--master", cluster.url, "-r", str(tmp_path / "recovery")]
+
+    def start(stderr: Any) -> "subprocess.Popen[str]":
+        return subprocess.Popen(cmd, cwd=flow_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=stderr, text=True, start_new_session=True)
+
+    def rows() -> int:
+        return int(pg_query(postgres, f"SELECT count(*) FROM {table}")[0][0])
+
+    err = tmp_path / "killed.err"
+    with open(err, "w") as log:
+        killed_at = _kill_once_written(start(log), err, rows, 2_000)
+    _finish(start(subprocess.PIPE), "resumed cluster")
+    print(f"killed after {killed_at} of {IN_FILES * LINES_PER_FILE} rows")
+
+    got = sorted(line for (line,) in pg_query(postgres, f"SELECT line FROM {table}"))
+    expected = sorted(line for path in inputs.iterdir() for line in path.read_text().splitlines())
+    assert got == expected
+    assert killed_at < IN_FILES * LINES_PER_FILE
+
 
 CHECK_SCRIPT = textwrap.dedent('''
     import sys

@@ -55,6 +55,11 @@ def engine() -> Api:
     )
 
 
+def module(name: str) -> ModuleType:
+    """The chosen engine's module `name` (`inputs`, `testing`, `connectors.stdio`, ...), for what `Api` leaves out."""
+    return importlib.import_module(f"{engine_name()}.{name}")
+
+
 def io_paths() -> tuple[str, str]:
     """The input and output paths of this run (`FLOWBENCH_INPUT`, `FLOWBENCH_OUTPUT`)."""
     try:

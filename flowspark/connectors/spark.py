@@ -179,6 +179,8 @@ class SparkSource(FixedPartitionedSource[Row, SpoolPosition]):
     executors, the flow receives rows in Spark's batch order.
     """
 
+    uses_spark_session = True
+
     def __init__(
         self,
         format: str,
@@ -249,6 +251,8 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
     other sinks get `mode("append")` and may see a batch twice after a
     crash.
     """
+
+    uses_spark_session = True
 
     def __init__(self, format: str, options: Optional[Mapping[str, str]] = None, schema: Schema = None) -> None:
         self.format = format

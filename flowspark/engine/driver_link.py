@@ -23,12 +23,13 @@ import secrets
 import socket
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import cloudpickle
 
+from flowspark.engine.client_environment import ClientEnvironment
 from flowspark.engine.gc_pause import collector_paused
 
 
@@ -39,6 +40,8 @@ class DriverLink:
     host: str
     port: int
     authkey: bytes
+    lent: Optional[ClientEnvironment] = None
+    """The run's directory and variables, for user code in workers of a Spark the run did not start (`client_environment`)."""
 
     def call(self, name: str, *args: Any) -> Any:
         """Call `name` on the driver; raise `RuntimeError` with its message if it failed there."""
@@ -109,6 +112,10 @@ class DriverServer:
 
     def register(self, name: str, call: Callable[..., Any]) -> None:
         self._calls[name] = call
+
+    def lend(self, environment: ClientEnvironment) -> None:
+        """Have workers run user code with `environment` (`DriverLink.lent`): call before the link is shipped."""
+        self.link = replace(self.link, lent=environment)
 
     def _serve(self) -> None:
         while not self._closed:

@@ -25,16 +25,23 @@ say from the planner whether there is news: a source with a method
 `has_news(for_part, resume_state) -> bool` (as `KafkaSource`, which asks
 the broker for the end offset) is asked instead, and the partition gets no
 task until it has some.  So an idle tailing flow runs no micro-batches.
+
+A partition is polled once the time its last `next_awake` answer gave has
+come; as in Bytewax it is asked once built and after each batch.  The
+answer outlives the task in the partition's record, but only within the run
+(`ExecutorInputs.run`) that wrote it: Bytewax keeps no wake-up time in its
+recovery data, and asks a resumed partition again after building it.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from flowspark.engine.failures import StepFailure
+from flowspark.engine.failures import StepFailure, aware_or_none
 from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan
@@ -80,6 +87,8 @@ class ExecutorInputs:
     """... or after this long."""
     report: bool = False
     """Tasks tell the driver what they read (`ReadNote`), for progress and metrics."""
+    run: str = ""
+    """Names this run of the query: a partition's recorded `next_awake` answer holds only in the run that recorded it."""
 
     def partition_names(self, inputs: int) -> List[List[str]]:
         """Each input's executor-read partition names, in input order (empty for the others)."""
@@ -105,7 +114,7 @@ def list_executor_inputs(plan: Plan, store: Location, max_items: int, max_second
         sources[i] = source
         first = len(parts)
         parts.extend(PartSpec(first + k, i, step.step_id, name) for k, name in enumerate(names))
-    return ExecutorInputs(tuple(parts), sources, store, max_items, max_seconds, report)
+    return ExecutorInputs(tuple(parts), sources, store, max_items, max_seconds, report, run=secrets.token_hex(8))
 
 
 @dataclass(frozen=True)
@@ -172,7 +181,7 @@ def next_position(start: Position, inputs: ExecutorInputs, poll_hub: Optional[Ca
         if record.eof:
             done += 1
             idle.append(part.index)
-        elif record.awake is not None and record.awake > now:
+        elif record.run == inputs.run and record.awake is not None and record.awake > now:
             idle.append(part.index)
         elif record.caught_up and not _has_news(inputs, part, record.state):
             idle.append(part.index)
@@ -235,8 +244,9 @@ class ReadNote:
 class PartReader:
     """Reads one partition for one micro-batch, in the task that owns it.
 
-    Builds it from the newest earlier snapshot, polls it (`batches`), then
-    writes its snapshot (`finish`) and closes it (on leaving its `with`).
+    Builds it from the newest earlier snapshot, polls it while it is awake
+    (`batches`), then writes its snapshot and last `next_awake` answer
+    (`finish`) and closes it (on leaving its `with`).
     A replay of a micro-batch that has a snapshot already stops where that
     reading did.
     """
@@ -250,8 +260,6 @@ class PartReader:
         self.batches_read = 0
         self.eof = False
         self.abort = False
-        self.awake: Optional[datetime] = None
-        """Set if it stopped because it sleeps until then."""
         self.caught_up = False
         """Set if it stopped because it had nothing more to read for now."""
         self.recorded = True
@@ -260,6 +268,11 @@ class PartReader:
         self._replay = self._store.read(spec.folder, batch)
         before = self._store.latest(spec.folder, batch - 1)
         resume = None if before is None else before[1].state
+        earlier = before[1] if before is not None and before[1].run == inputs.run else None
+        self._told = earlier is not None
+        """Whether an earlier task of this run read the partition and recorded its last `next_awake` answer."""
+        self.awake = None if earlier is None else earlier.awake
+        """The partition's last `next_awake` answer: it is not polled before then (`None`: right away)."""
         source = inputs.sources[spec.input_index]
         try:
             self._partition = source.build_part(spec.step_id, spec.name, resume)
@@ -274,19 +287,21 @@ class PartReader:
         except Exception as ex:
             raise StepFailure(f"error calling `{what}` in step {self._spec.step_id!r} for partition {self._spec.name!r}", ex) from ex
 
+    def _ask_awake(self) -> None:
+        self.awake = self._call("next_awake", lambda: aware_or_none(self._partition.next_awake()))
+
     def batches(self) -> Iterator[List[Any]]:
-        """The partition's non-empty batches for this micro-batch."""
+        """The partition's non-empty batches for this micro-batch: none before it is awake, and none after it falls asleep."""
         replay = self._replay
         if replay is not None and replay.abort and replay.items == 0:
             return
         limit = self._inputs.max_items if replay is None else replay.items
         deadline = time.monotonic() + self._inputs.max_seconds
+        if replay is None and not self._told:
+            self._ask_awake()
         while self.items < limit and (replay is not None or time.monotonic() < deadline):
-            if replay is None:
-                at = self._call("next_awake", self._partition.next_awake)
-                if at is not None and at > datetime.now(timezone.utc):
-                    self.awake = at
-                    return
+            if replay is None and self.awake is not None and self.awake > datetime.now(timezone.utc):
+                return
             started = time.perf_counter()
             try:
                 batch: List[Any] = self._call("next_batch", lambda: list(self._partition.next_batch()))
@@ -299,13 +314,15 @@ class PartReader:
             if self._meter is not None:
                 self._meter.time(Timing.NEXT_BATCH, self._spec.step_id, time.perf_counter() - started)
                 self._meter.count(Count.ITEMS_OUT, self._spec.step_id, len(batch))
-            if replay is not None:
+            if replay is None:
+                self._ask_awake()
+            else:
                 batch = batch[: limit - self.items]
             if batch:
                 self.items += len(batch)
                 self.batches_read += 1
                 yield batch
-            elif replay is None and self._call("next_awake", self._partition.next_awake) is None:
+            elif replay is None and self.awake is None:
                 self.caught_up = True
                 return
             elif replay is not None and time.monotonic() > deadline:
@@ -320,7 +337,8 @@ class PartReader:
         is there), so its items must not be used: read again, as a replay.
         """
         state = self._call("snapshot", self._partition.snapshot)
-        record = PartRecord(state, self.items, self.batches_read, self.eof, self.abort, self.awake, self.caught_up)
+        record = PartRecord(state, self.items, self.batches_read, self.eof, self.abort, self.awake, self.caught_up,
+                            self._inputs.run)
         if self._replay is None:
             self.recorded = self._store.write_once(self._spec.folder, self._batch, record)
         fraction: Optional[float] = 1.0 if self.eof else None

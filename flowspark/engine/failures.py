@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 
 import cloudpickle
 
-from flowspark.engine.worker_prints import prints_to_driver
+from flowspark.engine.worker_prints import errors_to_driver, prints_to_driver
 from flowspark.errors import FlowsparkRuntimeError
 
 if TYPE_CHECKING:
@@ -237,12 +237,14 @@ def refuse_after_failure(link: DriverLink) -> None:
 def reported_to(link: DriverLink) -> Iterator[None]:
     """In a Spark worker, while user code runs: its prints go to the driver, and so does any `StepFailure`, before Spark turns it into text.
 
-    A retried task attempt first asks the driver whether the run already
-    failed (`refuse_after_failure`).
+    On a Spark the run did not start, the code also runs with the run's
+    directory and variables, and its standard error goes to the driver
+    too (`DriverLink.lent`).  A retried task attempt first asks the driver
+    whether the run already failed (`refuse_after_failure`).
     """
     refuse_after_failure(link)
     try:
-        with prints_to_driver(link):
+        with prints_to_driver(link), _lent(link):
             yield
     except StepFailure as failure:
         try:
@@ -250,6 +252,15 @@ def reported_to(link: DriverLink) -> Iterator[None]:
         except Exception:  # the driver is gone: Spark's text still names the step
             pass
         raise
+
+
+@contextmanager
+def _lent(link: DriverLink) -> Iterator[None]:
+    if link.lent is None:
+        yield
+        return
+    with link.lent.lent(), errors_to_driver(link):
+        yield
 
 
 def _home_class(cls: type) -> type:

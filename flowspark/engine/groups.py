@@ -18,10 +18,11 @@ recovery directory and a resumed run uses the recorded ones.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from dataclasses import dataclass
 from itertools import count
-from typing import List
+from typing import List, Tuple
 
 from flowspark.engine.destinations import stateful_group
 
@@ -44,10 +45,16 @@ class Groups:
     @classmethod
     def balanced(cls, steps: int, buckets: int) -> Groups:
         """Names that spread buckets evenly over Spark's shuffle partitions (see the module doc)."""
-        return cls(buckets, [[_balanced_name(step, bucket, buckets) for bucket in range(buckets)] for step in range(steps)])
+        return cls(buckets, [list(_balanced_names(step, buckets)) for step in range(steps)])
 
     def name(self, step: int, bucket: int) -> str:
         return self.names[step][bucket]
+
+
+@functools.lru_cache(maxsize=256)
+def _balanced_names(step: int, buckets: int) -> Tuple[str, ...]:
+    """A step's balanced bucket names; the search for each costs a thousand hashes, so each process does it once."""
+    return tuple(_balanced_name(step, bucket, buckets) for bucket in range(buckets))
 
 
 def _balanced_name(step: int, bucket: int, buckets: int) -> str:

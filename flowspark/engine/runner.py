@@ -15,13 +15,13 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
 
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import serving_api
 from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
-from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
+from flowspark.engine.cluster import check_recovery_dir_visible
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.fault_report import spark_fault
 from flowspark.engine.metrics import FlowMetrics, QueryWatch
@@ -32,20 +32,24 @@ from flowspark.engine.plan import Plan, build_plan, for_workers, placed_for_mach
 from flowspark.engine.recovery_dir import check_recovery_dir
 from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.run_context import RunContext, running
-from flowspark.engine.session import get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import OutputStash, SinkWriter
 from flowspark.engine import driver_fence, shutdown, snapshot_store
-from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs
-from flowspark.engine.source_hub import SourceHub
+from flowspark.engine.batch_query import run_batch
+from flowspark.engine.connect_client import check_reachable
+from flowspark.engine.remote_writer import ForwardedBatches, serve_writer
+from flowspark.engine.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
+from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
+from flowspark.engine.input_end import InputEnd, recorded_end
+from flowspark.engine.source_hub import Offset, SourceHub
 from flowspark.engine.driver_link import DriverLink, DriverServer
-from flowspark.engine.spark_format import FORMAT, SCHEMA_DDL
+from flowspark.engine.spark_format import FORMAT, SCHEMA
 from flowspark.engine.spark_source import encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
 from flowspark.engine.warm_up import warm_python_workers
-from flowspark.engine.worker_prints import PRINT_CALL, write_prints
+from flowspark.engine.worker_prints import ERROR_PRINT_CALL, PRINT_CALL, write_error_prints, write_prints
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import traced_run
 
@@ -70,6 +74,14 @@ class RunConfig:
     """Keep one Bytewax worker's output order (`run_main`, `-w 1`), whatever Spark's parallelism."""
     epoch_per_round: bool = False
     """Each source round is an epoch, as with Bytewax's zero epoch interval; else each micro-batch is."""
+    spark_ui: bool = False
+    """A Spark started for the run serves its UI (`spark.ui.enabled`, unless `conf` says otherwise)."""
+    remote: Optional[str] = None
+    """A Spark Connect server to run on (`sc://host:port/;token=...`), instead of a Spark of the run's own."""
+
+    def session_conf(self) -> Dict[str, str]:
+        """The Spark settings of a session started for the run: the UI if asked for, then the user's `conf`."""
+        return {"spark.ui.enabled": "true", **self.conf} if self.spark_ui else dict(self.conf)
 
     @property
     def workers(self) -> int:
@@ -118,19 +130,25 @@ def _failure(plan: Plan, checkpoint: Location, box: FailureBox, query_error: Opt
     return None
 
 
-def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: Location, groups: Groups, parallelism: int, interval: float,
-                 inputs: ExecutorInputs, hub: bool, metered: bool = False) -> Any:
-    """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items."""
+def _start_query(spark: RunSpark, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: Location, groups: Groups,
+                 interval: float, inputs: ExecutorInputs, hub: bool, metered: bool = False) -> Any:
+    """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items.
+
+    Through Spark Connect, Spark calls `foreachBatch` in its server, which
+    hands each micro-batch to `writer` over the driver link (`remote_writer`).
+    """
     workers = for_workers(plan)
-    spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
-    frame = spark.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
+    session = spark.session
+    if not spark.remote:
+        session.conf.set("spark.sql.shuffle.partitions", str(spark.parallelism))
+    frame = session.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
-            LayerProcessor(workers, layer, groups, link, metered), SCHEMA_DDL, "Append", "ProcessingTime"
+            LayerProcessor(workers, layer, groups, link, metered), SCHEMA, "Append", "ProcessingTime"
         )
     location = checkpoint.join("query").hadoop_uri
     writing = (
-        frame.writeStream.foreachBatch(writer)
+        frame.writeStream.foreachBatch(ForwardedBatches(link) if spark.remote else writer)
         .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
         .option("checkpointLocation", location)
         .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
@@ -138,9 +156,9 @@ def _start_query(spark: Any, plan: Plan, link: DriverLink, writer: SinkWriter, c
     try:
         return writing.start()
     except Exception as ex:
-        if "S3AFileSystem not found" not in str(ex):
+        if "S3AFileSystem not found" not in str(ex) or spark.remote:
             raise
-        hadoop = spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
+        hadoop = spark.context._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
         msg = (
             f"Spark can't keep its checkpoint in {location!r}: its Hadoop {hadoop} has no s3a file system. Add "
             f"hadoop-aws of that version and its AWS SDK to Spark (--conf spark.jars.packages="
@@ -182,25 +200,31 @@ def _await_commit(query: Any, checkpoint: Location, batch_id: int, timeout: floa
 
 
 def _wait(plan: Plan, query: Any, checkpoint: Location, server: DriverServer, box: FailureBox, writer: SinkWriter,
-          resumable: bool = False) -> None:
-    """Wait for the end of input or a failure (a user's stops the query at once); stop the query; raise the failure, if any."""
+          sees_commits: bool = True, resumable: bool = False) -> None:
+    """Wait for the end of input, a failure (a user's stops the query at once) or a SIGTERM; stop the query; raise the failure, if any.
+
+    `sees_commits`: this process can read Spark's commit log (not so for a
+    temporary checkpoint of a Spark Connect server elsewhere).
+    """
     try:
         while not writer.finished.wait(0.05):
             if server.failure is not None or writer.failure is not None or box.reported.is_set() or not query.isActive:
                 break
             if shutdown.stop_requested():
-                writer.hold()
+                writer.hold(lambda: bool(query.isActive))
                 break
-        if writer.finished.is_set() or (shutdown.stop_requested() and writer.last_batch >= 0):
+        if sees_commits and (writer.finished.is_set() or (shutdown.stop_requested() and writer.last_batch >= 0)):
             _await_commit(query, checkpoint, writer.last_batch)
     finally:
         if query.isActive:
             query.stop()
-    if writer.finished.is_set() and server.failure is None and writer.failure is None:
+    # A batch refused after the stop began (`SinkWriter.hold`) is no failure.
+    called = None if isinstance(server.failure, shutdown.StopAtBoundary) else server.failure
+    if writer.finished.is_set() and called is None and writer.failure is None:
         return  # the end of input is written and committed; a batch cut by the stop replays on resume
-    if shutdown.stop_requested() and server.failure is None and writer.failure is None and not box.reported.is_set():
+    if shutdown.stop_requested() and called is None and writer.failure is None and not box.reported.is_set():
         raise shutdown.stopped(plan.flow_id, writer.last_batch, resumable)
-    error = _failure(plan, checkpoint, box, query.exception(), server.failure, writer.failure, resumable=resumable)
+    error = _failure(plan, checkpoint, box, query.exception(), called, writer.failure, resumable=resumable)
     if error is not None:
         raise error
 
@@ -226,12 +250,29 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
 
 def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> None:
     ship_by_value(user_packages())
-    spark = get_session(config.master, config.conf)
-    quiet_proxy_failures()
-    plan = placed_for_machines(plan, one_machine=is_local_master(spark.sparkContext.master))
-    warm_python_workers(spark, stateful=plan.depth > 0)
+    driver = _read_first(plan, config, metrics)
+    try:
+        spark = spark_for(plan, config.parallelism, config.master, config.session_conf(), bool(config.conf),
+                          config.recovery_dir, streaming=driver is None or not driver.ends_at_once, remote=config.remote)
+        _check_shared_recovery(spark, config)
+        if driver is not None:
+            _reachable(spark, config, driver.server)
+            if spark.lent is not None:
+                driver.server.lend(spark.lent)
+    except BaseException as ex:
+        if driver is not None:
+            _close_after(ex, driver, None)
+        raise
+    if not spark.remote:
+        quiet_proxy_failures()
+    if driver is not None and driver.ends_at_once:
+        _run_as_batch(plan, config, spark, driver, metrics)
+        return
+    plan = placed_for_machines(plan, one_machine=spark.local)
+    if not spark.remote:
+        warm_python_workers(spark.session, stateful=plan.depth > 0)
     if config.recovery_dir:
-        checkpoint = parse_location(config.recovery_dir, dict(spark.sparkContext.getConf().getAll()))
+        checkpoint = parse_location(config.recovery_dir, spark.settings)
     else:
         checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
     try:
@@ -239,15 +280,16 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
         storage.private_dir(checkpoint)
         storage.private_dir(checkpoint.join("query"), "checkpoint directory")
         check_checkpoint(checkpoint.join("query"))
-        # On a cluster, also waits for the executors, so that the default
-        # parallelism below counts their cores (it is 2 until they register).
-        check_recovery_dir_visible(spark, str(checkpoint), temporary=config.recovery_dir is None)
-        parallelism = config.parallelism or spark.sparkContext.defaultParallelism
+        if not spark.local:
+            # Also waits for the executors, so that the default parallelism
+            # counts their cores (it is 2 until they register).
+            check_recovery_dir_visible(spark.session, str(checkpoint), temporary=config.recovery_dir is None)
+            spark = replace(spark, parallelism=config.parallelism or spark.context.defaultParallelism)
         with driver_fence.owning(checkpoint):
             for attempt in range(RESTARTS + 1):
                 try:
-                    with running(RunContext(spark, str(checkpoint))), traced_run(plan.flow_id):
-                        _attempt(spark, plan, config, checkpoint, parallelism, metrics)
+                    with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
+                        _attempt(spark, plan, config, checkpoint, metrics, driver if attempt == 0 else None)
                     return
                 except _SparkHiccup as hiccup:
                     if attempt == RESTARTS:
@@ -258,24 +300,148 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
             shutil.rmtree(checkpoint.path, ignore_errors=True)
 
 
-def _driver_server(spark: Any, port: int) -> DriverServer:
-    """The driver link's server: on loopback for a local master, where Spark's driver listens otherwise."""
-    conf = spark.sparkContext.getConf()
-    if is_local_master(spark.sparkContext.master):
+@dataclass
+class _DriverSide:
+    """The driver's server, failure box and source hub of one attempt of a run."""
+
+    server: DriverServer
+    box: FailureBox
+    hub: SourceHub
+    first_read: Optional[Tuple[Offset, Offset]] = None
+    """The first micro-batch, read before Spark started (`SourceHub.prime`), if it was."""
+
+    @property
+    def ends_at_once(self) -> bool:
+        """The input ended within the first read: the run is one micro-batch (`batch_query`)."""
+        return self.first_read is not None and recorded_end(self.first_read[1]["end"]) is InputEnd.EOF
+
+    def close(self) -> None:
+        self.server.close()
+        self.hub.close()
+
+
+def _driver_side(server: DriverServer, plan: Plan, config: RunConfig, parallelism: int,
+                 metrics: Optional[FlowMetrics]) -> _DriverSide:
+    if metrics is not None:
+        server.register("metrics", metrics.add)
+    server.register(PRINT_CALL, write_prints)
+    server.register(ERROR_PRINT_CALL, write_error_prints)
+    box = FailureBox(server)
+    hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
+                    workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
+    return _DriverSide(server, box, hub)
+
+
+def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> Optional[_DriverSide]:
+    """The driver side with the first micro-batch read, for a run on this machine without recovery whose inputs all live here.
+
+    If that read ends the input, the run can be one batch query
+    (`batch_query`); else the streaming query starts from it.  A flow whose
+    connectors drive Spark themselves is not read before Spark starts.
+    """
+    parallelism: Optional[int]
+    if config.remote is not None:
+        host, parallelism = link_host_for(config.remote), config.parallelism or 2
+    else:
+        host, parallelism = "127.0.0.1", local_parallelism(config.parallelism, config.master)
+    if parallelism is None or config.recovery_dir is not None or uses_spark_session(plan):
+        return None
+    if any(reads_in_executors(step.config.source) for step in plan.inputs):
+        return None
+    driver = _driver_side(DriverServer(host, port=config.driver_link_port), plan, config, parallelism, metrics)
+    try:
+        driver.first_read = driver.hub.prime()
+    except BaseException as ex:
+        _close_after(ex, driver, None)
+    return driver
+
+
+def _run_as_batch(plan: Plan, config: RunConfig, spark: RunSpark, driver: _DriverSide, metrics: Optional[FlowMetrics]) -> None:
+    """Run a flow whose input ended within the first read as one batch query (`batch_query`)."""
+    assert driver.first_read is not None
+    plan = placed_for_machines(plan, one_machine=True)
+    checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
+    writer: Optional[SinkWriter] = None
+    try:
+        inputs = list_executor_inputs(plan, checkpoint.join("query", snapshot_store.FOLDER), config.max_items_per_batch,
+                                      config.max_seconds_per_poll, report=False)
+        groups = check_or_record(checkpoint, plan, driver.hub.partition_names())
+        writer = _writer(plan, config, checkpoint, driver, spark.parallelism, metrics, [], write_behind=False)
+        with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
+            try:
+                run_batch(spark.session, plan, for_workers(plan), driver.server.link, driver.hub, driver.first_read, writer,
+                          groups, inputs, spark.parallelism, metered=metrics is not None)
+            except Exception as ex:
+                error = _failure(plan, checkpoint, driver.box, ex, driver.server.failure, writer.failure)
+                if error is None:
+                    raise
+                if isinstance(error, _SparkHiccup):
+                    error = error.error
+                raise error from error.__cause__
+        if config.progress is not None:
+            config.progress.finish()
+    except BaseException as ex:
+        _close_after(ex, driver, writer)
+    finally:
+        shutil.rmtree(checkpoint.path, ignore_errors=True)
+    _close(driver, writer)
+
+
+def _writer(plan: Plan, config: RunConfig, checkpoint: Location, driver: _DriverSide, parallelism: int,
+            metrics: Optional[FlowMetrics], queries: List[Any], write_behind: bool) -> SinkWriter:
+    """The run's writer; `write_behind` writes each micro-batch while Spark computes the next (`write_behind`)."""
+    return SinkWriter(plan, checkpoint, OutputStash(driver.server), _reporter(config.progress, driver.hub, queries),
+                      None if metrics is None else metrics.driver_meter(), workers=config.workers,
+                      epoch_per_round=config.epoch_per_round, link=driver.server.link, parallelism=parallelism,
+                      write_behind=write_behind, resumable=config.recovery_dir is not None)
+
+
+def _driver_server(spark: RunSpark, port: int) -> DriverServer:
+    """The driver link's server: on loopback when Spark runs on this machine, where a Spark Connect server reaches
+    this machine, or where Spark's driver listens."""
+    if spark.local:
         return DriverServer("127.0.0.1", port=port)
+    if spark.remote:
+        return DriverServer(spark.link_host, port=port)
+    conf = spark.context.getConf()
     host = conf.get("spark.driver.host")
     return DriverServer(conf.get("spark.driver.bindAddress", host), advertised_host=host, port=port)
 
 
-def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, parallelism: int, metrics: Optional[FlowMetrics] = None) -> None:
-    """Run the flow's query once, from wherever its checkpoint stands; feed `metrics`, if given."""
-    server = _driver_server(spark, config.driver_link_port)
-    if metrics is not None:
-        server.register("metrics", metrics.add)
-    server.register(PRINT_CALL, write_prints)
-    box = FailureBox(server)
-    hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
-                    workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
+def _check_shared_recovery(spark: RunSpark, config: RunConfig) -> None:
+    """Refuse a recovery directory on this machine's disk for a run on a Spark Connect server elsewhere.
+
+    Both sides write there: the server its checkpoint, this process the
+    sinks' ledger, so it must be storage both see.
+    """
+    if not spark.remote or spark.local or config.recovery_dir is None:
+        return
+    if parse_location(config.recovery_dir).scheme is Scheme.LOCAL:
+        msg = (f"recovery directory {config.recovery_dir!r} is on this machine, but the Spark Connect server at "
+               f"{(config.remote or '').split(';')[0]} runs elsewhere and keeps the flow's state there: give -r an "
+               "s3:// or hdfs:// URI both reach")
+        raise FlowsparkRuntimeError(msg)
+
+
+def _reachable(spark: RunSpark, config: RunConfig, server: DriverServer) -> None:
+    """Refuse a run on a Spark Connect server elsewhere whose tasks can't reach the driver link (`check_reachable`)."""
+    if spark.remote and not spark.local and config.remote is not None:
+        check_reachable(spark.session, server.link.host, server.link.port, config.remote)
+
+
+def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Location,
+             metrics: Optional[FlowMetrics] = None, driver: Optional[_DriverSide] = None) -> None:
+    """Run the flow's query once, from wherever its checkpoint stands; feed `metrics`, if given.
+
+    `driver` is the driver side with the first micro-batch already read
+    (`_read_first`), if it was.
+    """
+    if driver is None:
+        driver = _driver_side(_driver_server(spark, config.driver_link_port), plan, config, spark.parallelism, metrics)
+        _reachable(spark, config, driver.server)
+        if spark.lent is not None:
+            driver.server.lend(spark.lent)
+    hub = driver.hub
     writer: Optional[SinkWriter] = None
     try:
         store = checkpoint.join("query", snapshot_store.FOLDER)
@@ -285,35 +451,49 @@ def _attempt(spark: Any, plan: Plan, config: RunConfig, checkpoint: Location, pa
         names = [here + there for here, there in zip(hub.partition_names(), inputs.partition_names(len(plan.inputs)))]
         groups = check_or_record(checkpoint, plan, names)
         queries: List[Any] = []
-        writer = SinkWriter(plan, checkpoint, OutputStash(server), _reporter(config.progress, hub, queries),
-                            None if metrics is None else metrics.driver_meter(), workers=config.workers,
-                            epoch_per_round=config.epoch_per_round, link=server.link, parallelism=parallelism,
-                            write_behind=config.recovery_dir is None)
-        if config.progress is not None and spark.sparkContext.uiWebUrl:
-            config.progress.announce(f"Spark UI at {spark.sparkContext.uiWebUrl}")
-        query = _start_query(spark, plan, server.link, writer, checkpoint, groups, parallelism, config.interval_seconds,
+        # Without a recovery directory nothing can resume a killed run, so
+        # nothing is lost by writing a micro-batch while Spark computes the next.
+        writer = _writer(plan, config, checkpoint, driver, spark.parallelism, metrics, queries,
+                         write_behind=config.recovery_dir is None)
+        if spark.remote:
+            serve_writer(driver.server, writer)
+        elif config.progress is not None and spark.context.uiWebUrl:
+            config.progress.announce(f"Spark UI at {spark.context.uiWebUrl}")
+        query = _start_query(spark, plan, driver.server.link, writer, checkpoint, groups, config.interval_seconds,
                              inputs, hub.has_parts(), metered=metrics is not None)
         queries.append(query)
         if metrics is not None:
             metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))
-        _wait(plan, query, checkpoint, server, box, writer, resumable=config.recovery_dir is not None)
+        _wait(plan, query, checkpoint, driver.server, driver.box, writer,
+              sees_commits=spark.local or not spark.remote or config.recovery_dir is not None,
+              resumable=config.recovery_dir is not None)
         if config.progress is not None:
             config.progress.finish()
     except BaseException as ex:
-        # The run's own error is what the user needs: one that closing the
-        # sources and sinks raises after it (a sink whose write failed
-        # often fails to close too) is only noted on it.
-        found = resolve(ex, box) if isinstance(ex, StepFailure) else None
-        error = ex if found is None else found
-        for close in (server.close, hub.close) + ((writer.close,) if writer is not None else ()):
-            try:
-                close()
-            except Exception as also:
-                error.add_note(f"closing the flow's connectors afterwards also failed: {also} ({also.__cause__!r})")
-        if found is None:
-            raise
-        raise found from found.__cause__
-    server.close()
-    hub.close()
+        _close_after(ex, driver, writer)
+    _close(driver, writer)
+
+
+def _close(driver: _DriverSide, writer: Optional[SinkWriter]) -> None:
+    driver.close()
     if writer is not None:
         writer.close()
+
+
+def _close_after(ex: BaseException, driver: _DriverSide, writer: Optional[SinkWriter]) -> NoReturn:
+    """Close the run's connectors after it failed with `ex`, and raise the error the user needs.
+
+    That is the run's own error: one that closing the sources and sinks
+    raises after it (a sink whose write failed often fails to close too)
+    is only noted on it.
+    """
+    found = resolve(ex, driver.box) if isinstance(ex, StepFailure) else None
+    error = ex if found is None else found
+    for close in (driver.server.close, driver.hub.close) + ((writer.close,) if writer is not None else ()):
+        try:
+            close()
+        except Exception as also:
+            error.add_note(f"closing the flow's connectors afterwards also failed: {also} ({also.__cause__!r})")
+    if found is None:
+        raise ex
+    raise found from found.__cause__

@@ -74,6 +74,12 @@ def _spark_home_without_zip() -> Optional[str]:
     return home
 
 
+def spark_home() -> str:
+    """The user's `SPARK_HOME`, else one that keeps Python workers off `pyspark.zip`, else the installed PySpark's."""
+    found = os.environ.get("SPARK_HOME") or _spark_home_without_zip()
+    return found or os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
 def default_master(parallelism: int) -> str:
     return os.environ.get("FLOWSPARK_MASTER") or f"local[{parallelism}]"
 
@@ -85,67 +91,16 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         return active
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if "SPARK_HOME" not in os.environ:
-        home = _spark_home_without_zip()
-        if home is not None:
-            os.environ["SPARK_HOME"] = home
+    os.environ["SPARK_HOME"] = spark_home()
     url = master or default_master(os.cpu_count() or 2)
     # flowspark's JVM options are Spark's "default" ones, which Spark puts
     # before the user's `extraJavaOptions`: those add to them (a later
     # option wins).  A user's own default options replace them, archive included.
     own_defaults = "spark.driver.defaultJavaOptions" in (conf or {})
     archive_options, on_started = ("", None) if own_defaults else class_archive.java_options(os.environ.get("SPARK_HOME"))
-    builder = (
-        SparkSession.builder.appName("flowspark")
-        .master(url)
-        .config("spark.sql.streaming.stateStore.providerClass",
-                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.defaultJavaOptions", f"{_JAVA_OPTIONS} {archive_options}".strip())
-        # Spark's 1g default is tight for the chunks big micro-batches carry;
-        # more only lets the heap grow with the input (see the module doc).
-        .config("spark.driver.memory", os.environ.get("FLOWSPARK_DRIVER_MEMORY", "2g"))
-        .config("spark.executor.defaultJavaOptions", "-Xss16m")
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
-        # Checkpoints live on a local (or mounted) filesystem, where a
-        # rename is atomic anyway; the default FileContext manager forks
-        # `readlink` for every checkpoint file it renames (about 650 forks
-        # in a 10M-event run, 1.5-2 s of its wall time).
-        .config("spark.sql.streaming.checkpointFileManagerClass", _CHECKPOINT_FILE_MANAGER)
-        # One environment, and so one pool of Python workers, for the
-        # source's tasks and the stateful ones (see `warm_up`).  User errors
-        # reach the driver through flowspark's own failure records, never
-        # through the traceback text this would shorten.
-        .config("spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled", "false")
-        # Spark's own task retries (`spark.task.maxFailures`, 4 on clusters)
-        # stay on for lost executors and workers; a user function that raises
-        # still ends the run on its first raise (`failures.reported_to`).
-    )
     local = is_local_master(url)
-    if local:
-        private = _private_dir()
-        # Spark listens on every interface by default (its UI included);
-        # a run on one machine needs none of them beyond loopback.  Its
-        # Python workers talk to the JVM over Unix sockets in a directory
-        # only the user can enter: on TCP, any local process could take a
-        # state server's one connection before the worker does.
-        builder = (
-            builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.python.unix.domain.socket.enabled", "true")
-            .config("spark.python.unix.domain.socket.dir", private)
-            # Loopback is still shared with every local user: Spark's RPC
-            # and block transfers then take only peers with this secret,
-            # and the UI (CLI runs) offers no "kill" buttons.
-            .config("spark.authenticate", "true")
-            .config("spark.ui.killEnabled", "false")
-        )
-        library_dir = rocksdb_library_dir(os.environ.get("SPARK_HOME"))
-        if library_dir is not None and "spark.driver.extraLibraryPath" not in (conf or {}):
-            builder = builder.config("spark.driver.extraLibraryPath", library_dir)
-    for key, value in (conf or {}).items():
+    builder = SparkSession.builder.appName("flowspark").master(url)
+    for key, value in spark_settings(local, archive_options, conf or {}).items():
         builder = builder.config(key, value)
     threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
@@ -164,6 +119,67 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
     spark.sparkContext.setLogLevel(os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL", "OFF").upper())
     spark.dataSource.register(FlowsparkSource)
     return spark
+
+
+def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict[str, str]:
+    """flowspark's Spark settings (see the module doc), then the user's own `conf`, which win.
+
+    `local` adds those of a Spark that runs on this machine alone, and
+    `java_options` goes with flowspark's driver JVM options.
+    """
+    settings = {
+        "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.defaultJavaOptions": f"{_JAVA_OPTIONS} {java_options}".strip(),
+        # Spark's 1g default is tight for the chunks big micro-batches carry;
+        # more only lets the heap grow with the input (see the module doc).
+        "spark.driver.memory": os.environ.get("FLOWSPARK_DRIVER_MEMORY", "2g"),
+        "spark.executor.defaultJavaOptions": "-Xss16m",
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # Each micro-batch's state commit writes the batch's changes as a
+        # log, not a new snapshot of RocksDB (flush, new files, upload);
+        # snapshots are taken in the background.  An existing checkpoint
+        # resumes either way.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # Checkpoints live on a local (or mounted) filesystem, where a
+        # rename is atomic anyway; the default FileContext manager forks
+        # `readlink` for every checkpoint file it renames (about 650 forks
+        # in a 10M-event run, 1.5-2 s of its wall time).
+        "spark.sql.streaming.checkpointFileManagerClass": _CHECKPOINT_FILE_MANAGER,
+        # One environment, and so one pool of Python workers, for the
+        # source's tasks and the stateful ones (see `warm_up`).  User errors
+        # reach the driver through flowspark's own failure records, never
+        # through the traceback text this would shorten.
+        "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
+        # Spark's own task retries (`spark.task.maxFailures`, 4 on clusters)
+        # stay on for lost executors and workers; a user function that raises
+        # still ends the run on its first raise (`failures.reported_to`).
+    }
+    if local:
+        # Spark listens on every interface by default (its UI included);
+        # a run on one machine needs none of them beyond loopback.  Its
+        # Python workers talk to the JVM over Unix sockets in a directory
+        # only the user can enter: on TCP, any local process could take a
+        # state server's one connection before the worker does.
+        settings.update({
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.python.unix.domain.socket.enabled": "true",
+            "spark.python.unix.domain.socket.dir": _private_dir(),
+            # Loopback is still shared with every local user: Spark's RPC
+            # and block transfers then take only peers with this secret,
+            # and the UI (CLI runs) offers no "kill" buttons.
+            "spark.authenticate": "true",
+            "spark.ui.killEnabled": "false",
+        })
+        library_dir = rocksdb_library_dir(os.environ.get("SPARK_HOME"))
+        if library_dir is not None and "spark.driver.extraLibraryPath" not in conf:
+            settings["spark.driver.extraLibraryPath"] = library_dir
+    settings.update(conf)
+    return settings
 
 
 def _import_gateway_converters() -> None:
@@ -250,22 +266,26 @@ runs on that session, as it is.
 """
 
 
-@contextmanager
-def _jvm_environment(local: bool) -> Iterator[None]:
-    """While the driver's JVM starts: no driver Python for it and, for a local master, its UI on loopback and a fresh secret.
+def jvm_environment(local: bool) -> Dict[str, str]:
+    """The environment a driver JVM starts with: no driver Python for it and, for a local master, its UI on loopback and a fresh secret.
 
     The UI binds to `SPARK_LOCAL_IP`, or to every interface without it; a
     user's own `SPARK_LOCAL_IP` wins.  The secret goes in the environment
     (`_SPARK_AUTH_SECRET`, which only the user can read) because settings
     reach the JVM on its command line, which every local user can read.
-    The JVM takes all of them from the environment it is started with,
-    which is restored afterwards.
     """
     added = {"PYSPARK_DRIVER_PYTHON": _NO_DRIVER_PYTHON}
     if local:
         added["_SPARK_AUTH_SECRET"] = secrets.token_hex(32)
         if "SPARK_LOCAL_IP" not in os.environ:
             added["SPARK_LOCAL_IP"] = "127.0.0.1"
+    return added
+
+
+@contextmanager
+def _jvm_environment(local: bool) -> Iterator[None]:
+    """While the driver's JVM starts, which takes its environment from ours: `jvm_environment`, restored afterwards."""
+    added = jvm_environment(local)
     saved = {name: os.environ.get(name) for name in added}
     os.environ.update(added)
     try:

@@ -11,10 +11,11 @@ Spark uses for the stateful processors it ships.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
-from typing import Iterable, Set
+from typing import Dict, FrozenSet, Iterable, Set
 
 import cloudpickle
 from pyspark import cloudpickle as spark_cloudpickle
@@ -22,12 +23,13 @@ from pyspark import cloudpickle as spark_cloudpickle
 import flowspark
 
 
-def _installed_roots() -> Set[str]:
+@functools.lru_cache(maxsize=1)
+def _installed_roots() -> FrozenSet[str]:
     paths = sysconfig.get_paths()
     roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
     roots.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
     roots.add(os.path.dirname(os.path.abspath(flowspark.__file__)))
-    return {os.path.realpath(r) for r in roots}
+    return frozenset(os.path.realpath(r) for r in roots)
 
 
 def user_packages() -> Set[str]:
@@ -38,11 +40,22 @@ def user_packages() -> Set[str]:
         path = getattr(module, "__file__", None)
         if name == "__main__" or not path:
             continue
-        real = os.path.realpath(path)
-        if any(real.startswith(root + os.sep) for root in roots):
+        if not _is_user_file(path, roots):
             continue
         found.add(name.split(".")[0])
     return {n for n in found if n in sys.modules}
+
+
+_seen_files: Dict[str, bool] = {}
+"""Whether each module file looked at so far is the user's: a run's check then resolves only new modules' paths."""
+
+
+def _is_user_file(path: str, roots: FrozenSet[str]) -> bool:
+    known = _seen_files.get(path)
+    if known is None:
+        real = os.path.realpath(path)
+        known = _seen_files[path] = not any(real.startswith(root + os.sep) for root in roots)
+    return known
 
 
 def ship_by_value(packages: Iterable[str]) -> None:

@@ -54,6 +54,7 @@ from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.failures import StepFailure, built, reported_to
 from flowspark.engine.metrics import Count, Meter, Reading, Timing, worker_index
 from flowspark.engine.plan import Plan
+from flowspark.engine.sink_batch import SinkBatch, writing
 from flowspark.engine.spark_format import SCHEMA_DDL
 from flowspark.outputs import FixedPartitionedSink
 
@@ -122,6 +123,8 @@ class BatchWrite:
     """One micro-batch's work for `mapInArrow`, shipped to its tasks: write the sink partitions among their rows."""
 
     outputs: Dict[int, TaskOutput]
+    batch: SinkBatch
+    """The micro-batch, which its partitions' writes see (`sink_batch`)."""
     write: bool
     """False for a batch the ledger already has: its tasks only pass the driver's rows on."""
     resume: Snapshots
@@ -151,7 +154,7 @@ class BatchWrite:
             self.fence.check()  # a stale task of a lost driver must not cut back what the new one wrote
         meter = Meter(self._report) if self.metered and self.link is not None else None
         guard: ContextManager[None] = nullcontext() if self.link is None else reported_to(self.link)
-        with guard:
+        with guard, writing(self.batch):
             written = [self._write_part(index, part, sorted(rows, key=_row_order), meter)
                        for (index, part), rows in sorted(mine.items())]
         if meter is not None:
@@ -206,8 +209,37 @@ class BatchWrite:
         self.link.call("metrics", worker_index(), reading)
 
 
+@dataclass(frozen=True)
+class SinkJob:
+    """One micro-batch's sink job, as the driver plans it (picklable: it runs wherever the `foreachBatch` callback does)."""
+
+    work: BatchWrite
+    tasks: int
+    route: Dict[str, int]
+    """Each sink partition's route value (`route_keys`), by its group prefix."""
+    default_route: int
+    stale: Tuple[Tuple[int, int], ...]
+    """`(output, partition)` of the partitions to build though no item reaches them: they cut back what an interrupted batch left."""
+
+    def run(self, frame: Any) -> Tuple[pa.Table, List[PartWritten]]:
+        """Run the job on the micro-batch `frame`: the rows bound for the driver, and what the tasks wrote."""
+        if self.stale:
+            empty = chunks.dumps([])
+            touch = [(sink_part_group(index, part, ""), 0, chunks.DATA, empty) for index, part in self.stale]
+            frame = frame.union(frame.sparkSession.createDataFrame(pa.Table.from_batches([chunks.to_arrow(touch)])))
+        # SQL text, which a classic and a Spark Connect frame read alike; the
+        # prefixes are flowspark's own group names (`sink_part_prefix`).
+        routes = ", ".join(f"'{prefix}', {value}" for prefix, value in self.route.items())
+        route = f"cast(coalesce(try_element_at(map({routes}), substring_index(grp, '@', 1)), {self.default_route}) as int) as route"
+        table = frame.selectExpr("*", route).repartition(self.tasks, "route").mapInArrow(self.work, SCHEMA_DDL).toArrow()
+        grps = table.column("grp")
+        reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
+        written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]
+        return table.filter(pc.not_equal(grps, WRITTEN_GROUP)), written
+
+
 class SinkTasks:
-    """The driver's side: runs each micro-batch's job and hands back the driver's rows and what the tasks wrote."""
+    """The driver's side: plans each micro-batch's job (`SinkJob`) and keeps what the tasks wrote."""
 
     def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False,
                  fence: Optional[DriverFence] = None) -> None:
@@ -227,24 +259,11 @@ class SinkTasks:
         self._unbuilt: Set[Tuple[int, int]] = set(slots)
         """Partitions no written batch of this run has built yet (those with a snapshot are built to cut back)."""
 
-    def run(self, frame: Any, fresh: bool, resume: Snapshots) -> Tuple[pa.Table, List[PartWritten]]:
-        """Run the micro-batch's one job: the rows bound for the driver, and what the tasks wrote (if `fresh`)."""
-        from pyspark.sql import functions as F
-
-        stale = [(i, p) for i, p in sorted(self._unbuilt) if fresh and self._snapshot(resume, i, p) is not None]
-        if stale:
-            empty = chunks.dumps([])
-            touch = [(sink_part_group(index, part, ""), 0, chunks.DATA, empty) for index, part in stale]
-            frame = frame.union(frame.sparkSession.createDataFrame(pa.Table.from_batches([chunks.to_arrow(touch)])))
-        routes = F.create_map(*[F.lit(v) for pair in self._route.items() for v in pair])
-        prefix = F.substring_index(F.col("grp"), "@", 1)
-        route = F.coalesce(F.try_element_at(routes, prefix), F.lit(self._default_route)).cast("int")
-        work = BatchWrite(self.outputs, fresh, resume, self._link, self._metered, self._fence)
-        table = frame.withColumn("route", route).repartition(self._tasks, "route").mapInArrow(work, SCHEMA_DDL).toArrow()
-        grps = table.column("grp")
-        reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
-        written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]
-        return table.filter(pc.not_equal(grps, WRITTEN_GROUP)), written
+    def job(self, batch: SinkBatch, fresh: bool, resume: Snapshots) -> SinkJob:
+        """The job of micro-batch `batch`, whose sinks stand at `resume`; only a `fresh` one (not yet in the ledger) writes."""
+        stale = tuple((i, p) for i, p in sorted(self._unbuilt) if fresh and self._snapshot(resume, i, p) is not None)
+        work = BatchWrite(self.outputs, batch, fresh, resume, self._link, self._metered, self._fence)
+        return SinkJob(work, self._tasks, dict(self._route), self._default_route, stale)
 
     def _snapshot(self, resume: Snapshots, index: int, part: int) -> Any:
         out = self.outputs[index]

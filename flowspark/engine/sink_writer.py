@@ -13,7 +13,10 @@ directory records the last written batch id and the snapshot of every
 crash is skipped, or (if the crash hit mid-write) rewritten from partitions
 rebuilt at the previous snapshot, which is how `FileSink` avoids duplicates.
 A `MicroBatchSink` gets the whole batch at once with its id and the run's
-id (kept beside the ledger), so it can make a rewrite replace the first try.
+id (kept beside the ledger), so it can make a rewrite replace the first try;
+partitions written here or in the tasks can read both (`sink_batch`), so
+that one which can't cut back (a database table) can skip a batch it
+already committed.
 When the run keeps one worker's order (`Plan.ordered`), each output's and
 tap's runs of items from every task are put in that order first (`order`).
 """
@@ -38,9 +41,10 @@ from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
 from flowspark.engine.route import check_keyed, split_by_part
+from flowspark.engine.sink_batch import SinkBatch, writing
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
 from flowspark.engine.shutdown import StopAtBoundary
-from flowspark.engine.sink_tasks import PartWritten, SinkTasks
+from flowspark.engine.sink_tasks import PartWritten, SinkJob, SinkTasks
 from flowspark.engine.storage import Location
 from flowspark.engine.write_behind import WriteBehind
 from flowspark.errors import FlowsparkRuntimeError
@@ -184,13 +188,15 @@ class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id.
 
     `link` (for failures and metrics) and `parallelism` (the most tasks a
-    micro-batch's job uses) serve the outputs written in the executors.
+    micro-batch's job uses) serve the outputs written in the executors;
+    `resumable` (a run with a recovery directory) has their tasks check
+    that the run still owns the directory (`driver_fence`).
     """
 
     def __init__(self, plan: Plan, checkpoint: str | Location, stash: Optional[OutputStash] = None,
                  on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
                  workers: int = 1, epoch_per_round: bool = False, link: Optional[DriverLink] = None,
-                 parallelism: int = 1, write_behind: bool = False) -> None:
+                 parallelism: int = 1, write_behind: bool = False, resumable: bool = False) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
@@ -204,7 +210,9 @@ class SinkWriter:
             _Output(step.step_id, step.config.sink, layout, self._ledger.snapshots.get(step.step_id, {}), workers)
             for step, layout in zip(plan.outputs, plan.sinks)
         ]
-        tasks = SinkTasks(plan, parallelism, link, metered=meter is not None, fence=self._ledger.fence)
+        # Only a recovery directory is storage every task sees, and only a
+        # run that resumes from one can meet an earlier run's tasks.
+        tasks = SinkTasks(plan, parallelism, link, metered=meter is not None, fence=self._ledger.fence if resumable else None)
         self._tasks = tasks if tasks.outputs else None
         self.finished = threading.Event()
         self.ending: Optional[InputEnd] = None
@@ -212,53 +220,90 @@ class SinkWriter:
         self.last_batch = self._ledger.batch
         self._behind = WriteBehind() if write_behind else None
         """Writes each batch while Spark computes the next (`write_behind`), if the run can't resume."""
-        self._gate = threading.Lock()
-        """Held while a batch is written: `hold` waits on it."""
+        self._trace: Optional[BatchTrace] = None
+        """The span of the batch being written (micro-batches are written one at a time)."""
+        self._writing = threading.Condition()
+        """Guards `_in_batch` and `_holding`; notified when a batch's write ends (`hold`)."""
+        self._in_batch = False
         self._holding = False
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        with self._gate:
+        """Spark's `foreachBatch` callback, when Spark calls it in this process: run the batch's job, then write it."""
+        job = self.begin(batch_id)
+        try:
+            table, written = job.run(frame) if job is not None else (frame.toArrow(), [])
+        except BaseException as ex:
+            self.failed(ex)
+            raise
+        self.take(batch_id, table, written)
+
+    def begin(self, batch_id: int) -> Optional[SinkJob]:
+        """A micro-batch's write begins: the sink job to run on its rows, if some outputs are written in Spark's tasks.
+
+        Every batch must be run in full, even one Spark starts after the end
+        of input (timers): skipping it fails Spark's state commit check.
+        The job takes the rows bound for this process out of the batch as
+        Arrow, not `collect()`: for `collect()` the JVM pickles a binary
+        column one byte at a time (as a latin-1 string), about 6 CPU-s per
+        10M output items of the stateless benchmark.  After `hold`, a batch
+        fails here (`StopAtBoundary`), unwritten and uncommitted.
+        """
+        with self._writing:
             if self._holding:
                 raise StopAtBoundary(f"micro-batch {batch_id} is not written: the run is stopping")
-            self._batch(frame, batch_id)
-
-    def hold(self) -> None:
-        """Write no micro-batch after the one being written, if any, and wait for that one's write to end.
-
-        A batch Spark starts afterwards fails at once (`StopAtBoundary`),
-        unwritten and uncommitted, so a resumed run writes it.
-        """
-        self._holding = True
-        with self._gate:
-            pass
-        with contextlib.suppress(BaseException):  # a failed write is the run's `failure` already
-            self._settle()
-
-    def _batch(self, frame: Any, batch_id: int) -> None:
-        # Every batch must be run in full, even one Spark starts after the
-        # end of input (timers): skipping it fails Spark's state commit check.
-        trace = start_batch(self._plan.flow_id, batch_id)
+            self._in_batch = True
+        self._trace = start_batch(self._plan.flow_id, batch_id)
         try:
             self._ledger.fence.check()  # a run that another took the directory from starts no job
-            # Arrow, not `collect()`: for `collect()` the JVM pickles a
-            # binary column one byte at a time (as a latin-1 string), about
-            # 6 CPU-s per 10M output items of the stateless benchmark.
-            written: List[PartWritten] = []
             if self._tasks is None:
-                table = frame.toArrow()
-            else:
-                # The sink job starts from the snapshots the last write committed.
-                self._settle()
-                table, written = self._tasks.run(frame, batch_id > self._ledger.batch, self._ledger.snapshots)
+                return None
+            # The sink job starts from the snapshots the last write committed.
+            self._settle()
+            batch = SinkBatch(self._ledger.run_id, batch_id)
+            return self._tasks.job(batch, batch_id > self._ledger.batch, self._ledger.snapshots)
+        except BaseException as ex:
+            self.failed(ex)
+            raise
+
+    def take(self, batch_id: int, table: Any, written: List[PartWritten]) -> None:
+        """Write a batch's rows bound for this process (`table`) and commit it with what the tasks wrote."""
+        trace = self._trace
+        assert trace is not None, "take() comes after begin()"
+        try:
             stashed = self._stash.detach() if self._stash is not None else {}
             if self._behind is None:
                 self._write_table(table, batch_id, written, stashed, trace)
             else:
                 self._behind.submit(lambda: self._write_table(table, batch_id, written, stashed, trace))
         except BaseException as ex:
-            trace.end(ex)
-            self._fail(ex)
+            self.failed(ex)
             raise
+        self._ended()
+
+    def failed(self, ex: BaseException) -> None:
+        """The batch's job failed: its span ends with `ex`, which is the run's failure if it has none."""
+        if self._trace is not None:
+            self._trace.end(ex)
+        self._fail(ex)
+        self._ended()
+
+    def _ended(self) -> None:
+        with self._writing:
+            self._in_batch = False
+            self._writing.notify_all()
+
+    def hold(self, alive: Callable[[], bool]) -> None:
+        """Write no micro-batch after the one being written, if any, and wait for that one's write to end.
+
+        A batch Spark starts afterwards fails in `begin`, so a resumed run
+        writes it.  The wait ends early once `alive()` (the query's) is false.
+        """
+        with self._writing:
+            self._holding = True
+            while self._in_batch and alive():
+                self._writing.wait(0.1)
+        with contextlib.suppress(BaseException):  # a failed write is the run's `failure` already
+            self._settle()
 
     def _fail(self, ex: BaseException) -> None:
         # Once the run is over, stopping the query may interrupt a batch;
@@ -275,7 +320,7 @@ class SinkWriter:
                      trace: BatchTrace) -> None:
         """Write a batch's rows (`table`) and what the tasks wrote (`away`); end its span."""
         try:
-            with trace.active(), collector_paused():
+            with trace.active(), collector_paused(), writing(SinkBatch(self._ledger.run_id, batch_id)):
                 rows = zip(*(table.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names))
                 self._write(rows, batch_id, away, stashed)
         except BaseException as ex:

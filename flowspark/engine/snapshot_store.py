@@ -47,9 +47,11 @@ class PartRecord:
     abort: bool = False
     """It raised `AbortExecution`: `state` is the one before this micro-batch, and the run ends."""
     awake: Optional[datetime] = None
-    """It stopped because it was asleep until then (`next_awake`)."""
+    """Its last `next_awake` answer: not to be polled before then (`None`: right away)."""
     caught_up: bool = False
     """It stopped because it had nothing more to read for now (an empty batch, and no `next_awake`)."""
+    run: str = ""
+    """The run that read it (`ExecutorInputs.run`): `awake` holds only in that run."""
 
 
 def part_folder(input_index: int, name: str) -> str:

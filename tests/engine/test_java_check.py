@@ -79,9 +79,17 @@ def _run_wordcount(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_without_java_says_what_to_install(tmp_path: Path) -> None:
+@pytest.fixture(params=["own process", "warm server"])
+def spark_start(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """Where the run starts Spark: in its own process, or as a new warm server (`connect_server`)."""
+    if request.param == "own process":
+        return {"FLOWSPARK_WARM_SPARK": "0"}
+    return {"FLOWSPARK_WARM_SPARK_DIR": str(tmp_path / "servers")}
+
+
+def test_cli_without_java_says_what_to_install(tmp_path: Path, spark_start: dict[str, str]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
-    env["PATH"] = str(tmp_path)
+    env.update(spark_start, PATH=str(tmp_path))
     started = time.monotonic()
     done = _run_wordcount(env)
     assert done.returncode == 1
@@ -91,9 +99,9 @@ def test_cli_without_java_says_what_to_install(tmp_path: Path) -> None:
     assert time.monotonic() - started < 60
 
 
-def test_cli_with_an_old_java_says_what_to_install(tmp_path: Path) -> None:
+def test_cli_with_an_old_java_says_what_to_install(tmp_path: Path, spark_start: dict[str, str]) -> None:
     fake = _fake_java(tmp_path, 'java version "1.8.0_381"')
-    env = dict(os.environ, JAVA_HOME=str(tmp_path))
+    env = dict(os.environ, JAVA_HOME=str(tmp_path), **spark_start)
     done = _run_wordcount(env)
     assert done.returncode == 1
     assert f"{fake} is Java 8" in done.stderr

@@ -63,6 +63,14 @@ class _Committed(_ListPartition):
         self._source.committed.append((self._name, snapshot))
 
 
+class _Waking(_ListPartition):
+    """Answers `next_awake` with its source's next wake-up; asked once too often, it fails."""
+
+    def next_awake(self) -> Optional[datetime]:
+        wait = self._source.wake_ups.pop(0)
+        return None if wait is None else datetime.now(timezone.utc) + wait
+
+
 class _ListSource(FixedPartitionedSource[Any, int]):
     """Named partitions of listed items; records what the hub asks of it."""
 
@@ -75,6 +83,8 @@ class _ListSource(FixedPartitionedSource[Any, int]):
         self.committed: List[Tuple[str, int]] = []
         self.failures: Dict[str, Tuple[int, BaseException]] = {}
         """Partition name -> (index, exception): `next_batch` raises it once that index is reached."""
+        self.wake_ups: List[Optional[timedelta]] = []
+        """What `_Waking` partitions answer `next_awake`, in turn: a delay from now, or `None`."""
 
     def list_parts(self) -> List[str]:
         return list(self.parts)
@@ -205,6 +215,25 @@ def test_a_sleeping_partition_gives_no_new_offset(server: DriverServer) -> None:
     first = hub.initial_offset()
     assert hub.latest_offset(first) == first
     assert hub.partition_data(first, first) == []
+
+
+def test_a_partition_is_asked_when_to_wake_once_built_and_after_each_batch_and_not_polled_before(server: DriverServer) -> None:
+    source = _ListSource({"a": [1, 2, 3]}, batch_size=1, partition=_Waking)
+    source.wake_ups = [None, timedelta(hours=1)]  # once built; after the first batch
+    hub = _hub(server, source)
+    first = hub.initial_offset()
+    second = hub.latest_offset(first)
+    assert _items(hub, first, second) == {"000.00000.000": [1]}
+    assert hub.latest_offset(second) == second  # asleep: neither polled nor asked again
+    assert source.wake_ups == []
+    hub.close()
+
+    # A resumed partition is asked again once built, as Bytewax asks it: the hour is forgotten.
+    source.wake_ups = [None, None, None]
+    restarted = _hub(server, source)
+    third = restarted.latest_offset(second)
+    assert _items(restarted, second, third) == {"000.00000.000": [2, 3]}
+    assert third["end"] == "eof" and source.wake_ups == []
 
 
 def test_an_abort_ends_the_input_after_what_its_poll_read_before(server: DriverServer) -> None:

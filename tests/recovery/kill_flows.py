@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Tuple
 import flowspark.operators as op
 import flowspark.operators.windowing as win
 from flowspark.connectors.files import DirSink, FileSink, FileSource
+from flowspark.connectors.postgres import PostgresSink
 from flowspark.connectors.spark import SparkSink, SparkSource
 from flowspark.dataflow import Dataflow
 from flowspark.operators import StatefulBatchLogic
@@ -69,6 +70,20 @@ to_dir = Dataflow("kill_dir")
 dir_sums = op.stateful_batch("sum", op.map("parse", op.input("inp", to_dir, FileSource(IN_PATH, batch_size=500)), parse),
                              RunningSum)
 op.output("out", op.map("line", dir_sums, as_keyed_line), DirSink(OUT_PATH, 3))
+
+
+def as_table_row(item: Tuple[str, str]) -> Tuple[str, Dict[str, str]]:
+    key, value = item
+    return (key, {"key": key, "line": f"{key},{value}"})
+
+
+# The same running sums as rows of a PostgreSQL table (`KILL_PG`, `KILL_TABLE`), written in Spark's tasks.
+to_postgres = Dataflow("kill_postgres")
+pg_sums = op.stateful_batch(
+    "sum", op.map("parse", op.input("inp", to_postgres, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
+)
+op.output("out", op.map("row", pg_sums, as_table_row),
+          PostgresSink(os.environ.get("KILL_PG", ""), os.environ.get("KILL_TABLE", "kill"), ["key", "line"], partitions=3))
 
 
 def parse_event(line: str) -> Tuple[str, Tuple[int, int]]:

@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+import pytest
+from conftest import pg_query, pg_table
+
 ROOT = Path(__file__).resolve().parents[2]
 FLOWS = ROOT / "tests" / "recovery" / "kill_flows.py"
 
@@ -120,3 +123,37 @@ def test_spark_source_and_sink_survive_kills(tmp_path: Path) -> None:
     expected, got, kills = _reference_and_killed("spark_io", tmp_path, 3)
     assert len(expected) == 60_000 + 50
     assert got == expected, f"after {kills} kills"
+
+
+def _kill_once_rows_pass(proc: "subprocess.Popen[bytes]", postgres: str, table: str, rows: int) -> bool:
+    """Kill the run's process group once `table` holds more than `rows` rows; false if the run ended first."""
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        if pg_query(postgres, f"SELECT count(*) FROM {table}")[0][0] > rows:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.05)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read().decode() if proc.stderr else ""
+    return False
+
+
+@pytest.mark.postgres
+def test_a_postgres_sink_written_in_spark_tasks_survives_kills(postgres: str, tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    _write_input(src, 60_000)
+    reference = tmp_path / "reference.txt"
+    _run_with_kills("flow", dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0)
+    table = pg_table(postgres, "key text NOT NULL, line text NOT NULL")
+    env = dict(os.environ, KILL_IN=str(src), KILL_PG=postgres, KILL_TABLE=table)
+    recovery = str(tmp_path / "recovery")
+    # Killed as soon as rows arrive, then again with some 40% of them in: each time in the middle of the writes.
+    kills = sum(_kill_once_rows_pass(_start("to_postgres", env, recovery), postgres, table, rows) for rows in (0, 24_000))
+    proc = _start("to_postgres", env, recovery)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err.decode()
+
+    got = sorted(line for (line,) in pg_query(postgres, f"SELECT line FROM {table}"))
+    assert len(got) == 60_000 + 50
+    assert got == _lines(reference), f"after {kills} kills"
+    assert kills >= 1

@@ -1,0 +1,105 @@
+"""A run whose input ends within its first read, as one Spark batch query.
+
+A run without a recovery directory whose inputs all live in the driver
+and all end in the first read (`SourceHub.prime`: a `TestingSource`, a file
+read whole) is what the streaming query would run as one micro-batch that
+also ends the input.  Started as a streaming query, it would pay for
+Spark's offset and commit logs, the Python processes that a streaming data
+source and `transformWithState` start on the driver, and the state store,
+all for that one micro-batch.  This runs the same micro-batch as a batch
+query: the pieces the hub read become a small local DataFrame, each task
+reads its pieces as the streaming source's `read()` does
+(`spark_source.Reader`), each stateful layer runs its processor
+(`stateful.LayerProcessor`) over the buckets a shuffle by bucket gave its
+task, with the state in the task's memory (`batch_state`), and the
+writer takes the result as micro-batch 0.  Items, order, end of input and
+errors are the streaming query's.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from typing import Any, Dict, Iterator, List, NamedTuple, Tuple
+
+import pyarrow as pa
+
+from flowspark.engine import chunks
+from flowspark.engine.batch_state import BatchTime, MemoryHandle
+from flowspark.engine.driver_link import DriverLink
+from flowspark.engine.groups import Groups
+from flowspark.engine.input_end import InputEnd
+from flowspark.engine.plan import Plan
+from flowspark.engine.source_hub import Offset, SourceHub
+from flowspark.engine.spark_format import SCHEMA_DDL
+from flowspark.engine.spark_source import ReadTask, Reader, encode_options
+from flowspark.engine.executor_source import ExecutorInputs
+from flowspark.engine.sink_writer import SinkWriter
+from flowspark.engine.stateful import LayerProcessor
+
+_PIECE_COLUMN = "piece"
+
+
+class SourcePass:
+    """`mapInArrow`'s function over the pieces: each piece read and pushed through the fused steps, as the streaming source does."""
+
+    def __init__(self, options: Dict[str, str]) -> None:
+        self._options = options
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        reader = Reader(self._options)
+        for batch in batches:
+            for blob in batch.column(_PIECE_COLUMN).to_pylist():
+                yield from reader.read(ReadTask(pickle.loads(blob)))
+
+
+class _ChunkRow(NamedTuple):
+    """A row as `LayerProcessor` reads the ones Spark hands it."""
+
+    seq: int
+    kind: int
+    payload: bytes
+
+
+class LayerPass:
+    """`mapInArrow`'s function over one task's buckets of a stateful layer: its processor handles each bucket once."""
+
+    def __init__(self, plan: Plan, layer: int, groups: Groups, link: DriverLink, metered: bool) -> None:
+        self._processor = LayerProcessor(plan, layer, groups, link, metered)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        buckets: Dict[str, List[_ChunkRow]] = {}
+        for batch in batches:
+            columns = [batch.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names]
+            for grp, seq, kind, payload in zip(*columns):
+                buckets.setdefault(grp, []).append(_ChunkRow(seq, kind, payload))
+        handle = MemoryHandle()
+        # The handle and the time stand in for the ones `transformWithState` gives.
+        processor: Any = self._processor
+        processor.init(handle)
+        now = BatchTime(int(time.time() * 1000))
+        rows: List[chunks.Row] = []
+        for grp in sorted(buckets):
+            handle.bucket = grp
+            rows.extend((row.grp, row.seq, row.kind, row.payload)
+                        for row in processor.handleInputRows((grp,), iter(buckets.pop(grp)), now))
+        processor.close()
+        yield chunks.to_arrow(rows)
+
+
+def run_batch(spark: Any, plan: Plan, workers: Plan, link: DriverLink, hub: SourceHub, read: Tuple[Offset, Offset],
+              writer: SinkWriter, groups: Groups, inputs: ExecutorInputs, parallelism: int, metered: bool) -> None:
+    """Run the micro-batch the hub read (`read`: its start and end offsets) and the end of input as one batch query.
+
+    `workers` is the plan Spark's tasks get (`plan.for_workers`); the
+    writer gets the result as micro-batch 0 and finishes the run.
+    """
+    start, end = read
+    pieces: List[Any] = [*hub.partition_data(start, end), InputEnd.EOF]
+    table = pa.table({_PIECE_COLUMN: pa.array([pickle.dumps(p, pickle.HIGHEST_PROTOCOL) for p in pieces], pa.binary())})
+    options = encode_options(link, workers, groups, inputs, hub=True, metered=metered)
+    frame = spark.createDataFrame(table).mapInArrow(SourcePass(options), SCHEMA_DDL)
+    for layer in range(1, plan.depth + 1):
+        frame = frame.repartition(parallelism, "grp").mapInArrow(LayerPass(workers, layer, groups, link, metered), SCHEMA_DDL)
+    writer(frame, 0)
+    hub.commit(end)

@@ -1,0 +1,144 @@
+"""A Spark Connect session on the user's warm local server (`connect_server`), started if need be.
+
+The first run on a machine (or after the server went idle) starts the
+server and waits for it; every later run, from any of the user's
+processes, connects in a fraction of a second.  The process then holds the
+server's lease for the rest of its life, so the server is not stopped under
+it, and keeps one session for all its runs.
+
+`FLOWSPARK_WARM_SPARK` says which runs use it (`WarmMode`); runs with Spark
+settings of their own (`--conf`) or a master (`--master`) never do.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import IO, Any, Dict, Optional
+
+from flowspark.engine.connect_client import connect, forget
+from flowspark.engine.connect_server import LEASE, LOCK, LOG, READY_SECONDS, FileLock, ServerRecord, open_private, read_record, server_dir, start_supervisor
+from flowspark.engine.java_check import check_java
+from flowspark.engine.private_files import make_dirs, others_can_write
+from flowspark.errors import FlowsparkRuntimeError
+
+SWITCH_ENV = "FLOWSPARK_WARM_SPARK"
+"""Which runs use the warm server: `bounded` (the default), `all`, or `0` for none."""
+
+
+class WarmMode(Enum):
+    """Which runs use the warm server."""
+
+    NONE = "0"
+    """None: every run starts Spark in its own process."""
+    BOUNDED = "bounded"
+    """Runs whose input ends within their first read, which run as one batch query (`batch_query`)."""
+    ALL = "all"
+    """Every run that may: streaming queries too, through Spark Connect."""
+
+
+@dataclass(frozen=True)
+class WarmSpark:
+    """A session on the warm server, its parallelism, and what the server's record says of it."""
+
+    session: Any
+    parallelism: int
+    """The session's shuffle partitions: the run's parallelism."""
+    record: ServerRecord
+    directory: str
+
+    @property
+    def log(self) -> str:
+        """Where the server's JVM writes its log."""
+        return os.path.join(self.directory, LOG)
+
+
+_lease: Optional[IO[str]] = None
+"""This process's lease on the server it uses, held until the process exits."""
+
+_sessions: Dict[int, WarmSpark] = {}
+"""This process's sessions on the warm server, by parallelism."""
+
+
+def warm_mode() -> WarmMode:
+    """Which runs use the warm server (`FLOWSPARK_WARM_SPARK`); an unknown value is refused, naming the ones that work."""
+    value = os.environ.get(SWITCH_ENV, WarmMode.BOUNDED.value).strip().lower()
+    try:
+        return WarmMode(value)
+    except ValueError:
+        known = ", ".join(repr(mode.value) for mode in WarmMode)
+        msg = f"{SWITCH_ENV}={value!r} is not one of {known}"
+        raise FlowsparkRuntimeError(msg) from None
+
+
+def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
+    """A session on the warm server for runs of `parallelism` (the server's cores by default); the server is started if none runs.
+
+    Runs of the server's own parallelism, from every process, share one
+    session and so its warm Python workers; another parallelism (which a
+    query's state records in its checkpoint) gets a session of its own.
+    """
+    directory = server_dir()
+    record = read_record(directory)
+    if record is None or any(warm.record != record for warm in _sessions.values()):
+        for warm in _sessions.values():
+            forget(warm.record.url)
+            forget(warm.record.private_url)
+        _sessions.clear()
+        record = _reached(directory)
+    want = parallelism or record.parallelism
+    found = _sessions.get(want)
+    if found is None:
+        found = _sessions[want] = WarmSpark(_session(record, shared=want == record.parallelism, parallelism=want),
+                                            want, record, directory)
+    return found
+
+
+def _reached(directory: str) -> ServerRecord:
+    """The record of the server in `directory`, started if need be; this process then holds its lease."""
+    make_dirs(directory)
+    if others_can_write(directory):
+        msg = f"the warm Spark's directory {directory!r} can be changed by other users; make it yours alone (chmod 700)"
+        raise FlowsparkRuntimeError(msg)
+    with FileLock(os.path.join(directory, LOCK)):
+        record = read_record(directory)
+        if record is None:
+            check_java()
+            record = _started(directory)
+        _take_lease(directory)
+    return record
+
+
+def _session(record: ServerRecord, shared: bool, parallelism: int) -> Any:
+    return connect(record.url if shared else record.private_url, parallelism).session
+
+
+def _started(directory: str) -> ServerRecord:
+    """Start a server in `directory` and wait for its record (the caller holds the directory's lock)."""
+    supervisor = start_supervisor(directory)
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        record = read_record(directory)
+        if record is not None and record.supervisor == supervisor.pid:
+            return record
+        if supervisor.poll() is not None:
+            break
+        time.sleep(0.05)
+    else:
+        supervisor.terminate()
+    log = os.path.join(directory, LOG)
+    msg = f"the warm local Spark did not start; its log is {log!r} (set {SWITCH_ENV}=0 to run Spark in the run's own process)"
+    raise FlowsparkRuntimeError(msg)
+
+
+def _take_lease(directory: str) -> None:
+    """Hold the server's lease (shared) from now on; one taken on an earlier server is let go."""
+    global _lease
+    lease = open_private(os.path.join(directory, LEASE))
+    fcntl.flock(lease, fcntl.LOCK_SH)
+    if _lease is not None:
+        _lease.close()
+    _lease = lease
