@@ -68,7 +68,7 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("-r", "--recovery-directory", action=_EnvDefault, envvar="BYTEWAX_RECOVERY_DIRECTORY",
                         help="directory for Spark's checkpoint (a path, or a file://, s3:// or hdfs:// URI); a run started again with it continues where it stopped")
     parser.add_argument("-s", "--snapshot-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_SNAPSHOT_INTERVAL",
-                        help="seconds between micro-batches (each one is a snapshot); default 0.2")
+                        help="seconds between micro-batches (each one is a snapshot); default 0: the next one starts as soon as input comes")
     parser.add_argument("-b", "--backup-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_RECOVERY_BACKUP_INTERVAL",
                         help="accepted for Bytewax compatibility; Spark keeps its own checkpoint history")
     parser.add_argument("--master", default=os.environ.get("FLOWSPARK_MASTER"),

@@ -29,6 +29,10 @@ EOF = 1
 CONTROL = 2
 ABORT = 3
 """Marker of a micro-batch cut short by `AbortExecution`: its state changes are not kept."""
+PING = 4
+"""Marker that only asks a stateful bucket to report its earliest wake-up (`wake_ups`)."""
+WAKE_UPS = 5
+"""A control row: stateful buckets' earliest wake-ups, for the driver (`wake_ups`)."""
 
 LAST_SEQ = 1 << 62
 """Sequence number of end-of-input markers: after every data chunk."""

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -202,6 +202,11 @@ def next_position(start: Position, inputs: ExecutorInputs, poll_hub: Optional[Ca
         return start
     return Position(start.batch + 1, start.round + rounds, since, "" if end is None else end.value, tuple(idle), hub,
                     hub is not None and hub_end is InputEnd.EOF)
+
+
+def tick(start: Position, inputs: ExecutorInputs) -> Position:
+    """The position after a micro-batch that reads nothing (`wake_ups`): every partition idle, the hub where it stood."""
+    return replace(start, batch=start.batch + 1, idle=tuple(part.index for part in inputs.parts))
 
 
 def _has_news(inputs: ExecutorInputs, part: PartSpec, state: Any) -> bool:

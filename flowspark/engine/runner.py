@@ -48,6 +48,7 @@ from flowspark.engine.spark_source import encode_options
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
+from flowspark.engine.wake_ups import DUE_CALL, WakeUps
 from flowspark.engine.warm_up import warm_python_workers
 from flowspark.engine.worker_prints import ERROR_PRINT_CALL, PRINT_CALL, write_error_prints, write_prints
 from flowspark.errors import FlowsparkRuntimeError
@@ -61,7 +62,8 @@ class RunConfig:
     """How to run: parallelism, micro-batch interval, recovery directory, Spark settings."""
 
     parallelism: Optional[int] = None
-    interval_seconds: float = 0.2
+    interval_seconds: float = 0.0
+    """Seconds between micro-batch starts (Spark's processing-time trigger); 0: the next starts once there is input and the last is done."""
     recovery_dir: Optional[str] = None
     master: Optional[str] = None
     conf: Dict[str, str] = field(default_factory=dict)
@@ -307,6 +309,7 @@ class _DriverSide:
     server: DriverServer
     box: FailureBox
     hub: SourceHub
+    wake_ups: WakeUps
     first_read: Optional[Tuple[Offset, Offset]] = None
     """The first micro-batch, read before Spark started (`SourceHub.prime`), if it was."""
 
@@ -329,7 +332,9 @@ def _driver_side(server: DriverServer, plan: Plan, config: RunConfig, parallelis
     box = FailureBox(server)
     hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
                     workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
-    return _DriverSide(server, box, hub)
+    wake_ups = WakeUps()
+    server.register(DUE_CALL, wake_ups.due)
+    return _DriverSide(server, box, hub, wake_ups)
 
 
 def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> Optional[_DriverSide]:
@@ -371,6 +376,8 @@ def _run_as_batch(plan: Plan, config: RunConfig, spark: RunSpark, driver: _Drive
             try:
                 run_batch(spark.session, plan, for_workers(plan), driver.server.link, driver.hub, driver.first_read, writer,
                           groups, inputs, spark.parallelism, metered=metrics is not None)
+            except (FlowsparkRuntimeError, StepFailure):
+                raise  # flowspark's own, already naming the step
             except Exception as ex:
                 error = _failure(plan, checkpoint, driver.box, ex, driver.server.failure, writer.failure)
                 if error is None:
@@ -393,7 +400,7 @@ def _writer(plan: Plan, config: RunConfig, checkpoint: Location, driver: _Driver
     return SinkWriter(plan, checkpoint, OutputStash(driver.server), _reporter(config.progress, driver.hub, queries),
                       None if metrics is None else metrics.driver_meter(), workers=config.workers,
                       epoch_per_round=config.epoch_per_round, link=driver.server.link, parallelism=parallelism,
-                      write_behind=write_behind, resumable=config.recovery_dir is not None)
+                      write_behind=write_behind, wake_ups=driver.wake_ups, resumable=config.recovery_dir is not None)
 
 
 def _driver_server(spark: RunSpark, port: int) -> DriverServer:

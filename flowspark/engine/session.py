@@ -138,7 +138,13 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
         # more only lets the heap grow with the input (see the module doc).
         "spark.driver.memory": os.environ.get("FLOWSPARK_DRIVER_MEMORY", "2g"),
         "spark.executor.defaultJavaOptions": "-Xss16m",
-        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # A micro-batch runs when input comes, or when a timer is due
+        # (`wake_ups`): never one without either, which a stateful query
+        # would otherwise run at every trigger.
+        "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        # How often an idle query asks its sources for input: each ask goes
+        # to the driver, and Spark's 10 ms cost an idle flow a tenth of a core.
+        "spark.sql.streaming.pollingDelay": "25ms",
         # Each micro-batch's state commit writes the batch's changes as a
         # log, not a new snapshot of RocksDB (flush, new files, upload);
         # snapshots are taken in the background.  An existing checkpoint

@@ -46,6 +46,7 @@ from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Led
 from flowspark.engine.shutdown import StopAtBoundary
 from flowspark.engine.sink_tasks import PartWritten, SinkJob, SinkTasks
 from flowspark.engine.storage import Location
+from flowspark.engine.wake_ups import WakeUps
 from flowspark.engine.write_behind import WriteBehind
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import BatchTrace, start_batch
@@ -196,7 +197,8 @@ class SinkWriter:
     def __init__(self, plan: Plan, checkpoint: str | Location, stash: Optional[OutputStash] = None,
                  on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
                  workers: int = 1, epoch_per_round: bool = False, link: Optional[DriverLink] = None,
-                 parallelism: int = 1, write_behind: bool = False, resumable: bool = False) -> None:
+                 parallelism: int = 1, write_behind: bool = False, wake_ups: Optional[WakeUps] = None,
+                 resumable: bool = False) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
@@ -218,6 +220,8 @@ class SinkWriter:
         self.ending: Optional[InputEnd] = None
         self.failure: Optional[BaseException] = None
         self.last_batch = self._ledger.batch
+        self._wake_ups = wake_ups
+        """Hears the stateful buckets' wake-up reports (`wake_ups`), if the run's query asks for ticks."""
         self._behind = WriteBehind() if write_behind else None
         """Writes each batch while Spark computes the next (`write_behind`), if the run can't resume."""
         self._trace: Optional[BatchTrace] = None
@@ -332,6 +336,10 @@ class SinkWriter:
     def _write(self, rows: Iterable[chunks.Row], batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes]) -> None:
         """Write the driver's rows of a batch and commit it with what the tasks wrote (`away`)."""
         ordered = sorted(rows, key=lambda r: (r[0] == CONTROL_GROUP, r[0], r[1]))
+        if self._wake_ups is not None:
+            for _, _, _, payload in (row for row in ordered if row[2] == chunks.WAKE_UPS):
+                self._wake_ups.note(chunks.loads(payload))
+        ordered = [row for row in ordered if row[2] != chunks.WAKE_UPS]
         fresh = batch_id > self._ledger.batch
         # A batch written before a restart is skipped whole, its end marker
         # included: that end belonged to the earlier run.

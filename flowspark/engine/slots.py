@@ -184,6 +184,11 @@ class SlottedState:
     def slot_count(self) -> int:
         return self._slot_count
 
+    @property
+    def bucket(self) -> str:
+        """The bucket's Spark group."""
+        return self._bucket
+
     def key_slot(self, slot: int) -> KeySlot:
         """A slot's keys as read in this call (with the changes not yet saved); read at most once per call."""
         found = self._loaded.get(slot)
@@ -256,6 +261,10 @@ class SlottedState:
         """The bucket's slots that hold keys, in order (saved changes included)."""
         stored = {slot for (slot,) in self._slots.keys()}
         return sorted(stored | {slot for slot, loaded in self._loaded.items() if loaded.snapshots})
+
+    def earliest(self) -> Optional[int]:
+        """The bucket's earliest wake-up as saved (epoch ms), None if no key asks to be woken."""
+        return min((at for _, (at,) in self._wakes.iterator()), default=None)
 
     def due(self, now_ms: int) -> List[str]:
         """The keys whose wake-up is at or before `now_ms`, sorted."""

@@ -28,7 +28,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, source_origin
 from flowspark.engine.driver_link import DriverLink
-from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTask, Position, next_position, prune, tasks
+from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTask, Position, next_position, prune, tasks, tick
+from flowspark.engine.wake_ups import DUE_CALL, Ping
 from flowspark.engine.failures import reported_to, unloadable_items
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd, recorded_end
@@ -81,9 +82,9 @@ def _shipped(plan: Plan) -> bytes:
 
 
 class ReadTask(InputPartition):
-    """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`), or the end."""
+    """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`), the end, or a ping (`wake_ups`)."""
 
-    def __init__(self, value: Union[PartTask, Piece, InputEnd]) -> None:
+    def __init__(self, value: Union[PartTask, Piece, InputEnd, Ping]) -> None:
         super().__init__(value)
 
 
@@ -102,6 +103,8 @@ class Reader(DataSourceStreamReader):
         self._metered = bool(options.get("metered"))
         self._ended_at: Optional[int] = None
         """The micro-batch that ended the input in this query: nothing is read after it."""
+        self._pinged = False
+        """This query's first micro-batch asked every stateful bucket for its earliest wake-up (`wake_ups`)."""
 
     def _decoded(self, name: str) -> Any:
         return pickle.loads(base64.b64decode(self._options[name]))
@@ -135,7 +138,11 @@ class Reader(DataSourceStreamReader):
         position = Position.of(start)
         if position.end and self._ended_at == position.batch:
             return start
-        return next_position(position, self._inputs, self._poll_hub if self._hub else None, datetime.now(timezone.utc)).offset()
+        now = datetime.now(timezone.utc)
+        after = next_position(position, self._inputs, self._poll_hub if self._hub else None, now)
+        if after == position and self._groups.names and (not self._pinged or self._call(DUE_CALL, int(now.timestamp() * 1000))):
+            after = tick(position, self._inputs)  # a micro-batch without input: for due timers, or the first ping
+        return after.offset()
 
     def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
         if start == end:
@@ -149,6 +156,9 @@ class Reader(DataSourceStreamReader):
         if ending is not None:
             self._ended_at = last.batch
             pieces.append(ReadTask(ending))
+        if not self._pinged and self._groups.names:
+            self._pinged = True
+            pieces.append(ReadTask(Ping()))
         return pieces
 
     def commit(self, end: Dict[str, Any]) -> None:
@@ -162,6 +172,9 @@ class Reader(DataSourceStreamReader):
         value = partition.value
         if isinstance(value, InputEnd):
             yield chunks.to_arrow(self._end_rows(value))
+            return
+        if isinstance(value, Ping):
+            yield chunks.to_arrow([(grp, chunks.LAST_SEQ, chunks.PING, b"") for names in self._groups.names for grp in names])
             return
         if isinstance(value, PartTask):
             yield chunks.to_arrow(self._read_part(value))

@@ -36,7 +36,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from flowspark.engine import chunks, slots
-from flowspark.engine.destinations import DestinationKind, parse
+from flowspark.engine.destinations import CONTROL_GROUP, DestinationKind, parse
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, aware_or_none, guarded, reported_to, unloadable_items
@@ -223,6 +223,15 @@ class _Bucket:
 
     def due_keys(self, now_ms: int) -> List[str]:
         return self._state.due(now_ms)
+
+    @property
+    def group(self) -> str:
+        """The bucket's Spark group."""
+        return self._state.bucket
+
+    def earliest(self) -> Optional[int]:
+        """The bucket's earliest wake-up as saved (epoch ms), None for none."""
+        return self._state.earliest()
 
     def persist(self, handle: StatefulProcessorHandle, now_ms: int) -> None:
         """Store the snapshot and next wake-up of every key that ran.
@@ -462,9 +471,10 @@ class LayerProcessor(StatefulProcessor):
         self._push(step, [kv for k in keys for kv in bucket.call(k, method)], tick, out)
 
     def _finish(self, bucket: _Bucket, out: Collector, now_ms: int) -> List[Row]:
-        """Save the bucket's state; the rows of what its keys emitted."""
+        """Save the bucket's state; the rows of what its keys emitted, and the bucket's report of its earliest wake-up (`wake_ups`)."""
         bucket.persist(self._handle, now_ms)
-        return self._rows(out)
+        report = Row(grp=CONTROL_GROUP, seq=next(_seq), kind=chunks.WAKE_UPS, payload=chunks.dumps({bucket.group: bucket.earliest()}))
+        return self._rows(out) + [report]
 
     def _rows(self, out: Collector) -> List[Row]:
         return [Row(grp=grp, seq=seq, kind=kind, payload=payload) for grp, seq, kind, payload in out.rows(_seq)]

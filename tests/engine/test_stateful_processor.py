@@ -8,6 +8,8 @@ driver's stash, as the writer would.
 from __future__ import annotations
 
 import itertools
+import time
+from datetime import timedelta
 from typing import Any, List, Tuple
 
 from pyspark.sql import Row
@@ -44,9 +46,12 @@ def _rows_for(plan: Plan, groups: Groups, items: List[Tuple[str, int]]) -> List[
 
 
 def _emitted(stash: OutputStash, rows: List[Row]) -> List[Any]:
+    """What the rows carry for the sink; each call's last row is the bucket's wake-up report (`wake_ups`)."""
+    *outputs, report = rows
+    assert report.kind == chunks.WAKE_UPS
     items: List[Any] = []
     stashed = stash.detach()
-    for row in rows:
+    for row in outputs:
         for part in chunks.item_parts(stashed[row.payload]):
             items.extend(part)
     return items
@@ -67,6 +72,25 @@ def test_a_bucket_keeps_each_keys_running_state_across_micro_batches(server: Dri
         (entries,) = tester.peekMapState("slots", grp).values()
         assert decoded(entries[0]) == ({}, {"a": 8})
     assert emitted == [("a", 8)]
+
+
+def test_a_bucket_reports_its_earliest_wake_up_after_each_call(server: DriverServer) -> None:
+    flow = Dataflow("waits")
+    keyed = op.input("inp", flow, TestingSource([]))
+    op.output("out", op.collect("collect", keyed, timedelta(hours=1), max_size=10), TestingSink([]))
+    plan = for_workers(build_plan(flow))
+    groups = Groups.balanced(len(plan.stateful), 4)
+    tester = TwsTester(LayerProcessor(plan, 1, groups, server.link), timeMode="ProcessingTime")
+    before = int(time.time() * 1000)
+    for grp, rows in _rows_for(plan, groups, [("a", 1)]):
+        report = tester.test(grp, rows)[-1]
+        assert report.kind == chunks.WAKE_UPS
+        ((bucket, at),) = chunks.loads(report.payload).items()
+        assert bucket == grp
+        assert before + 3_600_000 <= at <= int(time.time() * 1000) + 3_600_000
+    for grp, rows in _rows_for(plan, groups, [("b", 1)]):
+        if grp not in {g for g, _ in _rows_for(plan, groups, [("a", 1)])}:
+            assert chunks.loads(tester.test(grp, [Row(grp=grp, seq=chunks.LAST_SEQ, kind=chunks.PING, payload=b"")])[-1].payload) == {grp: None}
 
 
 def test_a_bucket_row_for_another_layer_passes_through_unchanged(server: DriverServer) -> None:
