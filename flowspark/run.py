@@ -229,7 +229,8 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     if args.remote is not None and (args.master is not None or args.conf):
         parser.error("--remote runs on the Spark Connect server's own Spark: --master and --conf can't go with it")
     config = RunConfig(parallelism=workers, master=args.master, conf=_conf(args.conf, parser), progress=Progress(),
-                       driver_link_port=args.driver_link_port, ordered=workers == 1, spark_ui=True, remote=args.remote)
+                       driver_link_port=args.driver_link_port, ordered=workers == 1, spark_ui=True, remote=args.remote,
+                       single_run=True)
     if args.max_batch_items is not None:
         config.max_items_per_batch = args.max_batch_items
     if args.snapshot_interval is not None:

@@ -75,6 +75,8 @@ class ServerRecord:
     """The server's local cores: `local[parallelism]`."""
     supervisor: int
     jvm: int
+    ui_port: int
+    """The port of the server's Spark UI, on loopback."""
 
     @property
     def url(self) -> str:
@@ -191,12 +193,12 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._asked_to_stop)
         signal.signal(signal.SIGINT, self._asked_to_stop)
-        port, token, cores = _free_port(), secrets.token_urlsafe(32), os.cpu_count() or 2
+        port, ui_port, token, cores = _free_port(), _free_port(), secrets.token_urlsafe(32), os.cpu_count() or 2
         try:
-            self._jvm = self._start_jvm(port, token, cores)
+            self._jvm = self._start_jvm(port, ui_port, token, cores)
             if not self._wait_ready(port):
                 return 1
-            record = ServerRecord(port, token, str(uuid.uuid4()), cores, os.getpid(), self._jvm.pid)
+            record = ServerRecord(port, token, str(uuid.uuid4()), cores, os.getpid(), self._jvm.pid, ui_port)
             write_private(self._path(RECORD), json.dumps(asdict(record)).encode())
             try:
                 self._watch()
@@ -210,13 +212,16 @@ class Supervisor:
     def _asked_to_stop(self, signum: int, frame: object) -> None:
         self._stopping = True
 
-    def _start_jvm(self, port: int, token: str, cores: int) -> subprocess.Popen[bytes]:
+    def _start_jvm(self, port: int, ui_port: int, token: str, cores: int) -> subprocess.Popen[bytes]:
         from flowspark.engine.session import jvm_environment, spark_home, spark_settings
 
         settings = spark_settings(True, "", {})
         settings.update({
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(port),
+            # The UI of every run's queries, on loopback (`jvm_environment`), without its kill buttons.
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(ui_port),
             # Each run's queries are small and the server stays up: every
             # Python worker it starts is worth keeping for the next run.
             "spark.sql.adaptive.enabled": "false",

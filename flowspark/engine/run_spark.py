@@ -43,6 +43,8 @@ class RunSpark:
     """What tasks of a Spark on this machine that the run did not start borrow from it (`client_environment`)."""
     link_host: str = "127.0.0.1"
     """Where a Spark Connect server's tasks reach the run's driver link."""
+    ui_url: Optional[str] = None
+    """The Spark UI that shows the run's queries, where known."""
     settings: Dict[str, str] = field(default_factory=dict)
     """The session's Spark settings, as far as this process can read them (S3 settings, for recovery directories)."""
 
@@ -80,26 +82,30 @@ def local_parallelism(parallelism: Optional[int], master: Optional[str]) -> Opti
 
 
 def spark_for(plan: Plan, parallelism: Optional[int], master: Optional[str], conf: Dict[str, str],
-              own_conf: bool, recovery_dir: Optional[str], streaming: bool, remote: Optional[str] = None) -> RunSpark:
+              own_conf: bool, recovery_dir: Optional[str], streaming: bool, remote: Optional[str] = None,
+              single_run: bool = False) -> RunSpark:
     """The Spark a run uses (see the module doc): `conf` for a session started here, `own_conf` if the user gave settings.
 
     A `streaming` run (one whose input did not end within its first read)
-    uses the warm server only if `FLOWSPARK_WARM_SPARK=all`: through Spark
+    uses the warm server in a process that runs one flow (`single_run`:
+    the command line), or with `FLOWSPARK_WARM_SPARK=all`.  Through Spark
     Connect, Spark calls `foreachBatch` in a Python process it starts for
-    each query, a second or two of every query's start, which a session in
-    this process does not pay after its first run.
+    each query, a second or two of each streaming query's start: less than
+    starting Spark costs a process, more than a streaming query costs on a
+    session a program started for its earlier runs.
     """
     if remote is not None:
         return _connected(plan, remote, parallelism)
     mode = warm_mode()
-    allowed = mode is WarmMode.ALL or (mode is WarmMode.BOUNDED and not streaming)
+    allowed = mode is WarmMode.ALL or (mode is WarmMode.AUTO and (single_run or not streaming))
     if allowed and SparkSession.getActiveSession() is None and _may_run_warm(plan, master, own_conf, recovery_dir):
         warm = warm_spark(parallelism)
-        return RunSpark(warm.session, warm.parallelism, True, True, ClientEnvironment.of_this_process())
+        return RunSpark(warm.session, warm.parallelism, True, True, ClientEnvironment.of_this_process(),
+                        ui_url=f"http://127.0.0.1:{warm.record.ui_port}")
     spark = get_session(master, conf)
     context = spark.sparkContext
     return RunSpark(spark, parallelism or context.defaultParallelism, is_local_master(context.master),
-                    settings=dict(context.getConf().getAll()))
+                    settings=dict(context.getConf().getAll()), ui_url=context.uiWebUrl)
 
 
 def _may_run_warm(plan: Plan, master: Optional[str], own_conf: bool, recovery_dir: Optional[str]) -> bool:

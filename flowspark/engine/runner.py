@@ -80,6 +80,8 @@ class RunConfig:
     """A Spark started for the run serves its UI (`spark.ui.enabled`, unless `conf` says otherwise)."""
     remote: Optional[str] = None
     """A Spark Connect server to run on (`sc://host:port/;token=...`), instead of a Spark of the run's own."""
+    single_run: bool = False
+    """The process runs this one flow (the command line): a Spark started for it would serve no other run (`run_spark`)."""
 
     def session_conf(self) -> Dict[str, str]:
         """The Spark settings of a session started for the run: the UI if asked for, then the user's `conf`."""
@@ -231,6 +233,9 @@ def _wait(plan: Plan, query: Any, checkpoint: Location, server: DriverServer, bo
         raise error
 
 
+INPUT_LOG = "flowspark-input"
+"""The folder of the recovery directory where the driver-resident sources' input waits for its micro-batch's commit."""
+
 RESTARTS = 2
 """How many times a run restarts from its checkpoint after a failure inside Spark itself."""
 
@@ -255,7 +260,8 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
     driver = _read_first(plan, config, metrics)
     try:
         spark = spark_for(plan, config.parallelism, config.master, config.session_conf(), bool(config.conf),
-                          config.recovery_dir, streaming=driver is None or not driver.ends_at_once, remote=config.remote)
+                          config.recovery_dir, streaming=driver is None or not driver.ends_at_once, remote=config.remote,
+                          single_run=config.single_run)
         _check_shared_recovery(spark, config)
         if driver is not None:
             _reachable(spark, config, driver.server)
@@ -455,6 +461,8 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
         inputs = list_executor_inputs(plan, store, config.max_items_per_batch, config.max_seconds_per_poll,
                                       report=metrics is not None or config.progress is not None)
         hub.expect_remote([(part.step_id, part.name) for part in inputs.parts])
+        if config.recovery_dir is not None:
+            hub.keep_input_in(checkpoint.join(INPUT_LOG))
         names = [here + there for here, there in zip(hub.partition_names(), inputs.partition_names(len(plan.inputs)))]
         groups = check_or_record(checkpoint, plan, names)
         queries: List[Any] = []
@@ -464,8 +472,8 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
                          write_behind=config.recovery_dir is None)
         if spark.remote:
             serve_writer(driver.server, writer)
-        elif config.progress is not None and spark.context.uiWebUrl:
-            config.progress.announce(f"Spark UI at {spark.context.uiWebUrl}")
+        if config.progress is not None and spark.ui_url:
+            config.progress.announce(f"Spark UI at {spark.ui_url}")
         query = _start_query(spark, plan, driver.server.link, writer, checkpoint, groups, config.interval_seconds,
                              inputs, hub.has_parts(), metered=metrics is not None)
         queries.append(query)

@@ -36,6 +36,8 @@ from flowspark.engine.line_blocks import GivesLineBlocks, LineBlock, batch_items
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.read_ahead import ReadAhead
+from flowspark.engine import storage
+from flowspark.engine.storage import Location
 
 _log = logging.getLogger(__name__)
 
@@ -204,6 +206,8 @@ class SourceHub:
         """The offset after which the next micro-batch is the abort a poll hit (`latest_offset`)."""
         self._primed: Optional[Tuple[Offset, Offset]] = None
         """The first micro-batch, read before Spark asked (`prime`): its start and end offsets."""
+        self._log: Optional[Location] = None
+        """Where each micro-batch's input is kept until it is committed, for a resumed run (`keep_input_in`)."""
         self.items_read = 0
         self._remote: Dict[Tuple[str, str], Optional[float]] = {}
         """How far each executor-read partition got, as its tasks tell (`note_read`)."""
@@ -213,6 +217,18 @@ class SourceHub:
         server.register("partition_data", self.partition_data)
         server.register("piece", self.piece)
         server.register("commit", self.commit)
+
+    def keep_input_in(self, folder: Location) -> None:
+        """Keep each micro-batch's input in `folder` until Spark commits it, so that a resumed run replays it from there.
+
+        Spark resumes by running the micro-batch its offset log holds but
+        its commit log does not, with the same input.  Read again from the
+        partitions' snapshots, that input may take as long to come as it
+        took the first time (a live source), or never come (one that can't
+        replay); kept, it is there at once.
+        """
+        storage.make_dirs(folder)
+        self._log = folder
 
     # -- partitions -------------------------------------------------------
 
@@ -335,6 +351,8 @@ class SourceHub:
                  data: List[PartData]) -> Offset:
         """Record the micro-batch after `start`, with what it read, and return its offset."""
         new = {"n": start["n"] + 1, "end": "" if end is None else end.value, "parts": parts, "r": start.get("r", 0) + rounds}
+        if self._log is not None and data:
+            storage.write_private(self._log.join(str(new["n"])), pickle.dumps(data, pickle.HIGHEST_PROTOCOL))
         with self._lock:
             self._buffer[new["n"]] = data
         self._position = new
@@ -451,6 +469,14 @@ class SourceHub:
             return self._pieces[number][1][index]
 
     def _replay(self, start: Offset, end: Offset) -> List[PartData]:
+        """The input of the micro-batch between two offsets, after a restart: as kept (`keep_input_in`), else read again."""
+        kept = self._log.join(str(end["n"])) if self._log is not None else None
+        if kept is not None and storage.exists(kept):
+            found: List[PartData] = pickle.loads(storage.read_trusted(kept))
+            return found
+        return self._read_again(start, end)
+
+    def _read_again(self, start: Offset, end: Offset) -> List[PartData]:
         data: List[PartData] = []
         for index, (key, i, name, source, fixed) in enumerate(self._part_specs()):
             want = end["parts"].get(key, {"c": 0})["c"] - start["parts"].get(key, {"c": 0})["c"]
@@ -540,6 +566,10 @@ class SourceHub:
                 del self._buffer[n]
             for n in [n for n in self._pieces if n <= end["n"]]:
                 del self._pieces[n]
+        if self._log is not None:
+            for name in storage.list_names(self._log):
+                if name.isdigit() and int(name) <= end["n"]:
+                    storage.remove(self._log.join(name))
         # Spark commits as it starts the next micro-batch, while the read
         # ahead may be using the partitions: wait for it only if some
         # partition needs to hear of the commit.

@@ -26,7 +26,7 @@ from flowspark.engine.private_files import make_dirs, others_can_write
 from flowspark.errors import FlowsparkRuntimeError
 
 SWITCH_ENV = "FLOWSPARK_WARM_SPARK"
-"""Which runs use the warm server: `bounded` (the default), `all`, or `0` for none."""
+"""Which runs use the warm server: `auto` (the default), `all`, or `0` for none (`WarmMode`)."""
 
 
 class WarmMode(Enum):
@@ -34,10 +34,16 @@ class WarmMode(Enum):
 
     NONE = "0"
     """None: every run starts Spark in its own process."""
-    BOUNDED = "bounded"
-    """Runs whose input ends within their first read, which run as one batch query (`batch_query`)."""
+    AUTO = "auto"
+    """Runs whose input ends within their first read (one batch query, `batch_query`), and every run of a process
+    that runs one flow (the command line).
+
+    A program that runs many streaming flows (a test suite) starts Spark
+    in its process once and runs each on it, for less than a streaming
+    query costs to start through Spark Connect (`run_spark`).
+    """
     ALL = "all"
-    """Every run that may: streaming queries too, through Spark Connect."""
+    """Every run that may: streaming queries of every process too."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ _sessions: Dict[int, WarmSpark] = {}
 
 def warm_mode() -> WarmMode:
     """Which runs use the warm server (`FLOWSPARK_WARM_SPARK`); an unknown value is refused, naming the ones that work."""
-    value = os.environ.get(SWITCH_ENV, WarmMode.BOUNDED.value).strip().lower()
+    value = os.environ.get(SWITCH_ENV, WarmMode.AUTO.value).strip().lower()
     try:
         return WarmMode(value)
     except ValueError:

@@ -291,6 +291,24 @@ def test_a_range_the_hub_no_longer_holds_is_read_again_from_its_start_snapshot(s
     assert _items(restarted, first, second) == {"000.00000.000": [0, 1, 2, 3, 4, 5]}
 
 
+def test_a_range_kept_in_the_recovery_directory_is_replayed_as_it_was_read(server: DriverServer, tmp_path: Path) -> None:
+    from flowspark.engine.storage import Location, Scheme
+
+    kept = Location(Scheme.LOCAL, str(tmp_path / "input"))
+    hub = _hub(server, _ListSource({"a": list(range(10))}, batch_size=3), max_items=5)
+    hub.keep_input_in(kept)
+    first = hub.initial_offset()
+    second = hub.latest_offset(first)
+    hub.close()
+
+    # A source that can't give the same items again: the kept input is what the replay gets.
+    restarted = _hub(server, _ListSource({"a": ["other"] * 10}, batch_size=3), max_items=5)
+    restarted.keep_input_in(kept)
+    assert _items(restarted, first, second) == {"000.00000.000": [0, 1, 2, 3, 4, 5]}
+    restarted.commit(second)
+    assert not (tmp_path / "input" / str(second["n"])).exists()
+
+
 def test_a_file_sources_batches_reach_the_tasks_as_the_bytes_of_their_lines(server: DriverServer, tmp_path: Path) -> None:
     path = tmp_path / "in.txt"
     path.write_text("".join(f"line {i} é\n" for i in range(7)), encoding="utf-8")
