@@ -18,10 +18,14 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from flowspark.dataflow import Dataflow
+from flowspark.errors import RunStopped
 from flowspark.recovery import RecoveryConfig
+
+if TYPE_CHECKING:
+    from flowspark.engine.runner import RunConfig
 
 __all__ = ["cli_main"]
 
@@ -58,7 +62,7 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
         parser.add_argument("-w", "--workers-per-process", type=int, action=_EnvDefault, envvar="BYTEWAX_WORKERS_PER_PROCESS",
                             help="parallelism: local Spark threads and shuffle partitions (default: number of cores)")
         parser.add_argument("-i", "--process-id", type=int, action=_EnvDefault, envvar="BYTEWAX_PROCESS_ID",
-                            help="Bytewax's process id: process 0 runs the whole flow, the others exit at once (use --master for a cluster)")
+                            help="Bytewax's process id: process 0 runs the whole flow, the others wait for its run to end and exit with its status (use --master for a cluster)")
         parser.add_argument("-a", "--addresses", action=_EnvDefault, envvar="BYTEWAX_ADDRESSES",
                             help="Bytewax's ';'-separated process addresses: their count multiplies -w in process 0")
     parser.add_argument("-r", "--recovery-directory", action=_EnvDefault, envvar="BYTEWAX_RECOVERY_DIRECTORY",
@@ -196,24 +200,27 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
 
     `testing`: the command line of Bytewax's `python -m bytewax.testing`,
     which starts `-p` processes of `-w` workers each on this machine; here
-    one run stands for them all, with their worker count.
+    one run stands for them all, with their worker count.  In a Bytewax
+    multi-process launch, the processes other than 0 wait for process 0's
+    run and return its status (`process_zero`).
     """
     from flowspark.dataflow_api import settings_from_env
-    from flowspark.engine.failures import user_traceback
+    from flowspark.engine.process_zero import announce_status, wait_for_process_zero
     from flowspark.engine.progress import Progress, show_on_stderr
-    from flowspark.engine.runner import RunConfig, run_flow
+    from flowspark.engine.runner import RunConfig
     from flowspark.testing import drives_the_run
 
     parser = _parser(testing)
     args = parser.parse_args(argv) if testing else _parse_args(argv, parser)
     show_on_stderr(show_progress=not args.no_progress)
     workers = args.workers_per_process
+    addresses: List[str] = []
     if testing:
         processes = int(args.processes)
     else:
         addresses = [a for a in (args.addresses or "").split(";") if a.strip()]
         if not drives_the_run(args.process_id, len(addresses)):
-            return 0
+            return wait_for_process_zero(addresses[0], args.process_id) if addresses else 0
         processes = max(len(addresses), 1)
     if workers is not None:
         workers = int(workers) * processes
@@ -235,19 +242,34 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         settings_from_env()
     except ValueError as ex:
         parser.error(str(ex))
-    flow = locate_flow(args.import_str)
+    if len(addresses) < 2:
+        return _run(args.import_str, config)
+    with announce_status(addresses[0]) as others:
+        status = _run(args.import_str, config)
+        others.finish(status)
+    return status
+
+
+def _run(import_str: str, config: RunConfig) -> int:
+    """Find the flow and run it; the exit status, with the failure or stop told in one message."""
+    from flowspark.engine.failures import user_traceback
+    from flowspark.engine.runner import run_flow
+
+    flow = locate_flow(import_str)
     try:
         run_flow(flow, config)
     except KeyboardInterrupt:
         _log.error("KeyboardInterrupt")
         return 130
+    except RunStopped as stop:
+        _log.warning("%s", stop)
+        return stop.status
     except Exception as ex:
         # The user's own frames only, as Bytewax shows them: flowspark's and
         # Spark's are noise to them (FLOWSPARK_FULL_TRACEBACK=1 keeps them).
         _log.error("%s", user_traceback(ex).rstrip("\n"))
         return 1
     return 0
-
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import of this file is the module `conftest` that those imports get.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -15,11 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+import pyspark
 import pytest
 
 from flowspark.engine.driver_link import DriverServer
@@ -325,3 +328,187 @@ def pg_table(conninfo: str, columns: str) -> str:
     name = f"t_{uuid.uuid4().hex[:12]}"
     pg_query(conninfo, f"CREATE TABLE {name} ({columns})")
     return name
+
+
+# A Spark standalone cluster on 127.0.0.1 (tests/test_cluster.py, tests/test_spark_faults.py).
+
+SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
+WORKERS = 2
+REGISTER_TIMEOUT = 90.0
+
+
+def spark_env() -> Dict[str, str]:
+    """The environment a cluster process (or a flow run on the cluster) starts with: the wheel's Spark, on loopback."""
+    return dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1")
+
+
+class StandaloneCluster:
+    """A standalone master and workers, each in its own process group (JVMs, executors and all)."""
+
+    def __init__(self, root: Path, workers: int = WORKERS) -> None:
+        self.root = root
+        self.workers = workers
+        self.port = free_port()
+        self.ui_port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.work_dirs: List[Path] = []
+        self._procs: List["subprocess.Popen[bytes]"] = []
+        self._logs: List[IO[bytes]] = []
+
+    def _spawn(self, name: str, args: List[str]) -> None:
+        log = open(self.root / f"{name}.log", "wb")
+        self._logs.append(log)
+        self._procs.append(subprocess.Popen(
+            [os.path.join(SPARK_HOME, "bin", "spark-class"), *args], env=spark_env(),
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        ))
+
+    def _spawn_worker(self, index: int, log_name: str) -> None:
+        self._spawn(log_name, ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                               "--cores", "1", "--memory", "1g", "--webui-port", "0",
+                               "--work-dir", str(self.work_dirs[index]), self.url])
+
+    def start(self) -> None:
+        """Start the master, and the workers once the master's page answers.
+
+        A worker's UI takes any free port: started together, it could take
+        the one picked for the master's page before the master binds it.
+        """
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        self._wait_for_master()
+        for i in range(self.workers):
+            work_dir = self.root / f"worker{i}"
+            work_dir.mkdir()
+            self.work_dirs.append(work_dir)
+            self._spawn_worker(i, f"worker{i}")
+
+    def worker_of(self, pid: int) -> int:
+        """Which worker the process `pid` (an executor or one of its Python processes) runs under."""
+        workers = {proc.pid: index for index, proc in enumerate(self._procs[1:])}
+        return workers[ancestor(pid, lambda found: found in workers)]
+
+    def lose_worker(self, index: int) -> None:
+        """SIGKILL worker `index` with everything it started, as if its host went away (its executors' Python
+        daemons lead process groups of their own); a fresh worker takes its place, as a replaced host would."""
+        proc = self._procs[1 + index]
+        doomed = _descendants(proc.pid)
+        _kill_group(proc, signal.SIGKILL)
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        self._procs.remove(proc)
+        self._spawn_worker(index, f"worker{index}-again")
+        self._procs.insert(1 + index, self._procs.pop())
+
+    def status(self) -> Dict[str, Any]:
+        """The master's JSON status page (workers, apps)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as page:
+            return json.load(page)  # type: ignore[no-any-return]
+
+    def _wait_for_master(self, timeout: float = REGISTER_TIMEOUT) -> None:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self._procs[0].poll() is not None:
+                raise RuntimeError(f"the master ended with {self._procs[0].returncode}; logs in {self.root}")
+            try:
+                self.status()
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"the master's page did not answer in {timeout:.0f} s; logs in {self.root}")
+
+    def wait_for_workers(self, timeout: float = REGISTER_TIMEOUT) -> float:
+        """Block until every worker registered with the master; return the seconds it took."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            for proc in self._procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a cluster process ended with {proc.returncode}; logs in {self.root}")
+            try:
+                workers = self.status().get("workers", [])
+            except OSError:
+                workers = []
+            alive = [w for w in workers if w.get("state") == "ALIVE"]
+            if len(alive) >= self.workers:
+                return time.monotonic() - started
+            time.sleep(0.5)
+        raise TimeoutError(f"{self.workers} workers did not register in {timeout:.0f} s; logs in {self.root}")
+
+    def stop(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                _kill_group(proc, signal.SIGTERM)
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc, signal.SIGKILL)
+                proc.wait()
+        for log in self._logs:
+            log.close()
+
+    def executor_logs(self) -> List[Path]:
+        """Each executor's stderr log, `WORK_DIR/APP_ID/EXECUTOR_ID/stderr`, across all workers."""
+        return sorted(p for d in self.work_dirs for p in d.glob("app-*/*/stderr"))
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rpartition(")")[2].split()[1])
+
+
+def ancestor(pid: int, wanted: Callable[[int], bool]) -> int:
+    """The nearest of `pid` and the processes above it that is `wanted`."""
+    while not wanted(pid):
+        if pid <= 1:
+            raise LookupError("no such process above it")
+        pid = _parent(pid)
+    return pid
+
+
+def command_line(pid: int) -> str:
+    """The command line of process `pid`, its arguments joined by spaces."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode(errors="replace")
+
+
+def _descendants(pid: int) -> List[int]:
+    """Every process below `pid`, from `/proc`."""
+    found: List[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    children = [int(child) for child in f.read().split()]
+            except OSError:
+                continue
+            found.extend(children)
+            todo.extend(children)
+    return found
+
+
+def _kill_group(proc: "subprocess.Popen[bytes]", sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[StandaloneCluster]:
+    found = StandaloneCluster(tmp_path_factory.mktemp("cluster"))
+    request.addfinalizer(found.stop)  # registered first: a failed start still stops what did start
+    found.start()
+    took = found.wait_for_workers()
+    print(f"{WORKERS} workers registered in {took:.1f} s")
+    yield found

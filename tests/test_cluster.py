@@ -9,7 +9,6 @@ missing module: its workers import from the driver's folders).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -18,132 +17,16 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
-from typing import IO, Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List
 
-import pyspark
 import pytest
-from conftest import free_port, pg_query, pg_table
+from conftest import StandaloneCluster, pg_query, pg_table, spark_env
 
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 
-SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
-WORKERS = 2
-REGISTER_TIMEOUT = 90.0
 RUN_TIMEOUT = 240.0
-
-
-def _spark_env() -> Dict[str, str]:
-    return dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1")
-
-
-class StandaloneCluster:
-    """A standalone master and workers, each in its own process group (JVMs, executors and all)."""
-
-    def __init__(self, root: Path, workers: int = WORKERS) -> None:
-        self.root = root
-        self.workers = workers
-        self.port = free_port()
-        self.ui_port = free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
-        self.work_dirs: List[Path] = []
-        self._procs: List["subprocess.Popen[bytes]"] = []
-        self._logs: List[IO[bytes]] = []
-
-    def _spawn(self, name: str, args: List[str]) -> None:
-        log = open(self.root / f"{name}.log", "wb")
-        self._logs.append(log)
-        self._procs.append(subprocess.Popen(
-            [os.path.join(SPARK_HOME, "bin", "spark-class"), *args], env=_spark_env(),
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        ))
-
-    def start(self) -> None:
-        """Start the master, and the workers once the master's page answers.
-
-        A worker's UI takes any free port: started together, it could take
-        the one picked for the master's page before the master binds it.
-        """
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
-        self._wait_for_master()
-        for i in range(self.workers):
-            work_dir = self.root / f"worker{i}"
-            work_dir.mkdir()
-            self.work_dirs.append(work_dir)
-            self._spawn(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                       "--cores", "1", "--memory", "1g", "--webui-port", "0",
-                                       "--work-dir", str(work_dir), self.url])
-
-    def status(self) -> Dict[str, Any]:
-        """The master's JSON status page (workers, apps)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as page:
-            return json.load(page)  # type: ignore[no-any-return]
-
-    def _wait_for_master(self, timeout: float = REGISTER_TIMEOUT) -> None:
-        started = time.monotonic()
-        while time.monotonic() - started < timeout:
-            if self._procs[0].poll() is not None:
-                raise RuntimeError(f"the master ended with {self._procs[0].returncode}; logs in {self.root}")
-            try:
-                self.status()
-                return
-            except OSError:
-                time.sleep(0.5)
-        raise TimeoutError(f"the master's page did not answer in {timeout:.0f} s; logs in {self.root}")
-
-    def wait_for_workers(self, timeout: float = REGISTER_TIMEOUT) -> float:
-        """Block until every worker registered with the master; return the seconds it took."""
-        started = time.monotonic()
-        while time.monotonic() - started < timeout:
-            for proc in self._procs:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"a cluster process ended with {proc.returncode}; logs in {self.root}")
-            try:
-                workers = self.status().get("workers", [])
-            except OSError:
-                workers = []
-            alive = [w for w in workers if w.get("state") == "ALIVE"]
-            if len(alive) >= self.workers:
-                return time.monotonic() - started
-            time.sleep(0.5)
-        raise TimeoutError(f"{self.workers} workers did not register in {timeout:.0f} s; logs in {self.root}")
-
-    def stop(self) -> None:
-        for proc in self._procs:
-            if proc.poll() is None:
-                _kill_group(proc, signal.SIGTERM)
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc, signal.SIGKILL)
-                proc.wait()
-        for log in self._logs:
-            log.close()
-
-    def executor_logs(self) -> List[Path]:
-        """Each executor's stderr log, `WORK_DIR/APP_ID/EXECUTOR_ID/stderr`, across all workers."""
-        return sorted(p for d in self.work_dirs for p in d.glob("app-*/*/stderr"))
-
-
-def _kill_group(proc: "subprocess.Popen[bytes]", sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[StandaloneCluster]:
-    found = StandaloneCluster(tmp_path_factory.mktemp("cluster"))
-    request.addfinalizer(found.stop)  # registered first: a failed start still stops what did start
-    found.start()
-    took = found.wait_for_workers()
-    print(f"{WORKERS} workers registered in {took:.1f} s")
-    yield found
 
 
 # The flow's own modules: a helper module with the parser, and the flow
@@ -228,7 +111,7 @@ def _start_flow(flow_dir: Path, name: str, *extra: str) -> "subprocess.Popen[str
     """`python -m flowspark.run` on the flow module, writing `NAME.txt` and tracing into `trace-NAME/`."""
     trace = flow_dir / f"trace-{name}"
     trace.mkdir()
-    env = dict(_spark_env(), CLUSTER_IN=str(flow_dir / "in.txt"), CLUSTER_OUT=str(flow_dir / f"{name}.txt"),
+    env = dict(spark_env(), CLUSTER_IN=str(flow_dir / "in.txt"), CLUSTER_OUT=str(flow_dir / f"{name}.txt"),
                CLUSTER_TRACE=str(trace))
     cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_user_flow.py'}:flow",
            "--max-batch-items", "3000", *extra]
@@ -357,7 +240,7 @@ def _start_kafka_flow(flow_dir: Path, name: str, broker: str, topic: str, tail: 
     """`python -m flowspark.run` on the Kafka flow, writing `NAME.txt` and tracing into `trace-NAME/`."""
     trace = flow_dir / f"trace-{name}"
     trace.mkdir(exist_ok=True)
-    env = dict(_spark_env(), KAFKA_BROKER=broker, KAFKA_TOPIC=topic, KAFKA_TAIL="1" if tail else "0",
+    env = dict(spark_env(), KAFKA_BROKER=broker, KAFKA_TOPIC=topic, KAFKA_TAIL="1" if tail else "0",
                CLUSTER_OUT=str(flow_dir / f"{name}.txt"), CLUSTER_TRACE=str(trace))
     cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_kafka_flow.py'}:flow",
            "--max-batch-items", "40", *extra]
@@ -474,7 +357,7 @@ def _start_files_flow(flow_dir: Path, name: str, *extra: str, stderr: Any = subp
     trace = flow_dir / f"trace-{name}"
     trace.mkdir(exist_ok=True)
     (flow_dir / name).mkdir(exist_ok=True)
-    env = dict(_spark_env(), CLUSTER_IN=str(flow_dir / "in-files"), CLUSTER_OUT=str(flow_dir / name),
+    env = dict(spark_env(), CLUSTER_IN=str(flow_dir / "in-files"), CLUSTER_OUT=str(flow_dir / name),
                CLUSTER_TRACE=str(trace))
     cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_files_flow.py'}:flow",
            "--max-batch-items", "500", *extra]
@@ -561,7 +444,7 @@ def test_postgres_sink_killed_and_resumed_on_cluster_writes_every_row_once(clust
     for index in range(IN_FILES):
         (inputs / f"in{index}.txt").write_text("".join(f"f{index}k{i % 7},{i}\n" for i in range(LINES_PER_FILE)))
     table = pg_table(postgres, "key text NOT NULL, line text NOT NULL")
-    env = dict(_spark_env(), CLUSTER_IN=str(inputs), CLUSTER_PG=postgres, CLUSTER_TABLE=table)
+    env = dict(spark_env(), CLUSTER_IN=str(inputs), CLUSTER_PG=postgres, CLUSTER_TABLE=table)
     cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_postgres_flow.py'}:flow",
            "--max-batch-items", "500", "--master", cluster.url, "-r", str(tmp_path / "recovery")]
 
@@ -617,7 +500,7 @@ def test_recovery_dir_check_on_cluster(cluster: StandaloneCluster, tmp_path: Pat
     missing = tmp_path / "missing"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", CHECK_SCRIPT, cluster.url, str(shared), str(missing)],
-                          env=_spark_env(), cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                          env=spark_env(), cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT,
                           start_new_session=True, check=False)
     print(f"check run {time.monotonic() - started:.1f} s")
     assert done.returncode == 0, _short(done.stderr)

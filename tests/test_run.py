@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Dict, Optional
 
 import pytest
-from conftest import run_module, usage_error
+from conftest import free_port, run_module, usage_error
 
 from flowspark.run import locate_flow
 
 FLOWS = '''
+import os
+
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSource
@@ -49,6 +56,31 @@ class WorkerNames(DynamicSource):
 def workers():
     flow = Dataflow("workers")
     op.output("out", op.input("inp", flow, WorkerNames()), StdOutSink())
+    return flow
+
+class _Gated(StatelessSourcePartition):
+    """Emits "started", then nothing until a file named `go` exists in the working folder."""
+
+    def __init__(self):
+        self._started = False
+
+    def next_batch(self):
+        if not self._started:
+            self._started = True
+            return ["started"]
+        if os.path.exists("go"):
+            raise StopIteration()
+        return []
+
+
+class Gated(DynamicSource):
+    def build(self, step_id, worker_index, worker_count):
+        return _Gated()
+
+
+def gated():
+    flow = Dataflow("gated")
+    op.output("out", op.input("inp", flow, Gated()), StdOutSink())
     return flow
 
 def merged():
@@ -91,21 +123,73 @@ def test_cli_runs_a_factory_and_reports_failures(flows_file: Path) -> None:
     assert "broken.explode" in failed.stderr and "bad item 1" in failed.stderr
     assert "at org.apache.spark" not in failed.stderr
     # The user's own traceback: their file, line and code, and none of flowspark's frames.
-    assert f'File "{flows_file}", line 15, in explode' in failed.stderr
+    assert f'File "{flows_file}", line 17, in explode' in failed.stderr
     assert 'raise ValueError("bad item " + str(x))' in failed.stderr
     assert "flowspark/engine" not in failed.stderr and "pyspark" not in failed.stderr
     usage = _cli("my_flows:make(1)", "-b", "5", cwd=flows_file.parent)
     assert usage.returncode == 2 and "-b/--backup-interval needs" in usage.stderr
 
 
-def test_a_bytewax_multi_process_launch_runs_the_flow_once_in_process_0(flows_file: Path) -> None:
-    addresses = "host0:2101;host1:2101"
-    other = _cli("my_flows:make(2, word='hi')", "-i", "1", "-a", addresses, cwd=flows_file.parent)
-    assert other.returncode == 0 and other.stdout == ""
-    assert "flowspark: process 1 of 2" in other.stderr and "process 0 runs the whole flow" in other.stderr
-    first = _cli("my_flows:make(2, word='hi')", "-i", "0", "-a", addresses, "-w", "1", cwd=flows_file.parent)
-    assert first.returncode == 0, first.stderr
-    assert first.stdout.splitlines() == ["hi", "hi"]
+def _other_process(flows_file: Path, *args: str, env: Optional[Dict[str, str]] = None) -> "subprocess.Popen[str]":
+    """`python -m flowspark.run` started for a process other than 0, its stderr in `other.err` beside the flows."""
+    with open(flows_file.parent / "other.err", "w") as err:
+        return subprocess.Popen([sys.executable, "-m", "flowspark.run", *args], cwd=flows_file.parent, env=env,
+                                stdout=subprocess.PIPE, stderr=err, text=True)
+
+
+def _logged(flows_file: Path, words: str, proc: "subprocess.Popen[str]") -> None:
+    """Wait until the other process's stderr holds `words`."""
+    deadline = time.monotonic() + 120
+    while words not in (flows_file.parent / "other.err").read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, (flows_file.parent / "other.err").read_text()
+        time.sleep(0.05)
+
+
+def test_a_bytewax_multi_process_launch_runs_the_flow_once_and_the_others_end_with_process_0(flows_file: Path) -> None:
+    addresses = f"127.0.0.1:{free_port()};127.0.0.1:{free_port()}"
+    other = _other_process(flows_file, "my_flows:broken", "-i", "1", "-a", addresses)
+    try:
+        failed = _cli("my_flows:broken", "-i", "0", "-a", addresses, cwd=flows_file.parent)
+        assert failed.returncode == 1
+        assert other.wait(timeout=60) == 1
+    finally:
+        other.kill()
+    said = (flows_file.parent / "other.err").read_text()
+    assert "flowspark: process 1 of 2" in said and "process 0 runs the whole flow" in said
+    assert "process 1: process 0 ended its run with status 1" in said
+    assert other.stdout is not None and other.stdout.read() == ""
+
+
+def test_bytewax_kubernetes_chart_pods_stay_while_pod_0_runs_the_flow_and_wait_for_it_to_come_back(
+        flows_file: Path) -> None:
+    """The chart names each pod `<statefulset>-<n>` and lists every pod's address in a file: only pod 0 runs the flow.
+
+    The other pods stay up while it runs (a StatefulSet restarts a pod
+    that exits), through a restart of pod 0, and end with its status.
+    """
+    hosts = flows_file.parent / "hosts.txt"
+    hosts.write_text(f"127.0.0.1:{free_port()}\n127.0.0.1:{free_port()}\n\n")
+    env = dict(os.environ, BYTEWAX_STATEFULSET_NAME="flow", BYTEWAX_HOSTFILE_PATH=str(hosts))
+    other = _other_process(flows_file, "my_flows:gated()", env=dict(env, BYTEWAX_POD_NAME="flow-1"))
+    pod_0 = dict(env, BYTEWAX_POD_NAME="flow-0")
+    try:
+        first = subprocess.Popen([sys.executable, "-m", "flowspark.run", "my_flows:gated()"], cwd=flows_file.parent,
+                                 env=pod_0, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                 start_new_session=True)
+        _logged(flows_file, "is running the flow", other)
+        assert first.stdout is not None and first.stdout.readline() == "started\n"
+        os.killpg(first.pid, signal.SIGKILL)  # pod 0 lost: its pod restarts
+        first.wait()
+        _logged(flows_file, "went away without a status", other)
+        (flows_file.parent / "go").touch()
+        again = subprocess.run([sys.executable, "-m", "flowspark.run", "my_flows:gated()", "-w", "1"], cwd=flows_file.parent,
+                               env=pod_0, capture_output=True, text=True, timeout=300, check=False)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.splitlines() == ["started", "started"]  # a worker per pod
+        assert other.wait(timeout=60) == 0
+    finally:
+        other.kill()
+    assert "process 1 of 2" in (flows_file.parent / "other.err").read_text()
 
 
 def test_cluster_main_outside_process_0_returns_without_running() -> None:
@@ -152,22 +236,6 @@ def test_cli_main_runs_a_flow_from_a_program_as_bytewax_s_does() -> None:
     cli_main(flow)
     assert out == [2, 4, 6]
     assert RecoveryConfig.__module__ == "flowspark.recovery"
-
-
-def test_bytewax_kubernetes_chart_pods_run_the_flow_once(flows_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chart names each pod `<statefulset>-<n>` and lists every pod's address in a file: only pod 0 runs the flow."""
-    hosts = flows_file.parent / "hosts.txt"
-    hosts.write_text("flow-0.flow:2101\nflow-1.flow:2101\n\n")
-    monkeypatch.setenv("BYTEWAX_STATEFULSET_NAME", "flow")
-    monkeypatch.setenv("BYTEWAX_HOSTFILE_PATH", str(hosts))
-    monkeypatch.setenv("BYTEWAX_POD_NAME", "flow-1")
-    other = _cli("my_flows:make(2, word='hi')", cwd=flows_file.parent)
-    assert other.returncode == 0 and other.stdout == ""
-    assert "process 1 of 2" in other.stderr
-    monkeypatch.setenv("BYTEWAX_POD_NAME", "flow-0")
-    first = _cli("my_flows:make(2, word='hi')", "-w", "1", cwd=flows_file.parent)
-    assert first.returncode == 0, first.stderr
-    assert first.stdout.splitlines() == ["hi", "hi"]
 
 
 def test_a_pod_name_the_chart_did_not_make_is_refused_with_what_to_set(monkeypatch: pytest.MonkeyPatch,

@@ -183,14 +183,66 @@ def guarded(step_id: str, what: str, func: Callable[..., T], *args: Any, key: Op
         raise StepFailure(f"error calling `{what}` in step {step_id!r}{where}", ex) from ex
 
 
+RUN_FAILED_CALL = "run_failed"
+"""The driver call a retried task attempt makes before it runs user code: the token of the run's first failure, or `None`."""
+
+
+class RunAlreadyFailed(Exception):
+    """Raised by a retried task attempt in place of user code: the run already failed there.
+
+    Its text names the first failure's token, so the driver raises that
+    failure whichever attempt's error Spark reports last.
+    """
+
+
+@dataclass
+class _Cleared:
+    """The task attempt (`taskAttemptId`) of this process that the driver last cleared to run user code."""
+
+    attempt: Optional[int] = None
+
+
+_CLEARED = _Cleared()
+
+
+def refuse_after_failure(link: DriverLink) -> None:
+    """In a retried task attempt, raise `RunAlreadyFailed` if the driver already has a user failure.
+
+    Spark retries a failed task (`spark.task.maxFailures`, 4 on a
+    cluster) whatever failed it, and a lost executor or worker must get
+    those retries.  A user failure must not: its first raise ends the run,
+    as in Bytewax.  The failing attempt reports it (`reported_to`) before
+    it raises, so the driver has it before Spark can schedule the retry,
+    which asks the driver once before it calls any user code.  First
+    attempts never ask: the driver stops the query as soon as a report
+    arrives, and they are the ones that run user code in parallel anyway.
+    A retry that can't reach the driver fails too, without user code.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None or context.attemptNumber() == 0:
+        return
+    attempt = context.taskAttemptId()
+    if _CLEARED.attempt == attempt:
+        return
+    token = link.call(RUN_FAILED_CALL)
+    if token is not None:
+        raise RunAlreadyFailed(f"the run already failed; attempt {context.attemptNumber()} of task {context.partitionId()} "
+                               f"in stage {context.stageId()} runs no user code (flowspark-failure-{token})")
+    _CLEARED.attempt = attempt
+
+
 @contextmanager
 def reported_to(link: DriverLink) -> Iterator[None]:
     """In a Spark worker, while user code runs: its prints go to the driver, and so does any `StepFailure`, before Spark turns it into text.
 
     On a Spark the run did not start, the code also runs with the run's
     directory and variables, and its standard error goes to the driver
-    too (`DriverLink.lent`).
+    too (`DriverLink.lent`).  A retried task attempt first asks the driver
+    whether the run already failed (`refuse_after_failure`).
     """
+    refuse_after_failure(link)
     try:
         with prints_to_driver(link), _lent(link):
             yield
@@ -251,28 +303,51 @@ def as_user_error(record: FailureRecord) -> BaseException:
 
 
 class FailureBox:
-    """The driver's store of failures workers reported, by token."""
+    """The driver's store of failures workers reported, by token, in the order they came.
+
+    `reported` is set by the first report: the run stops on it at once,
+    whatever Spark does with the failed task.
+    """
 
     def __init__(self, server: DriverServer) -> None:
         self._records: Dict[str, bytes] = {}
         self._lock = threading.Lock()
+        self.reported = threading.Event()
         server.register("failure", self.put)
+        server.register(RUN_FAILED_CALL, self.first_token)
 
     def put(self, token: str, record: bytes) -> None:
         if _TOKEN.fullmatch(f"flowspark-failure-{token}") is None:
             return
         with self._lock:
             self._records.setdefault(token, record)
+        self.reported.set()
+
+    def first_token(self) -> Optional[str]:
+        """The token of the first failure reported, if any."""
+        with self._lock:
+            return next(iter(self._records), None)
+
+    def _error(self, token: str) -> Optional[BaseException]:
+        with self._lock:
+            blob = self._records.get(token)
+        if blob is None:
+            return None
+        record: FailureRecord = cloudpickle.loads(blob)
+        return as_user_error(record)
 
     def find(self, text: str) -> Optional[BaseException]:
         """The user error for the first reported failure that `text` names, if any."""
         for token in _TOKEN.findall(text):
-            with self._lock:
-                blob = self._records.get(token)
-            if blob is not None:
-                record: FailureRecord = cloudpickle.loads(blob)
-                return as_user_error(record)
+            found = self._error(token)
+            if found is not None:
+                return found
         return None
+
+    def first(self) -> Optional[BaseException]:
+        """The user error for the first failure reported, if any."""
+        token = self.first_token()
+        return None if token is None else self._error(token)
 
 
 def resolve(error: BaseException, box: Optional[FailureBox]) -> Optional[BaseException]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import List, Optional, Union
 
 from flowspark.engine import storage
+from flowspark.engine.driver_fence import FENCE
 from flowspark.engine.resume_check import META
 from flowspark.engine.sink_ledger import LEDGER, RUN_ID, read_ledger
 from flowspark.engine.storage import Location
@@ -28,7 +29,7 @@ from flowspark.recovery import INIT_MARKER, InconsistentPartitionsError, Missing
 QUERY = "query"
 """Spark's checkpoint, inside the recovery directory."""
 
-OURS = {META, LEDGER, RUN_ID, INIT_MARKER, QUERY, "spark-sources"}
+OURS = {META, LEDGER, RUN_ID, FENCE, INIT_MARKER, QUERY, "spark-sources"}
 """What flowspark keeps in a recovery directory (`spark-sources`: `SparkSource`'s spools)."""
 
 

@@ -23,6 +23,7 @@ from flowspark.dataflow_api import serving_api
 from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
 from flowspark.engine.cluster import check_recovery_dir_visible
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
+from flowspark.engine.fault_report import spark_fault
 from flowspark.engine.metrics import FlowMetrics, QueryWatch
 from flowspark.engine.groups import Groups
 from flowspark.engine.progress import BatchReport, Progress, state_rows
@@ -33,7 +34,7 @@ from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import OutputStash, SinkWriter
-from flowspark.engine import snapshot_store
+from flowspark.engine import driver_fence, shutdown, snapshot_store
 from flowspark.engine.batch_query import run_batch
 from flowspark.engine.connect_client import check_reachable
 from flowspark.engine.remote_writer import ForwardedBatches, serve_writer
@@ -97,33 +98,39 @@ class RunConfig:
 
 
 class _SparkHiccup(Exception):
-    """The query failed inside Spark, not in user code: worth one more attempt."""
+    """The query failed inside Spark, not in user code: worth one more attempt; `summary` says what failed."""
 
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
+    def __init__(self, error: BaseException, summary: str) -> None:
+        super().__init__(summary)
         self.error = error
 
 
-def _failure(plan: Plan, checkpoint: Location, box: FailureBox, query_error: Optional[BaseException], *others: Optional[BaseException]) -> Optional[BaseException]:
-    """The error to raise for a failed run, as Bytewax would raise it."""
+def _failure(plan: Plan, checkpoint: Location, box: FailureBox, query_error: Optional[BaseException], *others: Optional[BaseException],
+             resumable: bool = False) -> Optional[BaseException]:
+    """The error to raise for a failed run: the user's as Bytewax would raise it, else Spark's in one line (`fault_report`)."""
     for err in (query_error, *others):
         if err is None:
             continue
         found = resolve(err, box)
         if found is not None:
             return found
-    for err in others:
-        if err is not None:
-            return err
-    if query_error is not None:
-        lines = [line.strip() for line in str(query_error).strip().splitlines()]
-        causes = [line for line in lines if line.startswith("Caused by:")][:3]
-        summary = "; ".join(lines[:1] + causes) or repr(query_error)
-        if looks_damaged(str(query_error)):
+    first = box.first()  # the query was stopped on it: Spark's errors are only the stop's
+    if first is not None:
+        return first
+    for err in (*others, query_error):
+        if err is None:
+            continue
+        if looks_damaged(str(err)):
+            fault = spark_fault(err)
+            summary = fault.line if fault is not None else str(err).strip().splitlines()[0]
             msg = (f"flow {plan.flow_id!r} can't resume: its checkpoint in {str(checkpoint)!r} is damaged ({summary}); "
                    "restore the recovery directory from a backup, or start with an empty one")
             return FlowsparkRuntimeError(msg)
-        return _SparkHiccup(FlowsparkRuntimeError(f"flow {plan.flow_id!r} failed in Spark: {summary}"))
+        fault = spark_fault(err)
+        if fault is not None:
+            return _SparkHiccup(fault.as_error(plan.flow_id, resumable), f"flow {plan.flow_id!r}: {fault.line}")
+        if err is not query_error:
+            return err
     return None
 
 
@@ -197,24 +204,31 @@ def _await_commit(query: Any, checkpoint: Location, batch_id: int, timeout: floa
 
 
 def _wait(plan: Plan, query: Any, checkpoint: Location, server: DriverServer, box: FailureBox, writer: SinkWriter,
-          sees_commits: bool = True) -> None:
-    """Wait for the end of input or a failure; stop the query; raise the failure, if any.
+          sees_commits: bool = True, resumable: bool = False) -> None:
+    """Wait for the end of input, a failure (a user's stops the query at once) or a SIGTERM; stop the query; raise the failure, if any.
 
     `sees_commits`: this process can read Spark's commit log (not so for a
     temporary checkpoint of a Spark Connect server elsewhere).
     """
     try:
         while not writer.finished.wait(0.05):
-            if server.failure is not None or writer.failure is not None or not query.isActive:
+            if server.failure is not None or writer.failure is not None or box.reported.is_set() or not query.isActive:
                 break
-        if writer.finished.is_set() and sees_commits:
+            if shutdown.stop_requested():
+                writer.hold(lambda: bool(query.isActive))
+                break
+        if sees_commits and (writer.finished.is_set() or (shutdown.stop_requested() and writer.last_batch >= 0)):
             _await_commit(query, checkpoint, writer.last_batch)
     finally:
         if query.isActive:
             query.stop()
-    if writer.finished.is_set() and server.failure is None and writer.failure is None:
+    # A batch refused after the stop began (`SinkWriter.hold`) is no failure.
+    called = None if isinstance(server.failure, shutdown.StopAtBoundary) else server.failure
+    if writer.finished.is_set() and called is None and writer.failure is None:
         return  # the end of input is written and committed; a batch cut by the stop replays on resume
-    error = _failure(plan, checkpoint, box, query.exception(), server.failure, writer.failure)
+    if shutdown.stop_requested() and called is None and writer.failure is None and not box.reported.is_set():
+        raise shutdown.stopped(plan.flow_id, writer.last_batch, resumable)
+    error = _failure(plan, checkpoint, box, query.exception(), called, writer.failure, resumable=resumable)
     if error is not None:
         raise error
 
@@ -232,11 +246,12 @@ def run_flow(flow: Dataflow, config: RunConfig) -> None:
     A failure inside Spark that no user code caused (a lost executor, an
     RPC timeout on an overloaded machine) restarts the query from its
     checkpoint, as a resumed run would, at most `RESTARTS` times; user
-    errors end the run at once, as in Bytewax.  The environment may ask
-    for the dataflow API (`flowspark.dataflow_api`) for the run's duration.
+    errors end the run at once, as in Bytewax.  A SIGTERM stops it at a
+    micro-batch boundary (`shutdown`).  The environment may ask for the
+    dataflow API (`flowspark.dataflow_api`) for the run's duration.
     """
     plan = build_plan(flow, ordered=config.ordered, workers=config.workers)
-    with serving_api(flow) as metrics:
+    with serving_api(flow) as metrics, shutdown.stop_on_sigterm():
         _run_plan(plan, config, metrics)
 
 
@@ -278,15 +293,16 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
             # counts their cores (it is 2 until they register).
             check_recovery_dir_visible(spark.session, str(checkpoint), temporary=config.recovery_dir is None)
             spark = replace(spark, parallelism=config.parallelism or spark.context.defaultParallelism)
-        for attempt in range(RESTARTS + 1):
-            try:
-                with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
-                    _attempt(spark, plan, config, checkpoint, metrics, driver if attempt == 0 else None)
-                return
-            except _SparkHiccup as hiccup:
-                if attempt == RESTARTS:
-                    raise hiccup.error from None
-                _log.warning("%s; restarting from the last completed micro-batch", hiccup)
+        with driver_fence.owning(checkpoint):
+            for attempt in range(RESTARTS + 1):
+                try:
+                    with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
+                        _attempt(spark, plan, config, checkpoint, metrics, driver if attempt == 0 else None)
+                    return
+                except _SparkHiccup as hiccup:
+                    if attempt == RESTARTS:
+                        raise hiccup.error from hiccup.error.__cause__  # Spark's own error only with FLOWSPARK_FULL_TRACEBACK=1
+                    _log.warning("%s; restarting from the last completed micro-batch (restart %d of %d)", hiccup, attempt + 1, RESTARTS)
     finally:
         if config.recovery_dir is None:
             shutil.rmtree(checkpoint.path, ignore_errors=True)
@@ -390,7 +406,7 @@ def _writer(plan: Plan, config: RunConfig, checkpoint: Location, driver: _Driver
     return SinkWriter(plan, checkpoint, OutputStash(driver.server), _reporter(config.progress, driver.hub, queries),
                       None if metrics is None else metrics.driver_meter(), workers=config.workers,
                       epoch_per_round=config.epoch_per_round, link=driver.server.link, parallelism=parallelism,
-                      write_behind=write_behind, wake_ups=driver.wake_ups)
+                      write_behind=write_behind, wake_ups=driver.wake_ups, resumable=config.recovery_dir is not None)
 
 
 def _driver_server(spark: RunSpark, port: int) -> DriverServer:
@@ -464,7 +480,8 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
         if metrics is not None:
             metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))
         _wait(plan, query, checkpoint, driver.server, driver.box, writer,
-              sees_commits=spark.local or not spark.remote or config.recovery_dir is not None)
+              sees_commits=spark.local or not spark.remote or config.recovery_dir is not None,
+              resumable=config.recovery_dir is not None)
         if config.progress is not None:
             config.progress.finish()
     except BaseException as ex:

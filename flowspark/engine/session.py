@@ -37,6 +37,7 @@ from flowspark.engine import class_archive
 from flowspark.engine.cluster import is_local_master
 from flowspark.engine.java_check import check_java
 from flowspark.engine.native_libs import rocksdb_library_dir
+from flowspark.engine.shutdown import jvm_ignores_sigterm
 from flowspark.engine.spark_format import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -103,7 +104,7 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         builder = builder.config(key, value)
     threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
-        with _jvm_environment(local), _no_orphan_jvm():
+        with _jvm_environment(local), _no_orphan_jvm(), jvm_ignores_sigterm():
             spark = _with_filtered_stderr(builder.getOrCreate)
     except Exception as ex:
         # Spark gives up on an unreachable master after about a minute of
@@ -159,9 +160,9 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
         # reach the driver through flowspark's own failure records, never
         # through the traceback text this would shorten.
         "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
-        # A user function that raises ends the run at once, as in Bytewax;
-        # Spark's default on clusters (4) calls it three more times first.
-        "spark.task.maxFailures": "1",
+        # Spark's own task retries (`spark.task.maxFailures`, 4 on clusters)
+        # stay on for lost executors and workers; a user function that raises
+        # still ends the run on its first raise (`failures.reported_to`).
     }
     if local:
         # Spark listens on every interface by default (its UI included);
@@ -318,15 +319,20 @@ _HANGUPS = (b"BrokenPipeError", b"ConnectionResetError", b"EOFError")
 _MAX_HELD_LINES = 64
 
 
+_STDLIB = (b'File "<frozen ', b'File "' + os.path.dirname(os.__file__).encode() + b"/")
+
+
 def _spark_hangup(block: List[bytes], chained: bool) -> bool:
     """Whether a traceback is one of PySpark's own processes losing its connection as a query stops.
 
-    Its frames are all in PySpark and it ends in a broken pipe, a reset
-    connection or an end of file (or it is chained to such a traceback):
-    nothing the user did, nothing lost.
+    Its frames are in PySpark (and in Python's own library, which PySpark's
+    calls) and it ends in a broken pipe, a reset connection or an end of file
+    (or it is chained to such a traceback): nothing the user did, nothing lost.
     """
-    frames = [line for line in block if line.lstrip().startswith(b'File "')]
-    return bool(frames) and all(b"/pyspark/" in f for f in frames) and (chained or block[-1].startswith(_HANGUPS))
+    frames = [line.lstrip() for line in block if line.lstrip().startswith(b'File "')]
+    spark = [f for f in frames if b"/pyspark/" in f]
+    return bool(spark) and all(b"/pyspark/" in f or f.startswith(_STDLIB) for f in frames) and (
+        chained or block[-1].startswith(_HANGUPS))
 
 
 def _forward(pipe: BinaryIO) -> None:

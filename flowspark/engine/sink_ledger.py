@@ -2,7 +2,8 @@
 
 The driver's writer (`sink_writer`) replaces the ledger after every
 micro-batch, so a batch Spark replays after a crash is skipped, or
-rewritten from partitions rebuilt at the previous snapshot.  Beside it
+rewritten from partitions rebuilt at the previous snapshot.  Only the
+driver that opened it last may commit (`driver_fence`).  Beside it
 lives the run's id, made on first use, which `MicroBatchSink`s get to make
 a rewrite replace the first try.  Both go through `storage`, so the
 recovery directory may be a local path or a URI on shared storage.
@@ -15,6 +16,7 @@ import uuid
 from typing import Any, Dict, Tuple, Union
 
 from flowspark.engine import storage
+from flowspark.engine.driver_fence import claim_for
 from flowspark.engine.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -28,7 +30,13 @@ Snapshots = Dict[str, Dict[str, Any]]
 
 
 class Ledger:
-    """Last written batch id and sink snapshots, replaced atomically, private to the user."""
+    """Last written batch id and sink snapshots, replaced atomically, private to the user.
+
+    Opening it takes the recovery directory over for this run, unless the
+    run has it already (`driver_fence`): a commit of a run that another
+    run took it from fails with `FencedOut`, and so do the sink tasks that
+    carry `fence`.
+    """
 
     def __init__(self, directory: Union[str, Location]) -> None:
         where = storage.as_location(directory)
@@ -38,6 +46,7 @@ class Ledger:
         if storage.exists(self._place):
             self.batch, self.snapshots = read_ledger(self._place)
         self.run_id = self._run_id(where.join(RUN_ID))
+        self.fence = claim_for(where)
 
     @staticmethod
     def _run_id(place: Location) -> str:
@@ -47,6 +56,7 @@ class Ledger:
         return storage.read_trusted(place).decode().strip()
 
     def commit(self, batch: int, snapshots: Snapshots) -> None:
+        self.fence.check()
         storage.write_private(self._place, pickle.dumps((batch, snapshots)))
         self.batch, self.snapshots = batch, snapshots
 

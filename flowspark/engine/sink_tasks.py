@@ -16,9 +16,11 @@ micro-batch's plan runs once; the driver writes those and commits the
 ledger with the tasks' snapshots.
 
 Exactly-once: a batch Spark replays after a crash before the ledger
-commit is written again from the same previous snapshots, which cut files
-back (`FileSink`); a batch the ledger already has still runs its job
-(Spark's stateful operators must commit it) but its tasks write nothing.
+commit, or a task Spark retries, is written again from the same previous
+snapshots, which cut files back (`FileSink`); a batch the ledger already
+has still runs its job (Spark's stateful operators must commit it) but its
+tasks write nothing, and so does a task of a driver that another took the
+recovery directory over from (`driver_fence`).
 The first written batch of a resumed run also builds every partition that
 has a snapshot but no items, so that it cuts back what an interrupted
 batch left.  As in Bytewax, a partition no item reaches is never built
@@ -46,6 +48,7 @@ from flowspark.engine.destinations import (
     sink_part_group,
     sink_part_prefix,
 )
+from flowspark.engine.driver_fence import DriverFence
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.encoded_lines import EncodedLines, encoded, write_lines
 from flowspark.engine.failures import StepFailure, built, reported_to
@@ -127,6 +130,8 @@ class BatchWrite:
     resume: Snapshots
     link: Optional[DriverLink]
     metered: bool
+    fence: Optional[DriverFence] = None
+    """The driver's claim on the recovery directory: a task of a driver that lost it writes nothing."""
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         mine: Dict[Tuple[int, int], List[Tuple[str, int, bytes]]] = {}
@@ -145,6 +150,8 @@ class BatchWrite:
                     mine.setdefault((dest.index, dest.part), []).append((grp, seq, payload))
         if not self.write or not mine:
             return
+        if self.fence is not None:
+            self.fence.check()  # a stale task of a lost driver must not cut back what the new one wrote
         meter = Meter(self._report) if self.metered and self.link is not None else None
         guard: ContextManager[None] = nullcontext() if self.link is None else reported_to(self.link)
         with guard, writing(self.batch):
@@ -234,9 +241,11 @@ class SinkJob:
 class SinkTasks:
     """The driver's side: plans each micro-batch's job (`SinkJob`) and keeps what the tasks wrote."""
 
-    def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False) -> None:
+    def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False,
+                 fence: Optional[DriverFence] = None) -> None:
         self._link = link
         self._metered = metered
+        self._fence = fence
         self.outputs = {
             index: TaskOutput(step.step_id, step.config.sink, layout.parts)
             for index, (step, layout) in enumerate(zip(plan.outputs, plan.sinks))
@@ -253,7 +262,7 @@ class SinkTasks:
     def job(self, batch: SinkBatch, fresh: bool, resume: Snapshots) -> SinkJob:
         """The job of micro-batch `batch`, whose sinks stand at `resume`; only a `fresh` one (not yet in the ledger) writes."""
         stale = tuple((i, p) for i, p in sorted(self._unbuilt) if fresh and self._snapshot(resume, i, p) is not None)
-        work = BatchWrite(self.outputs, batch, fresh, resume, self._link, self._metered)
+        work = BatchWrite(self.outputs, batch, fresh, resume, self._link, self._metered, self._fence)
         return SinkJob(work, self._tasks, dict(self._route), self._default_route, stale)
 
     def _snapshot(self, resume: Snapshots, index: int, part: int) -> Any:

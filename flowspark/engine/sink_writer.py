@@ -43,6 +43,7 @@ from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
 from flowspark.engine.route import check_keyed, split_by_part
 from flowspark.engine.sink_batch import SinkBatch, writing
 from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
+from flowspark.engine.shutdown import StopAtBoundary
 from flowspark.engine.sink_tasks import PartWritten, SinkJob, SinkTasks
 from flowspark.engine.storage import Location
 from flowspark.engine.wake_ups import WakeUps
@@ -188,13 +189,16 @@ class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id.
 
     `link` (for failures and metrics) and `parallelism` (the most tasks a
-    micro-batch's job uses) serve the outputs written in the executors.
+    micro-batch's job uses) serve the outputs written in the executors;
+    `resumable` (a run with a recovery directory) has their tasks check
+    that the run still owns the directory (`driver_fence`).
     """
 
     def __init__(self, plan: Plan, checkpoint: str | Location, stash: Optional[OutputStash] = None,
                  on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
                  workers: int = 1, epoch_per_round: bool = False, link: Optional[DriverLink] = None,
-                 parallelism: int = 1, write_behind: bool = False, wake_ups: Optional[WakeUps] = None) -> None:
+                 parallelism: int = 1, write_behind: bool = False, wake_ups: Optional[WakeUps] = None,
+                 resumable: bool = False) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
@@ -208,7 +212,9 @@ class SinkWriter:
             _Output(step.step_id, step.config.sink, layout, self._ledger.snapshots.get(step.step_id, {}), workers)
             for step, layout in zip(plan.outputs, plan.sinks)
         ]
-        tasks = SinkTasks(plan, parallelism, link, metered=meter is not None)
+        # Only a recovery directory is storage every task sees, and only a
+        # run that resumes from one can meet an earlier run's tasks.
+        tasks = SinkTasks(plan, parallelism, link, metered=meter is not None, fence=self._ledger.fence if resumable else None)
         self._tasks = tasks if tasks.outputs else None
         self.finished = threading.Event()
         self.ending: Optional[InputEnd] = None
@@ -220,6 +226,10 @@ class SinkWriter:
         """Writes each batch while Spark computes the next (`write_behind`), if the run can't resume."""
         self._trace: Optional[BatchTrace] = None
         """The span of the batch being written (micro-batches are written one at a time)."""
+        self._writing = threading.Condition()
+        """Guards `_in_batch` and `_holding`; notified when a batch's write ends (`hold`)."""
+        self._in_batch = False
+        self._holding = False
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         """Spark's `foreachBatch` callback, when Spark calls it in this process: run the batch's job, then write it."""
@@ -239,12 +249,18 @@ class SinkWriter:
         The job takes the rows bound for this process out of the batch as
         Arrow, not `collect()`: for `collect()` the JVM pickles a binary
         column one byte at a time (as a latin-1 string), about 6 CPU-s per
-        10M output items of the stateless benchmark.
+        10M output items of the stateless benchmark.  After `hold`, a batch
+        fails here (`StopAtBoundary`), unwritten and uncommitted.
         """
+        with self._writing:
+            if self._holding:
+                raise StopAtBoundary(f"micro-batch {batch_id} is not written: the run is stopping")
+            self._in_batch = True
         self._trace = start_batch(self._plan.flow_id, batch_id)
-        if self._tasks is None:
-            return None
         try:
+            self._ledger.fence.check()  # a run that another took the directory from starts no job
+            if self._tasks is None:
+                return None
             # The sink job starts from the snapshots the last write committed.
             self._settle()
             batch = SinkBatch(self._ledger.run_id, batch_id)
@@ -266,12 +282,32 @@ class SinkWriter:
         except BaseException as ex:
             self.failed(ex)
             raise
+        self._ended()
 
     def failed(self, ex: BaseException) -> None:
         """The batch's job failed: its span ends with `ex`, which is the run's failure if it has none."""
         if self._trace is not None:
             self._trace.end(ex)
         self._fail(ex)
+        self._ended()
+
+    def _ended(self) -> None:
+        with self._writing:
+            self._in_batch = False
+            self._writing.notify_all()
+
+    def hold(self, alive: Callable[[], bool]) -> None:
+        """Write no micro-batch after the one being written, if any, and wait for that one's write to end.
+
+        A batch Spark starts afterwards fails in `begin`, so a resumed run
+        writes it.  The wait ends early once `alive()` (the query's) is false.
+        """
+        with self._writing:
+            self._holding = True
+            while self._in_batch and alive():
+                self._writing.wait(0.1)
+        with contextlib.suppress(BaseException):  # a failed write is the run's `failure` already
+            self._settle()
 
     def _fail(self, ex: BaseException) -> None:
         # Once the run is over, stopping the query may interrupt a batch;

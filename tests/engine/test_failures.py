@@ -109,3 +109,59 @@ def test_the_users_traceback_from_a_worker_shows_their_file_and_line() -> None:
     notes = "\n".join(getattr(cause, "__notes__", []))
     assert __file__ in notes and "_parse_int" in notes and "return int(line)" in notes
     assert "flowspark/engine" not in notes and "pyspark" not in notes
+
+
+RETRIES = '''
+import os, signal, sys
+from pyspark import TaskContext
+from flowspark.engine.driver_link import DriverServer
+from flowspark.engine.failures import FailureBox, StepFailure, reported_to
+from flowspark.engine.session import get_session
+
+calls = sys.argv[1]
+server = DriverServer()
+box = FailureBox(server)
+link = server.link
+
+
+def user_code(kind):
+    attempt = TaskContext.get().attemptNumber()
+    with open(calls, "a") as f:
+        f.write(f"{kind} {attempt}\\n")
+    if attempt == 0 and kind == "raises":
+        raise StepFailure("error calling `mapper` in step 'retries.boom'", ValueError("boom"))
+    if attempt == 0 and kind == "killed":
+        os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+    return kind
+
+
+def task(kind, _items):
+    with reported_to(link):
+        yield user_code(kind)
+
+
+spark = get_session("local[1,3]")  # a local master that retries a task, as a cluster does
+print(spark.sparkContext.parallelize([0], 1).mapPartitions(lambda items: task("killed", items)).collect())
+try:
+    spark.sparkContext.parallelize([0], 1).mapPartitions(lambda items: task("raises", items)).collect()
+except Exception as ex:
+    print("attempt 2 of task 0" in str(ex), "runs no user code" in str(ex), repr(box.find(str(ex))), repr(box.first()))
+'''
+
+
+def test_a_retried_task_runs_user_code_again_unless_the_user_s_code_failed(tmp_path: Path) -> None:
+    """Spark retries a task whatever failed it: a killed Python worker's task runs again, a raising one's does not."""
+    import subprocess
+    import sys
+
+    calls = tmp_path / "calls.txt"
+    done = subprocess.run([sys.executable, "-c", RETRIES, str(calls)], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    retried, refused = done.stdout.splitlines()
+    assert retried == "['killed']"
+    # The failing attempt reported its failure; the two retries asked the driver and ran no user code, and
+    # the last one's error names the first failure.
+    assert refused == ("True True FlowsparkRuntimeError(\"error calling `mapper` in step 'retries.boom'\") "
+                       "FlowsparkRuntimeError(\"error calling `mapper` in step 'retries.boom'\")")
+    assert calls.read_text().splitlines() == ["killed 0", "killed 1", "raises 0"]

@@ -113,6 +113,25 @@ def test_the_jvm_stderr_filter_drops_worker_hangups_and_keeps_real_tracebacks(mo
         b'    stream.flush()\n'
         b'OSError: [Errno 32] Broken pipe\n'
     )
+    stdlib = os.path.dirname(os.__file__).encode()
+    through_python = (  # the planner's hang-up as a stop cuts its write: Python's own frames around PySpark's
+        b'Traceback (most recent call last):\n'
+        b'  File "/x/site-packages/pyspark/sql/streaming/python_streaming_source_runner.py", line 299, in main\n'
+        b'    outfile.flush()\n'
+        b'  File "' + stdlib + b'/socket.py", line 724, in write\n'
+        b'    return self._sock.send(b)\n'
+        b'BrokenPipeError: [Errno 32] Broken pipe\n'
+        b'During handling of the above exception, another exception occurred:\n'
+        b'\n'
+        b'Traceback (most recent call last):\n'
+        b'  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        b'  File "/x/site-packages/pyspark/worker_util.py", line 255, in get_sock_file_to_executor\n'
+        b'    sock_file.close()\n'
+        b'  File "' + stdlib + b'/socket.py", line 724, in write\n'
+        b'    return self._sock.send(b)\n'
+        b'BrokenPipeError: [Errno 32] Broken pipe\n'
+    )
     real = b'Traceback (most recent call last):\n  File "/u/flow.py", line 3, in f\n    boom()\nValueError: x\n'
-    session._forward(io.BytesIO(hangup + b"a user print\n" + chained + real + hangup))
-    assert capfdbinary.readouterr().err == b"a user print\n" + real
+    in_python_only = b'Traceback (most recent call last):\n  File "' + stdlib + b'/socket.py", line 1, in f\nEOFError\n'
+    session._forward(io.BytesIO(hangup + b"a user print\n" + chained + real + through_python + hangup + in_python_only))
+    assert capfdbinary.readouterr().err == b"a user print\n" + real + in_python_only

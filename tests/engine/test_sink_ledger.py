@@ -9,6 +9,7 @@ import pytest
 from s3_server import s3_endpoint, s3_folder  # noqa: F401  (fixtures)
 
 from flowspark.engine import storage
+from flowspark.engine.driver_fence import FENCE
 from flowspark.engine.sink_ledger import LEDGER, RUN_ID, Ledger, read_ledger
 from flowspark.engine.storage import parse_location
 from flowspark.errors import FlowsparkRuntimeError
@@ -33,7 +34,7 @@ def test_the_ledger_survives_a_restart_on_local_disk(tmp_path: Path) -> None:
 
 def test_the_ledger_survives_a_restart_on_s3(s3_folder: str) -> None:
     _survives_a_restart(s3_folder)
-    assert sorted(storage.list_names(parse_location(s3_folder))) == sorted([LEDGER, RUN_ID])
+    assert sorted(storage.list_names(parse_location(s3_folder))) == sorted([LEDGER, RUN_ID, FENCE])
 
 
 def test_a_damaged_ledger_on_s3_is_named(s3_folder: str) -> None:

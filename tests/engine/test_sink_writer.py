@@ -511,3 +511,30 @@ def test_a_write_behind_that_fails_is_the_runs_failure_and_stops_later_batches(s
     assert writer.failure is raised.value
     assert isinstance(raised.value.__cause__, ValueError)
     assert (sink.items, writer.last_batch, writer.finished.is_set()) == ([], -1, False)
+
+
+def test_a_hold_waits_for_the_batch_being_written_and_refuses_the_next(spark: SparkSession, tmp_path: Path) -> None:
+    """How a stop on SIGTERM ends at a micro-batch boundary: the batch being written is written, the next one is not."""
+    from flowspark.engine.shutdown import StopAtBoundary
+
+    sink = _PerWorker()
+    writer = SinkWriter(_plan(sink), str(tmp_path))
+    writer.begin(0)  # Spark has started micro-batch 0
+    held = threading.Thread(target=writer.hold, args=(lambda: True,))
+    held.start()
+    held.join(0.3)
+    assert held.is_alive()  # it waits for the batch being written ...
+    writer.take(0, _frame(spark, [_out(0, ORIGIN_A, [1, 2])]).toArrow(), [])
+    held.join(10)
+    assert not held.is_alive() and writer.last_batch == 0 and sink.by_worker == {0: [1, 2]}
+    with pytest.raises(StopAtBoundary, match="micro-batch 1 is not written: the run is stopping"):
+        writer(_frame(spark, [_out(0, ORIGIN_A, [3])]), 1)  # ... and refuses the next
+    assert writer.failure is None and writer.last_batch == 0 and sink.by_worker == {0: [1, 2]}
+
+
+def test_a_hold_does_not_wait_for_a_query_that_ended(spark: SparkSession, tmp_path: Path) -> None:
+    writer = SinkWriter(_plan(_PerWorker()), str(tmp_path))
+    writer.begin(0)  # a batch whose job will never come back: its query failed
+    started = time.monotonic()
+    writer.hold(lambda: False)
+    assert time.monotonic() - started < 1

@@ -10,6 +10,7 @@ from s3_server import s3_endpoint, s3_folder  # noqa: F401  (fixtures)
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.engine import storage
+from flowspark.engine.driver_fence import FENCE
 from flowspark.engine.resume_check import META
 from flowspark.engine.sink_ledger import RUN_ID
 from flowspark.errors import FlowsparkRuntimeError
@@ -25,5 +26,5 @@ def test_a_run_on_s3_records_its_shape_there_and_names_what_spark_lacks(s3_folde
     with pytest.raises(FlowsparkRuntimeError, match=r"s3a://.*/recovery/query.*hadoop-aws"):
         run_main(flow, recovery_config=RecoveryConfig(s3_folder))
     directory = storage.parse_location(s3_folder)
-    assert sorted(storage.list_names(directory)) == sorted([META, RUN_ID])
+    assert sorted(storage.list_names(directory)) == sorted([META, RUN_ID, FENCE])
     assert b'"flow": "on_s3"' in storage.read_trusted(directory.join(META))

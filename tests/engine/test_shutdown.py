@@ -1,0 +1,77 @@
+"""SIGTERM while a run lasts: the first asks for a stop at a micro-batch boundary, the second stops at once.
+
+The runs themselves are stopped in `tests/test_spark_faults.py`; here the
+handler is driven with real signals sent to this process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from types import FrameType
+from typing import List, Optional
+
+import pytest
+
+from flowspark.engine.shutdown import STOPPED_STATUS, stop_on_sigterm, stop_requested, stopped
+from flowspark.errors import RunStopped
+
+
+def _delivered() -> None:
+    """Give the main thread the moment Python needs to run a signal's handler."""
+    for _ in range(100):
+        time.sleep(0.001)
+
+
+def test_the_first_sigterm_asks_for_a_stop_and_the_second_stops_at_once() -> None:
+    with stop_on_sigterm():
+        assert not stop_requested()
+        os.kill(os.getpid(), signal.SIGTERM)
+        _delivered()
+        assert stop_requested()
+        with pytest.raises(RunStopped) as info:
+            os.kill(os.getpid(), signal.SIGTERM)
+            _delivered()
+    assert info.value.status == STOPPED_STATUS == 143
+    assert "stopped at once on a second SIGTERM" in str(info.value)
+    assert not stop_requested() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_program_s_own_handler_is_kept() -> None:
+    got: List[int] = []
+
+    def own(signum: int, frame: Optional[FrameType]) -> None:
+        got.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        with stop_on_sigterm():
+            os.kill(os.getpid(), signal.SIGTERM)
+            _delivered()
+            assert not stop_requested()
+        assert got == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_run_outside_the_main_thread_installs_nothing() -> None:
+    seen: List[object] = []
+
+    def run() -> None:
+        with stop_on_sigterm():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [signal.SIG_DFL]
+
+
+def test_the_stop_says_what_was_committed_and_how_to_go_on() -> None:
+    assert str(stopped("f", 41, resumable=True)) == (
+        "flow 'f' stopped on SIGTERM after micro-batch 41 (epoch 42) was written and committed; "
+        "start it again with the same recovery directory to resume")
+    assert str(stopped("f", -1, resumable=False)) == (
+        "flow 'f' stopped on SIGTERM before it wrote any micro-batch; it has no recovery directory, so a new run starts over")

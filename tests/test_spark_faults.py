@@ -1,0 +1,348 @@
+"""Faults that are not the user's: killed Python workers, lost executors, a lost worker host, a lost driver, SIGTERM.
+
+Each run is `python -m flowspark.run` on a keyed, windowed flow from files
+(`DirSource` -> tumbling `fold_window` -> `DirSink`, exactly once), and
+each faulted run's output is compared with an undisturbed local run's:
+nothing lost, nothing repeated.  The flow's own functions mark where a
+fault is to strike (`hook`): at a chosen point (a line read in the
+source's task, an event folded in the stateful stage, a sink partition's
+write, half of its lines written) the first call writes its process id to
+a marker file and pauses, and the test kills what it wants meanwhile (or
+the call kills its own Python worker).  The cluster is the standalone one
+of `conftest` (a master and two one-core workers on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+import pytest
+from conftest import StandaloneCluster, ancestor, command_line, spark_env
+
+FLOW_MODULE = textwrap.dedent('''
+    import os
+    import signal
+    import time
+    from datetime import datetime, timedelta, timezone
+    from pathlib import Path
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.connectors.files import DirSink, DirSource
+    from flowspark.dataflow import Dataflow
+    from flowspark.outputs import StatefulSinkPartition
+
+    CHAOS_DIR = os.environ["CHAOS_DIR"]
+    POINTS = [p for p in os.environ.get("CHAOS_POINTS", "").split(",") if p]
+    RAISE_AT = os.environ.get("CHAOS_RAISE", "")
+    START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+    def hook(point):
+        """The first call at an active point: write this process's id to its marker, then pause (or die)."""
+        if point not in POINTS:
+            return
+        try:
+            fd = os.open(os.path.join(CHAOS_DIR, point), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        if os.environ.get("CHAOS_SELF_KILL") == "1":
+            os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
+        time.sleep(float(os.environ.get("CHAOS_PAUSE", "5")))  # the test strikes meanwhile
+
+
+    def parse(line):
+        hook("read")
+        key, second, value = line.split(",")
+        return key, (int(second), int(value))
+
+
+    def event_time(event):
+        return START + timedelta(seconds=event[0])
+
+
+    def add(total, event):
+        hook("state")
+        if RAISE_AT and RAISE_AT == f"{event[0]},{event[1]}":
+            with open(os.path.join(CHAOS_DIR, "raised"), "a") as f:
+                f.write(f"{os.getpid()}\\n")
+            raise ValueError(f"no event may be worth {event[1]}")
+        return total + event[1]
+
+
+    def as_line(item):
+        key, (window_id, total) = item
+        return key, f"{key},{window_id},{total}"
+
+
+    class _HookedPart(StatefulSinkPartition):
+        def __init__(self, inner):
+            self._inner = inner
+
+        def write_batch(self, values):
+            half = len(values) // 2
+            self._inner.write_batch(values[:half])
+            self._inner.snapshot()  # half the lines are on disk when the fault strikes
+            hook("write")
+            self._inner.write_batch(values[half:])
+
+        def snapshot(self):
+            return self._inner.snapshot()
+
+        def close(self):
+            self._inner.close()
+
+
+    class HookedDirSink(DirSink):
+        def build_part(self, step_id, for_part, resume_state):
+            return _HookedPart(super().build_part(step_id, for_part, resume_state))
+
+
+    flow = Dataflow("chaos")
+    events = op.map("parse", op.input("inp", flow, DirSource(Path(os.environ["CHAOS_IN"]))), parse)
+    sums = win.fold_window(
+        "sum",
+        events,
+        # Events come in time order; windows close ten minutes of event time behind the newest
+        # one, so most close before the end, and nothing is late: the watermark also moves on with
+        # the system time, stopped runs included, and no run here stops that long.
+        win.EventClock(event_time, wait_for_system_duration=timedelta(minutes=10)),
+        win.TumblingWindower(length=timedelta(seconds=60), align_to=START),
+        lambda: 0,
+        add,
+        lambda a, b: a + b,
+    )
+    op.output("out", op.map("line", sums.down, as_line), HookedDirSink(Path(os.environ["CHAOS_OUT"]), 4))
+''')
+IN_FILES = 4
+KEYS_PER_FILE = 5
+LINES_PER_FILE = 3_000
+LINES_PER_SECOND = 2
+RUN_TIMEOUT = 300.0
+STRIKE_TIMEOUT = 240.0
+
+
+@pytest.fixture(scope="module")
+def flow_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The flow module (off the workers' `sys.path`) and its input: each key's events in one file, in time order."""
+    folder = tmp_path_factory.mktemp("chaosflow")
+    (folder / "chaos_flow.py").write_text(FLOW_MODULE)
+    inputs = folder / "in"
+    inputs.mkdir()
+    for index in range(IN_FILES):
+        rows = (f"f{index}k{i % KEYS_PER_FILE},{i // LINES_PER_SECOND},{(i * 7 + index) % 100}" for i in range(LINES_PER_FILE))
+        (inputs / f"in{index}.txt").write_text("".join(f"{row}\n" for row in rows))
+    return folder
+
+
+class Run:
+    """One `python -m flowspark.run` of the flow, in its own process group, its stderr kept in a file."""
+
+    def __init__(self, flow_dir: Path, name: str, *extra: str, points: str = "", **env: str) -> None:
+        self.chaos = flow_dir / f"chaos-{name}"
+        self.chaos.mkdir(exist_ok=True)
+        out = flow_dir / name
+        out.mkdir(exist_ok=True)
+        runs = len(list(self.chaos.glob("*.err")))
+        self.err_path = self.chaos / f"run{runs}.err"
+        environment = dict(spark_env(), CHAOS_IN=str(flow_dir / "in"), CHAOS_OUT=str(out), CHAOS_DIR=str(self.chaos),
+                           CHAOS_POINTS=points, **env)
+        cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'chaos_flow.py'}:flow", "--max-batch-items", "300",
+               "--no-progress", *extra]
+        with open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(cmd, cwd=flow_dir, env=environment, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+
+    @property
+    def err(self) -> str:
+        return self.err_path.read_text()
+
+    def struck(self, point: str) -> int:
+        """Wait for the flow to reach `point`; the id of the process paused there."""
+        marker = self.chaos / point
+        deadline = time.monotonic() + STRIKE_TIMEOUT
+        while not (marker.exists() and marker.read_text()):
+            assert self.proc.poll() is None, f"the run ended before reaching {point!r}: {_short(self.err)}"
+            assert time.monotonic() < deadline, f"the run did not reach {point!r}"
+            time.sleep(0.05)
+        return int(marker.read_text())
+
+    def wait(self) -> int:
+        try:
+            return self.proc.wait(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"the run took over {RUN_TIMEOUT:.0f} s: {_short(self.err)}")
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the driver: its Python process and its JVM (the Python workers of a local master die with it)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+def _short(err: str) -> str:
+    """A run's stderr without Java stack frames."""
+    return "\n".join(line for line in err.splitlines() if not line.lstrip().startswith("at "))[-6000:]
+
+
+def _lines(folder: Path) -> Dict[str, Dict[str, List[str]]]:
+    """Each output file's lines by key, in file order (a key's lines have one order: its windows')."""
+    out: Dict[str, Dict[str, List[str]]] = {}
+    for path in sorted(folder.glob("part_*")):
+        by_key = out.setdefault(path.name, {})
+        for line in path.read_text().splitlines():
+            by_key.setdefault(line.split(",")[0], []).append(line)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(flow_dir: Path) -> Iterator[Dict[str, Dict[str, List[str]]]]:
+    """The output of an undisturbed run on the default local master."""
+    run = Run(flow_dir, "reference")
+    assert run.wait() == 0, _short(run.err)
+    expected = _lines(flow_dir / "reference")
+    windows = LINES_PER_FILE // LINES_PER_SECOND // 60
+    assert sum(len(lines) for by_key in expected.values() for lines in by_key.values()) == IN_FILES * KEYS_PER_FILE * windows
+    yield expected
+
+
+def _executor(pid: int) -> int:
+    """The executor JVM a Python worker runs under."""
+    return ancestor(pid, lambda found: "CoarseGrainedExecutorBackend" in command_line(found))
+
+
+def test_killed_python_workers_are_retried_and_nothing_is_lost_or_repeated(flow_dir: Path,
+                                                                           reference: Dict[str, Dict[str, List[str]]]) -> None:
+    """A local master that retries tasks (`local[2,3]`), as a cluster does: a Python worker killed while it reads
+    a source partition, while it folds, and half-way through a sink partition's write costs a retry, not the run."""
+    run = Run(flow_dir, "python-workers", "--master", "local[2,3]", "-r", str(flow_dir / "recovery-python-workers"),
+              points="read,state,write", CHAOS_SELF_KILL="1")
+    assert run.wait() == 0, _short(run.err)
+    assert sorted(p.name for p in run.chaos.iterdir() if not p.name.endswith(".err")) == ["read", "state", "write"]
+    assert _lines(flow_dir / "python-workers") == reference
+    assert "Traceback" not in run.err and "py4j" not in run.err, run.err
+
+
+def test_sigterm_stops_at_a_micro_batch_boundary_and_a_second_one_at_once(flow_dir: Path,
+                                                                          reference: Dict[str, Dict[str, List[str]]]) -> None:
+    recovery = str(flow_dir / "recovery-sigterm")
+    first = Run(flow_dir, "sigterm", "-r", recovery, points="state")
+    first.struck("state")
+    first.proc.send_signal(signal.SIGTERM)  # while a stateful task is paused inside the micro-batch
+    assert first.wait() == 143, _short(first.err)
+    last = first.err.strip().splitlines()[-1]
+    assert last.startswith("flowspark: flow 'chaos' stopped on SIGTERM after micro-batch "), first.err
+    assert last.endswith("was written and committed; start it again with the same recovery directory to resume")
+    assert "Traceback" not in first.err, first.err
+
+    second = Run(flow_dir, "sigterm", "-r", recovery, points="write")
+    second.struck("write")
+    second.proc.send_signal(signal.SIGTERM)
+    while "SIGTERM: stopping once" not in second.err:  # two signals sent at once would be handled as one
+        assert second.proc.poll() is None, second.err
+        time.sleep(0.02)
+    second.proc.send_signal(signal.SIGTERM)  # ... and at once: the paused write is cut short
+    started = time.monotonic()
+    assert second.wait() == 143, _short(second.err)
+    print(f"stopped {time.monotonic() - started:.1f} s after the second SIGTERM")
+    assert "flowspark: the run stopped at once on a second SIGTERM" in second.err, second.err
+
+    third = Run(flow_dir, "sigterm", "-r", recovery)
+    assert third.wait() == 0, _short(third.err)
+    assert _lines(flow_dir / "sigterm") == reference
+
+
+@pytest.mark.cluster
+def test_lost_executors_in_the_stateful_stage_and_in_a_sink_write_cost_a_retry(
+        cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]) -> None:
+    """The issue's measurement: an executor SIGKILLed while it runs the query's tasks; Spark retries them elsewhere."""
+    run = Run(flow_dir, "executors", "--master", cluster.url, "-r", str(flow_dir / "recovery-executors"),
+              points="state,write")
+    for point in ("state", "write"):
+        os.kill(_executor(run.struck(point)), signal.SIGKILL)
+    assert run.wait() == 0, _short(run.err)
+    assert _lines(flow_dir / "executors") == reference
+    assert "Traceback" not in run.err and "py4j" not in run.err, run.err
+
+
+@pytest.mark.cluster
+def test_a_lost_worker_host_costs_a_retry_on_what_is_left(cluster: StandaloneCluster, flow_dir: Path,
+                                                         reference: Dict[str, Dict[str, List[str]]]) -> None:
+    run = Run(flow_dir, "worker", "--master", cluster.url, "-r", str(flow_dir / "recovery-worker"), points="state")
+    try:
+        cluster.lose_worker(cluster.worker_of(run.struck("state")))
+        assert run.wait() == 0, _short(run.err)
+    finally:
+        cluster.wait_for_workers()
+    assert _lines(flow_dir / "worker") == reference
+    assert "Traceback" not in run.err and "py4j" not in run.err, run.err
+
+
+@pytest.mark.cluster
+def test_an_executor_spark_may_not_retry_is_reported_in_one_line_and_the_query_restarts(
+        cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]) -> None:
+    run = Run(flow_dir, "no-retries", "--master", cluster.url, "-r", str(flow_dir / "recovery-no-retries"),
+              "--conf", "spark.task.maxFailures=1", points="state")
+    executor = _executor(run.struck("state"))
+    os.kill(executor, signal.SIGKILL)
+    assert run.wait() == 0, _short(run.err)
+    assert _lines(flow_dir / "no-retries") == reference
+    said = run.err.strip().splitlines()
+    assert len(said) == 1, run.err
+    assert said[0].startswith("flowspark: flow 'chaos': executor "), said
+    assert " on 127.0.0.1 was lost (exit 137: SIGKILL), and Spark gave up after 1 attempt of task " in said[0]
+    assert "; see the executor's log at http://127.0.0.1:" in said[0]
+    assert said[0].endswith("; restarting from the last completed micro-batch (restart 1 of 2)")
+
+
+@pytest.mark.cluster
+def test_a_driver_restarted_by_its_supervisor_resumes_by_itself(cluster: StandaloneCluster, flow_dir: Path,
+                                                                 reference: Dict[str, Dict[str, List[str]]]) -> None:
+    """A supervisor (a restart policy, systemd's `Restart=on-failure`) starts the same command again after any
+    failure: the first driver is SIGKILLed half-way through a sink write, the second gets SIGTERM, the third ends."""
+    recovery = str(flow_dir / "recovery-driver")
+    strikes: List[Optional[str]] = ["write", "state", None]
+    statuses: List[int] = []
+    runs: List[Run] = []
+    while not statuses or statuses[-1] != 0:
+        assert len(runs) < len(strikes), f"the supervisor gave up: {statuses}"
+        point = strikes[len(runs)]
+        run = Run(flow_dir, "driver", "--master", cluster.url, "-r", recovery, points=point or "")
+        runs.append(run)
+        if point == "write":
+            run.struck(point)
+            run.kill()  # the driver's Python process and its JVM, while an executor writes a sink partition
+        elif point == "state":
+            run.struck(point)
+            run.proc.send_signal(signal.SIGTERM)
+        statuses.append(run.wait())
+    assert statuses == [-signal.SIGKILL, 143, 0], [_short(r.err) for r in runs]
+    assert "stopped on SIGTERM after micro-batch" in runs[1].err
+    assert _lines(flow_dir / "driver") == reference
+
+
+@pytest.mark.cluster
+def test_a_user_error_on_a_cluster_ends_the_run_on_its_first_raise(cluster: StandaloneCluster, flow_dir: Path) -> None:
+    """Spark retries a failed task on a cluster; a user function that raised is not called again."""
+    run = Run(flow_dir, "user-error", "--master", cluster.url, "-r", str(flow_dir / "recovery-user-error"),
+              CHAOS_RAISE="45,30")
+    assert run.wait() == 1, _short(run.err)
+    assert len((run.chaos / "raised").read_text().splitlines()) == 1
+    assert run.err.strip().endswith("flowspark.errors.FlowsparkRuntimeError: error calling `on_batch` in step "
+                                    "'chaos.sum.window.stateful_batch' for key 'f0k0'"), run.err
+    assert f'File "{flow_dir / "chaos_flow.py"}", line ' in run.err and "ValueError: no event may be worth 30" in run.err
+    assert "py4j" not in run.err and "at org.apache" not in run.err, run.err
