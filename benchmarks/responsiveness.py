@@ -526,7 +526,7 @@ def _versions() -> str:
 
 def warm_spark_state() -> str:
     """Which of flowspark's runs use its warm Spark Connect server (`FLOWSPARK_WARM_SPARK`), and whether it is up now."""
-    mode = os.environ.get("FLOWSPARK_WARM_SPARK", "bounded")
+    mode = os.environ.get("FLOWSPARK_WARM_SPARK", "auto")
     if mode == "0":
         return "turned off (FLOWSPARK_WARM_SPARK=0)"
     try:
@@ -534,7 +534,8 @@ def warm_spark_state() -> str:
     except ImportError as ex:
         return f"unknown ({ex})"
     up = "running" if read_record(server_dir()) is not None else "not running"
-    return f"{up} before the first run; used by {mode} runs (FLOWSPARK_WARM_SPARK={mode})"
+    used = {"auto": "bounded runs and every command-line run", "all": "every run"}.get(mode, f"{mode!r} runs")
+    return f"{up} before the first run; used by {used} (FLOWSPARK_WARM_SPARK={mode})"
 
 
 def report(results: Dict[Tuple[str, str], Outcome], args: argparse.Namespace, facts: List[str]) -> str:
@@ -627,7 +628,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"load average (1 / 5 / 15 min): {load_before} before, {_load()} after; the script took "
         f"{time.monotonic() - started:.0f} s",
         "settings: each engine's CLI defaults: Bytewax 1 worker, no recovery, epochs of 10 s; "
-        "flowspark `local[N]` on N cores, a micro-batch every 0.2 s"
+        "flowspark `local[N]` on N cores, a micro-batch as soon as input comes"
         + (f"; latency rows with `-s {args.snapshot_interval}` on both" if args.snapshot_interval is not None else ""),
         f"logs: {_shown(work)}",
     ]
