@@ -60,6 +60,17 @@ class Sink(ABC, Generic[X]):  # noqa: B024
     before any of its partitions is built, as the sink needs it.
     """
 
+    @property
+    def uses_session_catalog(self) -> bool:
+        """Whether the sink writes to a table of the Spark session's catalog.
+
+        Spark's in-memory catalog is shared by every session of one Spark,
+        so a run with such a sink starts a Spark of its own rather than
+        use the warm local one, whose catalog outlives each run
+        (docs/warm-spark.md).
+        """
+        return False
+
 
 class StatelessSinkPartition(ABC, Generic[X]):
     """One worker's partition of a `DynamicSink`."""

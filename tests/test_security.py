@@ -7,6 +7,7 @@ the right output.  The recovery directory's files must be the user's alone.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -21,6 +22,7 @@ from typing import List, Set, Tuple
 
 import pytest
 
+from flowspark.engine.connect_server import DIR_ENV, RECORD
 from flowspark.engine.private_files import private_dir, read_trusted, write_private
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -129,17 +131,33 @@ def _prod(port: int, keep: List[socket.socket]) -> None:
             pass
 
 
-def test_a_run_listens_on_loopback_only_and_finishes_while_its_ports_are_prodded(tmp_path: Path) -> None:
+def _warm_servers(folder: Path) -> List[int]:
+    """The supervisors of the warm local Sparks recorded under `folder`."""
+    pids = []
+    for record in folder.glob(f"*/{RECORD}"):
+        try:
+            pids.append(int(json.loads(record.read_text())["supervisor"]))
+        except (OSError, ValueError, KeyError):
+            pass
+    return pids
+
+
+@pytest.mark.parametrize("warm", ["0", "auto"], ids=["own-spark", "warm-spark"])
+def test_a_run_listens_on_loopback_only_and_finishes_while_its_ports_are_prodded(tmp_path: Path, warm: str) -> None:
+    """The run's own ports, and those of the warm local Spark it runs on (its Spark Connect server, UI and RPC)."""
     out = tmp_path / "out.txt"
+    servers = tmp_path / "servers"
     (tmp_path / "prodded_flow.py").write_text(f"OUT = {str(out)!r}\n" + SLOW_FLOW)
-    run = subprocess.Popen([sys.executable, "-m", "flowspark.run", "prodded_flow:flow"], cwd=tmp_path,
+    env = dict(os.environ, FLOWSPARK_WARM_SPARK=warm, **{DIR_ENV: str(servers)})
+    run = subprocess.Popen([sys.executable, "-m", "flowspark.run", "prodded_flow:flow"], cwd=tmp_path, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kept: List[socket.socket] = []
     prodded: Set[int] = set()
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while run.poll() is None and time.monotonic() < deadline and len(prodded) < 6:
-            for address, port in _listening(_tree(run.pid)):
+            pids = _tree(run.pid) + [pid for server in _warm_servers(servers) for pid in _tree(server)]
+            for address, port in _listening(pids):
                 assert _is_loopback(address), f"a run listens on {address}:{port}"
                 if port not in prodded:
                     prodded.add(port)
@@ -151,6 +169,8 @@ def test_a_run_listens_on_loopback_only_and_finishes_while_its_ports_are_prodded
             peer.close()
         if run.poll() is None:
             run.kill()
+        for server in _warm_servers(servers):
+            os.kill(server, signal.SIGTERM)
     assert run.returncode == 0, err
     assert len(prodded) >= 3  # the driver link, the Spark UI, Spark's RPC and block manager
     sums = {}

@@ -113,6 +113,8 @@ def _may_run_warm(plan: Plan, master: Optional[str], own_conf: bool, recovery_di
         return False
     if recovery_dir is not None and parse_location(recovery_dir).scheme is not Scheme.LOCAL:
         return False
+    if any(getattr(step.config.sink, "uses_session_catalog", False) for step in plan.outputs):
+        return False
     return not uses_spark_session(plan)
 
 

@@ -65,6 +65,9 @@ class WarmSpark:
 _lease: Optional[IO[str]] = None
 """This process's lease on the server it uses, held until the process exits."""
 
+_leased: Optional[ServerRecord] = None
+"""The record of the server this process holds the lease of."""
+
 _sessions: Dict[int, WarmSpark] = {}
 """This process's sessions on the warm server, by parallelism."""
 
@@ -89,7 +92,7 @@ def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
     """
     directory = server_dir()
     record = read_record(directory)
-    if record is None or any(warm.record != record for warm in _sessions.values()):
+    if record is None or record != _leased:
         for warm in _sessions.values():
             forget(warm.record.url)
             forget(warm.record.private_url)
@@ -104,7 +107,13 @@ def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
 
 
 def _reached(directory: str) -> ServerRecord:
-    """The record of the server in `directory`, started if need be; this process then holds its lease."""
+    """The record of the server in `directory`, started if need be; this process then holds its lease.
+
+    The record is read again under the directory's lock, which the server's
+    supervisor holds when it forgets an idle server: a lease taken here is
+    on a server that is not being stopped.
+    """
+    global _leased
     make_dirs(directory)
     if others_can_write(directory):
         msg = f"the warm Spark's directory {directory!r} can be changed by other users; make it yours alone (chmod 700)"
@@ -115,6 +124,7 @@ def _reached(directory: str) -> ServerRecord:
             check_java()
             record = _started(directory)
         _take_lease(directory)
+        _leased = record
     return record
 
 

@@ -41,6 +41,14 @@ def warn(item):
 
 noisy = Dataflow("noisy")
 op.output("out", op.map("warn", op.input("inp", noisy, TestingSource(["x"])), warn), StdOutSink())
+
+def nap(item):
+    import time
+    time.sleep(6)
+    return item
+
+slow = Dataflow("slow")
+op.output("out", op.map("nap", op.input("inp", slow, TestingSource(["x"])), nap), StdOutSink())
 '''
 
 
@@ -122,6 +130,17 @@ def test_the_server_stops_once_no_run_has_used_it_for_the_idle_time(warm_dir: Pa
     assert record is not None
     assert _wait_for(lambda: _gone(record.supervisor) and _gone(record.jvm), 60)
     assert not (Path(server_dir()) / RECORD).exists()
+
+
+def test_a_run_on_a_server_another_process_started_keeps_it_from_stopping_as_idle(warm_dir: Path, tmp_path: Path) -> None:
+    started = _run(tmp_path, **{IDLE_ENV: "2"})
+    assert started.returncode == 0, started.stderr
+    record = _record()
+    assert record is not None
+    slow = _run(tmp_path, "warm_flows:slow")
+    assert slow.returncode == 0, slow.stderr
+    assert slow.stdout.splitlines() == ["x"]
+    assert _record() == record
 
 
 def test_a_server_whose_jvm_died_is_replaced_by_the_next_run(warm_dir: Path, tmp_path: Path) -> None:

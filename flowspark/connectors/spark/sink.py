@@ -130,6 +130,11 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
         self._checked: Dict[Tuple[str, str], bool] = {}
         """Which runs and steps have had their table checked for a replayed batch in this process (`table_commit`)."""
 
+    @property
+    def uses_session_catalog(self) -> bool:
+        """Whether batches go to a `table` of the session's catalog (see `Sink.uses_session_catalog`)."""
+        return self.table is not None
+
     def _commits_files(self) -> bool:
         """Whether batches are committed into a folder of plain files (`file_commit`)."""
         return (self.table is None and self.mode is SaveMode.APPEND and "path" in self.options
