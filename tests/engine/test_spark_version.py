@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,10 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from flowspark.engine.spark_version import OLDEST_TEXT, check_spark, installed_pyspark, unsupported
+from flowspark.engine.spark_version import OLDEST, OLDEST_TEXT, check_spark, installed_pyspark, unsupported
 from flowspark.errors import FlowsparkRuntimeError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.quick
@@ -55,3 +58,14 @@ def test_a_flow_run_with_an_older_pyspark_on_the_path_stops_at_import_with_the_e
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"ImportError: flowspark needs PySpark >= {OLDEST_TEXT}, found 4.0.1: "), done.stderr
+
+
+@pytest.mark.quick
+def test_ci_runs_the_quick_subset_on_every_supported_minor_but_the_newest() -> None:
+    pin = re.search(r'"pyspark>=(\d+)\.(\d+),<(\d+)\.(\d+)"', (ROOT / "pyproject.toml").read_text())
+    assert pin is not None
+    assert (int(pin[1]), int(pin[2])) == OLDEST
+    newest_minor = int(pin[4]) - 1
+    older = re.search(r'^OLDER_MINORS="([^"]*)"$', (ROOT / ".ci" / "run").read_text(), re.MULTILINE)
+    assert older is not None
+    assert older[1].split() == [f"{OLDEST[0]}.{minor}" for minor in range(OLDEST[1], newest_minor)]
