@@ -81,13 +81,21 @@ def defaults_file(spark_home: str) -> str:
     return os.path.join(os.environ.get("SPARK_CONF_DIR") or os.path.join(spark_home, "conf"), "spark-defaults.conf")
 
 
+_PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
+
+
 def _submitted() -> Dict[str, str]:
-    """The settings spark-submit gave this driver's JVM, less the application name it makes up from the script's name."""
+    """The settings spark-submit gave this driver's JVM, less an application name it made up.
+
+    Without a name of the user's, spark-submit names the application after
+    its main file (`run.py`) or, given `--class` (as Spark on Kubernetes
+    gives its driver pods), after that class.
+    """
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM
     settings = dict(SparkConf().getAll())
-    if settings.get("spark.app.name") == os.path.basename(sys.argv[0]):
+    if settings.get("spark.app.name") in (os.path.basename(sys.argv[0]), _PYTHON_RUNNER):
         del settings["spark.app.name"]
     return settings
 
