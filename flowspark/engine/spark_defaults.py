@@ -103,11 +103,13 @@ def _submitted() -> Dict[str, str]:
 def user_defaults(spark_home: str) -> Dict[str, str]:
     """The settings a driver here gets from outside flowspark: spark-submit's, else `spark-defaults.conf`'s (see the module doc).
 
-    Without a `spark-defaults.conf` (the usual case) there are none.
+    Without a `spark-defaults.conf` (the usual case) there are none; one
+    that can't be read is left to spark-submit, which reads it too and says
+    what is wrong with it.
     """
     if started_by_spark_submit():
         return _submitted()
     try:
         return read_properties(defaults_file(spark_home))
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return {}
