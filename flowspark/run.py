@@ -83,6 +83,8 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true",
                         help="don't report progress on stderr (a redrawn line in a terminal, a line every 10 s otherwise)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
+    parser.add_argument("--properties-file", metavar="FILE",
+                        help="a file of Spark settings, as spark-submit's (over spark-defaults.conf, under --conf)")
     return parser
 
 
@@ -143,8 +145,16 @@ def locate_flow(import_str: str) -> Dataflow:
     return flow
 
 
-def _conf(pairs: Sequence[str], parser: argparse.ArgumentParser) -> Dict[str, str]:
+def _conf(pairs: Sequence[str], properties_file: Optional[str], parser: argparse.ArgumentParser) -> Dict[str, str]:
+    """The run's own Spark settings: the properties file's, then `--conf`'s, which win."""
     conf: Dict[str, str] = {}
+    if properties_file is not None:
+        from flowspark.engine.spark_defaults import read_properties
+
+        try:
+            conf.update(read_properties(properties_file))
+        except (OSError, UnicodeDecodeError) as ex:
+            parser.error(f"can't read the --properties-file {properties_file!r}: {getattr(ex, 'strerror', None) or ex}")
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
@@ -226,9 +236,12 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         workers = int(workers) * processes
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
-    if args.remote is not None and (args.master is not None or args.conf):
-        parser.error("--remote runs on the Spark Connect server's own Spark: --master and --conf can't go with it")
-    config = RunConfig(parallelism=workers, master=args.master, conf=_conf(args.conf, parser), progress=Progress(),
+    if args.remote is not None and (args.master is not None or args.conf or args.properties_file):
+        parser.error("--remote runs on the Spark Connect server's own Spark: --master, --conf and --properties-file "
+                     "can't go with it")
+    conf = _conf(args.conf, args.properties_file, parser)
+    master = args.master or conf.pop("spark.master", None)
+    config = RunConfig(parallelism=workers, master=master, conf=conf, progress=Progress(),
                        driver_link_port=args.driver_link_port, ordered=workers == 1, spark_ui=True, remote=args.remote,
                        single_run=True)
     if args.max_batch_items is not None:

@@ -174,6 +174,7 @@ def local_run(flow_dir: Path) -> Iterator["subprocess.Popen[str]"]:
 
 
 @pytest.mark.cluster
+@pytest.mark.quick
 def test_windowed_flow_on_cluster_matches_local_run(local_run: "subprocess.Popen[str]", cluster: StandaloneCluster,
                                                    flow_dir: Path, tmp_path: Path) -> None:
     local_seconds = _finish(local_run, "local")

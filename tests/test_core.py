@@ -10,6 +10,7 @@ import pytest
 from oracle import Engine, assert_same_by_key, cause_chain, run_both, run_on
 
 
+@pytest.mark.quick
 def test_branch_merge_flat_map_batch_keep_order() -> None:
     def build(e: Engine) -> Tuple[Any, dict]:
         flow = e.Dataflow("df")
@@ -53,6 +54,7 @@ def _sum_logic(e: Engine) -> Any:
     return Summer
 
 
+@pytest.mark.quick
 def test_stateful_batch_chained_layers_with_eof() -> None:
     def build(e: Engine) -> Tuple[Any, dict]:
         flow = e.Dataflow("df")
@@ -89,6 +91,7 @@ def test_inspect_debug_runs_in_the_callers_process() -> None:
     assert flow_out == ["x", "y"]
 
 
+@pytest.mark.quick
 def test_mapper_error_names_step_and_keeps_cause() -> None:
     def boom(batch: List[int]) -> List[int]:
         raise KeyError("boom")

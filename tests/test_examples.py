@@ -26,6 +26,7 @@ def _run(engine: str, module: str, cwd: Path) -> List[str]:
 
 
 @pytest.mark.parametrize("name", ["wordcount", "user_sessions"])
+@pytest.mark.quick
 def test_example_output_matches_bytewax(name: str, tmp_path: Path) -> None:
     source = (ROOT / "flowspark" / "examples" / f"{name}.py").read_text()
     (tmp_path / "sample_data").symlink_to(ROOT / "flowspark" / "examples" / "sample_data")
@@ -36,6 +37,7 @@ def test_example_output_matches_bytewax(name: str, tmp_path: Path) -> None:
     assert sorted(got) == sorted(expected)
 
 
+@pytest.mark.quick
 def test_file_to_parquet_writes_every_purchase_with_running_totals(tmp_path: Path) -> None:
     out = tmp_path / "purchases.parquet"
     done = subprocess.run(

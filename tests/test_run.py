@@ -114,6 +114,7 @@ def _cli(*args: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
     return run_module("flowspark.run", *args, cwd=cwd, timeout=300)
 
 
+@pytest.mark.quick
 def test_cli_runs_a_factory_and_reports_failures(flows_file: Path) -> None:
     ok = _cli("my_flows:make(3, word='hi')", "-w", "1", cwd=flows_file.parent)
     assert ok.returncode == 0, ok.stderr
@@ -206,6 +207,7 @@ def test_cluster_main_outside_process_0_returns_without_running() -> None:
     assert out == [1, 2]
 
 
+@pytest.mark.quick
 def test_one_worker_gives_bytewax_round_order(flows_file: Path) -> None:
     run = _cli("my_flows:merged()", "-w", "1", cwd=flows_file.parent)
     assert run.returncode == 0, run.stderr

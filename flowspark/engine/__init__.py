@@ -8,3 +8,7 @@ row format between Spark stages, `destinations` the rows' group names and
 tasks), `spark_source`, `stateful` and `sink_writer` are the Spark side of inputs, `stateful_batch` steps and
 outputs; `runner` builds the one streaming query and drives it.
 """
+
+from flowspark.engine.spark_version import check_installed_pyspark
+
+check_installed_pyspark()

@@ -15,7 +15,9 @@ temporary name and renamed by the run's exit hook.  One run at a time
 writes (a lock file naming the run, taken over once that run has died), and
 the name carries a digest of everything the archive depends on (the `java`
 binary, Spark's jars, the PySpark version), so an upgrade makes a new one.
-`FLOWSPARK_CLASS_ARCHIVE=0` turns all of this off, and so does a user's own
+No run writes one while a configuration folder with files in it is on
+Spark's class path (`SPARK_CONF_DIR`, a `spark-defaults.conf`): Java refuses
+to.  `FLOWSPARK_CLASS_ARCHIVE=0` turns all of this off, and so does a user's own
 `spark.driver.defaultJavaOptions` (it replaces flowspark's JVM options; a
 user's `spark.driver.extraJavaOptions` only adds to them).
 """
@@ -55,6 +57,26 @@ def _digest(java: str, spark_home: str) -> str:
     if os.path.isdir(jars):
         parts.extend(sorted(os.listdir(jars)))
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _folders_on_class_path(spark_home: str) -> bool:
+    """Whether Spark's launcher puts a folder with files in it on the driver's class path, where Java refuses to write an archive.
+
+    The launcher adds the configuration folders (`SPARK_CONF_DIR`, else
+    `SPARK_HOME/conf`; `HADOOP_CONF_DIR`, `YARN_CONF_DIR`) and
+    `SPARK_DIST_CLASSPATH`; a JVM asked to write an archive with any such
+    folder that is not empty fails to start.
+    """
+    env = os.environ
+    entries = [env.get("SPARK_CONF_DIR") or os.path.join(spark_home, "conf"), env.get("HADOOP_CONF_DIR", ""),
+               env.get("YARN_CONF_DIR", ""), *env.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep)]
+    for entry in entries:
+        try:
+            if entry and os.path.isdir(entry) and os.listdir(entry):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _owner_gone(path: str) -> bool:
@@ -128,6 +150,8 @@ def java_options(spark_home: Optional[str]) -> Tuple[str, Optional[Callable[[Any
     final = os.path.join(directory, f"{stem}.jsa")
     if os.path.isfile(final):
         return f"-XX:SharedArchiveFile={final} {_QUIET}", None
+    if _folders_on_class_path(spark_home):
+        return "", None
     lock = os.path.join(directory, f"{stem}.lock")
     if not _take_lock(lock):
         return "", None

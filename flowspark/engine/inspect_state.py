@@ -56,6 +56,8 @@ def _slots(directory: Location) -> List[Tuple[str, bytes]]:
     if _last_commit(query) is None or not operators:
         return []
     spark = get_session()
+    # Starts Spark's state store coordinator, which the state reader of Spark 4.1 needs but does not start.
+    spark.streams  # noqa: B018
     rows: List[Tuple[str, bytes]] = []
     with tempfile.TemporaryDirectory(prefix="flowspark-inspect-") as scratch:
         readable = query.hadoop_uri

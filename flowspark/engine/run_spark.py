@@ -5,7 +5,8 @@ runs there.  A process that already has a Spark session (an earlier run
 started it, or the user did) runs on it.  Otherwise a run on this machine
 with no Spark settings of its own uses the warm local server
 (`warm_session`), reached through Spark Connect, which saves it Spark's
-start; a run with a master, a `--conf` setting, a recovery directory on S3
+start; a run with a master, a `--conf` setting (or settings in
+`spark-defaults.conf`, or a driver that spark-submit started), a recovery directory on S3
 or HDFS (the server has no settings for them), or a connector that drives
 Spark itself (`uses_spark_session`) starts Spark in this process, as
 Bytewax's runs are their own process.
@@ -22,7 +23,9 @@ from pyspark.sql import SparkSession
 from flowspark.engine.client_environment import ClientEnvironment
 from flowspark.engine.cluster import is_local_master
 from flowspark.engine.plan import Plan
-from flowspark.engine.session import default_master, get_session
+from flowspark.engine.session import default_master, get_session, spark_home
+from flowspark.engine.spark_defaults import started_by_spark_submit, user_defaults
+from flowspark.engine.spark_version import check_spark
 from flowspark.engine.storage import Scheme, parse_location
 from flowspark.engine.connect_client import connect, driver_link_host, server_host
 from flowspark.engine.warm_session import WarmMode, warm_mode, warm_spark
@@ -102,14 +105,18 @@ def spark_for(plan: Plan, parallelism: Optional[int], master: Optional[str], con
         warm = warm_spark(parallelism)
         return RunSpark(warm.session, warm.parallelism, True, True, ClientEnvironment.of_this_process(),
                         ui_url=f"http://127.0.0.1:{warm.record.ui_port}")
-    spark = get_session(master, conf)
+    spark = get_session(master, conf, app_name=f"flowspark: {plan.flow_id}")
     context = spark.sparkContext
     return RunSpark(spark, parallelism or context.defaultParallelism, is_local_master(context.master),
                     settings=dict(context.getConf().getAll()), ui_url=context.uiWebUrl)
 
 
 def _may_run_warm(plan: Plan, master: Optional[str], own_conf: bool, recovery_dir: Optional[str]) -> bool:
+    """Whether a run may use the warm server: not if it has Spark settings of its own (given, in `spark-defaults.conf`,
+    or spark-submit's, whose driver JVM is already up), or other needs (see the module doc)."""
     if master is not None or own_conf or os.environ.get("FLOWSPARK_MASTER"):
+        return False
+    if started_by_spark_submit() or user_defaults(spark_home()):
         return False
     if recovery_dir is not None and parse_location(recovery_dir).scheme is not Scheme.LOCAL:
         return False
@@ -126,6 +133,7 @@ def _connected(plan: Plan, url: str, parallelism: Optional[int]) -> RunSpark:
                f"({url.split(';')[0]}) does not have: run it without --remote/SPARK_REMOTE")
         raise FlowsparkRuntimeError(msg)
     connected = connect(url, parallelism)
+    check_spark(connected.session.version, f"Spark (the Spark Connect server at {url.split(';')[0]})")
     lent = ClientEnvironment.of_this_process() if connected.local else None
     return RunSpark(connected.session, connected.parallelism, connected.local, True, lent, link_host_for(url))
 

@@ -38,7 +38,9 @@ from flowspark.engine.cluster import is_local_master
 from flowspark.engine.java_check import check_java
 from flowspark.engine.native_libs import rocksdb_library_dir
 from flowspark.engine.shutdown import jvm_ignores_sigterm
+from flowspark.engine.spark_defaults import started_by_spark_submit, user_defaults
 from flowspark.engine.spark_format import FlowsparkSource
+from flowspark.engine.spark_version import check_spark
 from flowspark.errors import FlowsparkRuntimeError
 
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
@@ -81,26 +83,36 @@ def spark_home() -> str:
 
 
 def default_master(parallelism: int) -> str:
-    return os.environ.get("FLOWSPARK_MASTER") or f"local[{parallelism}]"
+    """`FLOWSPARK_MASTER`, else the master spark-submit or `spark-defaults.conf` gives, else `local[parallelism]`."""
+    return (os.environ.get("FLOWSPARK_MASTER") or user_defaults(spark_home()).get("spark.master")
+            or f"local[{parallelism}]")
 
 
-def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = None) -> SparkSession:
-    """The process's session, created on first use with flowspark's settings once a usable Java is found."""
+def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = None,
+                app_name: str = "flowspark") -> SparkSession:
+    """The process's session, created on first use with flowspark's settings once a usable Java is found.
+
+    The user's settings (`conf`, over spark-submit's or `spark-defaults.conf`'s:
+    `spark_defaults`) win over flowspark's, `spark.app.name` over `app_name`
+    and `spark.log.level` over flowspark's silence.
+    """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["SPARK_HOME"] = spark_home()
-    url = master or default_master(os.cpu_count() or 2)
+    home = os.environ["SPARK_HOME"] = spark_home()
+    given = {**user_defaults(home), **(conf or {})}
+    url = master or given.pop("spark.master", None) or default_master(os.cpu_count() or 2)
     # flowspark's JVM options are Spark's "default" ones, which Spark puts
     # before the user's `extraJavaOptions`: those add to them (a later
-    # option wins).  A user's own default options replace them, archive included.
-    own_defaults = "spark.driver.defaultJavaOptions" in (conf or {})
-    archive_options, on_started = ("", None) if own_defaults else class_archive.java_options(os.environ.get("SPARK_HOME"))
+    # option wins).  A user's own default options replace them, archive
+    # included; a JVM that spark-submit started has its options already.
+    own_defaults = "spark.driver.defaultJavaOptions" in given or started_by_spark_submit()
+    archive_options, on_started = ("", None) if own_defaults else class_archive.java_options(home)
     local = is_local_master(url)
-    builder = SparkSession.builder.appName("flowspark").master(url)
-    for key, value in spark_settings(local, archive_options, conf or {}).items():
+    builder = SparkSession.builder.appName(app_name).master(url)
+    for key, value in spark_settings(local, archive_options, given).items():
         builder = builder.config(key, value)
     threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
@@ -114,9 +126,12 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
                    "Check that the master is running and reachable from this machine.")
             raise FlowsparkRuntimeError(msg) from None
         raise
+    check_spark(spark.version, f"Spark (SPARK_HOME={home})")
     if on_started is not None:
         on_started(spark)
-    spark.sparkContext.setLogLevel(os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL", "OFF").upper())
+    level = os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL")
+    if level is not None or "spark.log.level" not in given:  # Spark has set the user's level itself
+        spark.sparkContext.setLogLevel((level or "OFF").upper())
     spark.dataSource.register(FlowsparkSource)
     return spark
 

@@ -105,6 +105,9 @@ class Reader(DataSourceStreamReader):
         """The micro-batch that ended the input in this query: nothing is read after it."""
         self._pinged = False
         """This query's first micro-batch asked every stateful bucket for its earliest wake-up (`wake_ups`)."""
+        self._seen: Optional[Dict[str, Any]] = None
+        """The offset the next micro-batch starts at, for Spark 4.1, which calls `latestOffset()` without it: the
+        initial one, the end of the last micro-batch planned, or the one a restarted query resumes at."""
 
     def _decoded(self, name: str) -> Any:
         return pickle.loads(base64.b64decode(self._options[name]))
@@ -132,9 +135,14 @@ class Reader(DataSourceStreamReader):
         return self._call("latest_offset", start)  # type: ignore[no-any-return]
 
     def initialOffset(self) -> Dict[str, Any]:
-        return Position(hub=self._call("initial_offset") if self._hub else None).offset()
+        self._seen = Position(hub=self._call("initial_offset") if self._hub else None).offset()
+        return self._seen
 
-    def latestOffset(self, start: Dict[str, Any], limit: Any) -> Dict[str, Any]:
+    def latestOffset(self, start: Optional[Dict[str, Any]] = None, limit: Any = None) -> Dict[str, Any]:
+        """The next micro-batch's end: from `start` (Spark 4.2 on), else from the offset Spark last saw (Spark 4.1,
+        which asks a new query for its latest offset before its initial one)."""
+        if start is None:
+            start = self._seen if self._seen is not None else self.initialOffset()
         position = Position.of(start)
         if position.end and self._ended_at == position.batch:
             return start
@@ -142,9 +150,12 @@ class Reader(DataSourceStreamReader):
         after = next_position(position, self._inputs, self._poll_hub if self._hub else None, now)
         if after == position and self._groups.names and (not self._pinged or self._call(DUE_CALL, int(now.timestamp() * 1000))):
             after = tick(position, self._inputs)  # a micro-batch without input: for due timers, or the first ping
-        return after.offset()
+        self._seen = after.offset()
+        return self._seen
 
     def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
+        # A restarted query first plans an empty range at the offset it resumes at (Spark's `setLatestSeenOffset`).
+        self._seen = end
         if start == end:
             return []
         first, last = Position.of(start), Position.of(end)

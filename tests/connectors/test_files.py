@@ -518,6 +518,7 @@ def _per_key(lines: List[str]) -> Dict[str, List[str]]:
     return found
 
 
+@pytest.mark.quick
 def test_dir_and_file_sinks_written_in_spark_tasks_under_two_workers_match_bytewax(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -246,6 +246,7 @@ class _WhereKafkaSource(KafkaSource):
         return _Where(self._log, super().build_part(step_id, for_part, resume_state))
 
 
+@pytest.mark.quick
 def test_partitions_are_read_in_spark_tasks_and_their_lag_reaches_the_driver(broker: str, tmp_path: Path) -> None:
     topic = _topic(broker, 3)
     records = _records(30, 3)
@@ -428,6 +429,7 @@ def test_read_errors_in_a_run(broker: str) -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2], ids=["in_the_driver", "in_spark_tasks"])
+@pytest.mark.quick
 def test_sink_writes_are_read_back(broker: str, workers: int) -> None:
     main, other_a, other_b = _topic(broker, 2), _topic(broker), _topic(broker)
     to_main = [

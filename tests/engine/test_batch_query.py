@@ -39,11 +39,13 @@ def _windows_and_chains(stall: bool) -> Any:
     return build
 
 
+@pytest.mark.quick
 def test_a_run_that_ends_in_its_first_read_gives_bytewaxs_output() -> None:
     bytewax_out, flowspark_out = run_both(_windows_and_chains(stall=False))
     assert flowspark_out == bytewax_out
 
 
+@pytest.mark.quick
 def test_the_batch_query_and_the_streaming_query_give_the_same_output() -> None:
     batch = run_on("flowspark", _windows_and_chains(stall=False))
     streaming = run_on("flowspark", _windows_and_chains(stall=True))
@@ -70,6 +72,7 @@ def test_a_generator_read_before_spark_started_is_not_read_again() -> None:
 
 
 @pytest.mark.parametrize("stall", [False, True], ids=["batch", "streaming"])
+@pytest.mark.quick
 def test_a_failing_step_names_its_step_either_way(stall: bool) -> None:
     def build(e: Engine) -> Any:
         flow = e.Dataflow("df")

@@ -74,12 +74,14 @@ def _classic(tmp_path: Path, target: str, **env: str) -> List[str]:
     return sorted(done.stdout.splitlines())
 
 
+@pytest.mark.quick
 def test_the_readme_example_gives_the_same_output_through_the_server(server: str, tmp_path: Path) -> None:
     done = _run(tmp_path, "flowspark.examples.wordcount:flow", "--remote", server)
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.splitlines()) == _classic(tmp_path, "flowspark.examples.wordcount:flow")
 
 
+@pytest.mark.quick
 def test_a_streaming_run_goes_through_the_server_named_by_spark_remote(server: str, tmp_path: Path) -> None:
     done = _run(tmp_path, "remote_flows:paused", SPARK_REMOTE=server)
     assert done.returncode == 0, done.stderr

@@ -104,6 +104,7 @@ def _run(source: FixedPartitionedSource[str, int], recovery: Optional[Path] = No
     return out
 
 
+@pytest.mark.quick
 def test_partitions_are_built_polled_snapshotted_and_closed_in_spark_workers(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     out = _run(_LoggedSource(log))
@@ -124,6 +125,7 @@ def test_a_driver_resident_source_is_still_read_in_the_driver(tmp_path: Path) ->
     assert set(_calls(log)["next_batch"]) == {os.getpid()}
 
 
+@pytest.mark.quick
 def test_a_run_resumes_from_the_executors_snapshots_after_its_end(tmp_path: Path) -> None:
     inputs = tmp_path / "in"
     inputs.mkdir()

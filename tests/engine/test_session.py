@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = """
@@ -39,6 +41,7 @@ def _driver_jvm(conf: Dict[str, str]) -> Dict[str, object]:
     return found
 
 
+@pytest.mark.quick
 def test_user_extra_java_options_add_to_flowspark_options() -> None:
     jvm = _driver_jvm({"spark.driver.extraJavaOptions": "-Dflowspark.test.mine=hello"})
     args = jvm["args"]

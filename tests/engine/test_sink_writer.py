@@ -367,6 +367,7 @@ def _away_writer(sink: Sink[Any], checkpoint: Path, server: DriverServer, seen: 
     return SinkWriter(plan, str(checkpoint), meter=meter, link=server.link, parallelism=2)
 
 
+@pytest.mark.quick
 def test_an_executor_sink_is_written_in_tasks_while_taps_and_the_end_come_to_the_driver(
     spark: SparkSession, server: DriverServer, tmp_path: Path, shipped: None
 ) -> None:

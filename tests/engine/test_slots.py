@@ -6,7 +6,6 @@ import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from pyspark.sql.streaming.tws_tester import _InMemoryStatefulProcessorHandle
 
 from flowspark.engine import chunks
 from flowspark.engine.failures import StepFailure
@@ -20,6 +19,9 @@ from flowspark.engine.slots import (
     slot_of,
     state_variables,
 )
+
+_InMemoryStatefulProcessorHandle = pytest.importorskip(
+    "pyspark.sql.streaming.tws_tester", reason="PySpark 4.2 on has it")._InMemoryStatefulProcessorHandle
 
 
 class _Bucket:

@@ -12,8 +12,8 @@ import time
 from datetime import timedelta
 from typing import Any, List, Tuple
 
+import pytest
 from pyspark.sql import Row
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
@@ -26,6 +26,8 @@ from flowspark.engine.sink_writer import OutputStash
 from flowspark.engine.slots import decoded
 from flowspark.engine.stateful import LayerProcessor
 from flowspark.testing import TestingSink, TestingSource
+
+TwsTester = pytest.importorskip("pyspark.sql.streaming.tws_tester", reason="PySpark 4.2 on has it").TwsTester
 
 
 def _running_sums() -> Tuple[Plan, Groups]:

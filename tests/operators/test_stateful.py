@@ -224,6 +224,7 @@ def _stateful_flow(e: Engine) -> Any:
     return flow, out
 
 
+@pytest.mark.quick
 def test_stateful_flow_matches_bytewax() -> None:
     bytewax_out, flowspark_out = run_both(_stateful_flow)
     assert bytewax_out["fold"] == [("a", [1, 3, 7, -2, 9]), ("b", [5, -1, 4]), ("c", [2, 2])]
@@ -241,6 +242,7 @@ def _collect_timeout_flow(e: Engine) -> Any:
     return flow, {"out": out}
 
 
+@pytest.mark.quick
 def test_collect_timeout_matches_bytewax() -> None:
     bytewax_out, flowspark_out = run_both(_collect_timeout_flow)
     assert sorted(bytewax_out["out"]) == [("a", [1, 2]), ("a", [3]), ("b", [1])]
@@ -255,6 +257,7 @@ def _bad_stateful_map_flow(e: Engine) -> Any:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.quick
 def test_stateful_map_bad_return_aborts_the_run(engine: str) -> None:
     with pytest.raises(Engine(engine).BytewaxRuntimeError) as info:
         run_on(engine, _bad_stateful_map_flow)

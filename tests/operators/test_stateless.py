@@ -275,6 +275,7 @@ def _stateless_flow(e: Engine) -> Any:
     return flow, out
 
 
+@pytest.mark.quick
 def test_stateless_flow_matches_bytewax() -> None:
     bytewax_out, flowspark_out = run_both(_stateless_flow)
     assert bytewax_out["lens"] == [3, 3, 1, 3, 3, 3, 3, 2]
@@ -306,6 +307,7 @@ def _failing_flow(kind: str) -> Callable[[Engine], Any]:
     ],
 )
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.quick
 def test_run_time_errors_abort_the_run(engine: str, kind: str, error: type, message: str) -> None:
     with pytest.raises(Engine(engine).BytewaxRuntimeError) as info:
         run_on(engine, _failing_flow(kind))

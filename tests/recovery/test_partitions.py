@@ -99,6 +99,7 @@ def test_bytewax_partitions_are_named_in_the_refusal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stateful", [True, False], ids=["stateful", "stateless"])
+@pytest.mark.quick
 def test_a_run_continues_after_an_abort_as_in_bytewax(tmp_path: Path, stateful: bool) -> None:
     """With a zero epoch interval every round before the abort is a closed epoch: the resumed run continues after them."""
     outputs: Dict[str, List[List[Any]]] = {}
@@ -163,6 +164,7 @@ class _AbortOnce:
 
 
 @pytest.mark.parametrize("interval", [None, timedelta(0)], ids=["default-epochs", "zero-epoch-interval"])
+@pytest.mark.quick
 def test_the_epoch_an_abort_cuts_short_is_read_again(tmp_path: Path, interval: Optional[timedelta]) -> None:
     outputs: Dict[str, List[List[Any]]] = {}
     for engine in ENGINES:
@@ -194,6 +196,7 @@ def test_a_backup_interval_does_not_hold_a_resume_back(tmp_path: Path) -> None:
     assert outputs["bytewax"][1] == [("odd", 4), ("even", 6)]
 
 
+@pytest.mark.quick
 def test_a_directory_resumes_with_another_worker_count(tmp_path: Path) -> None:
     outputs: Dict[str, List[Dict[str, List[Any]]]] = {}
     for engine in ENGINES:

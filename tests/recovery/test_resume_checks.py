@@ -39,6 +39,7 @@ def _windowed(items: List[Any], out: List[Any], length: int = 10, step: str = "s
 ITEMS = [("a", (1, 5)), ("b", (2, 7)), ("a", (12, 1)), TestingSource.EOF(), ("a", (13, 2))]
 
 
+@pytest.mark.quick
 def test_changed_flows_are_refused_with_what_changed(tmp_path: Path) -> None:
     config = RecoveryConfig(tmp_path)
     out: List[Any] = []
@@ -62,6 +63,7 @@ def test_changed_flows_are_refused_with_what_changed(tmp_path: Path) -> None:
     assert out == []
 
 
+@pytest.mark.quick
 def test_inspect_lists_epochs_keys_and_snapshots(tmp_path: Path) -> None:
     def running(state: Any, v: int) -> Tuple[int, int]:
         total = (state or 0) + v
@@ -115,6 +117,7 @@ def test_a_directory_of_an_earlier_state_layout_is_refused_with_what_to_do(tmp_p
         run_main(_counting(COUNTED, []), recovery_config=config)
 
 
+@pytest.mark.quick
 def test_a_file_uri_recovery_directory_runs_resumes_and_inspects(tmp_path: Path) -> None:
     import subprocess
     import sys

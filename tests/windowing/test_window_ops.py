@@ -613,6 +613,7 @@ def build_fixed_windows(e: Engine) -> Tuple[Any, Outputs]:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.quick
 def test_fixed_windows_flow(engine: str) -> None:
     got = per_key(run_on(engine, build_fixed_windows))
     if engine == "bytewax":
@@ -653,6 +654,7 @@ def build_sessions(e: Engine) -> Tuple[Any, Outputs]:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.quick
 def test_session_flow(engine: str) -> None:
     got = per_key(run_on(engine, build_sessions))
     if engine == "bytewax":
@@ -685,6 +687,7 @@ def build_joins(e: Engine) -> Tuple[Any, Outputs]:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.quick
 def test_join_window_flow(engine: str) -> None:
     """Two inputs: their interleaving may vary, so nothing is late and `ordered` is on."""
     got = sorted_per_key(run_on(engine, build_joins))

@@ -16,6 +16,7 @@ crash is kept from being written twice:
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from contextlib import contextmanager
 from enum import Enum
@@ -36,6 +37,11 @@ from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import MicroBatchSink
 
 __all__ = ["FILE_FORMATS", "SaveMode", "SparkSink"]
+
+_UTC_TIMESTAMPS: Dict[str, Any] = (
+    {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {"timestamp_utc": True}
+)
+"""`to_arrow_schema`'s argument for timestamps in UTC: PySpark 4.2 on names the zone, 4.1 takes a flag."""
 
 FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "xml", "avro"})
 """Spark's formats whose output folder holds data files and nothing else, which `SparkSink` commits batch by batch."""
@@ -158,7 +164,7 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
             if unknown:
                 msg = f"keys {sorted(unknown)!r} are not columns of the schema {fixed.simpleString()!r}"
                 raise ValueError(msg)
-            return pa.Table.from_pylist(list(items), schema=to_arrow_schema(fixed, timezone="UTC"))
+            return pa.Table.from_pylist(list(items), schema=to_arrow_schema(fixed, **_UTC_TIMESTAMPS))
         except (pa.ArrowException, ValueError) as ex:
             msg = f"step {step_id!r}: items do not fit a table for `SparkSink`: {first_line(ex)}"
             raise TypeError(msg) from None
