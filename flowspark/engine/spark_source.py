@@ -30,7 +30,7 @@ from flowspark.engine.destinations import CONTROL_GROUP, source_origin
 from flowspark.engine.driver_link import DriverLink
 from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTask, Position, next_position, prune, tasks, tick
 from flowspark.engine.wake_ups import DUE_CALL, Ping
-from flowspark.engine.failures import reported_to, unloadable_items
+from flowspark.engine.failures import lent_by_driver, reported_to, unloadable_items
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.line_blocks import batch_items
@@ -147,7 +147,8 @@ class Reader(DataSourceStreamReader):
         if position.end and self._ended_at == position.batch:
             return start
         now = datetime.now(timezone.utc)
-        after = next_position(position, self._inputs, self._poll_hub if self._hub else None, now)
+        with lent_by_driver(self._link):  # a source's `has_news` warns on the run's standard error
+            after = next_position(position, self._inputs, self._poll_hub if self._hub else None, now)
         if after == position and self._groups.names and (not self._pinged or self._call(DUE_CALL, int(now.timestamp() * 1000))):
             after = tick(position, self._inputs)  # a micro-batch without input: for due timers, or the first ping
         self._seen = after.offset()

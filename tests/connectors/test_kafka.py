@@ -15,6 +15,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -23,6 +24,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
 from conftest import KafkaRecord as Record
+from conftest import Outage
 from conftest import free_port
 from conftest import new_topic as _topic
 from conftest import produce as _produce
@@ -668,6 +670,70 @@ def test_resume_after_kill_loses_and_repeats_nothing_and_idles_cheaply(broker: s
     # The Kafka sink is at least once: everything arrives, a replayed batch may repeat.
     sunk = [m.value().decode() for m in _read_back(broker, dst, 60)]
     assert set(sunk) == set(values)
+
+
+OUTAGE_FLOW = """
+import os
+
+import flowspark.operators as op
+from flowspark.connectors.files import FileSink
+from flowspark.connectors.kafka import KafkaSink, KafkaSource
+from flowspark.dataflow import Dataflow
+
+broker = os.environ["OUTAGE_BROKER"]
+flow = Dataflow("kafka_outage")
+msgs = op.input("inp", flow, KafkaSource([broker], [os.environ["OUTAGE_IN"]]))
+op.output("file", op.map("line", msgs, lambda m: ("all", f"{m.partition} {m.value.decode()}")),
+          FileSink(os.environ["OUTAGE_FILE"]))
+op.output("kafka", op.map("sink_msg", msgs, lambda m: m.to_sink()), KafkaSink([broker], os.environ["OUTAGE_OUT"]))
+"""
+
+
+def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(broker_behind_outage: Tuple[str, Outage],
+                                                              tmp_path: Path) -> None:
+    """The broker cut off for longer than any Kafka timeout: the run waits, says so in a line, and reads on after."""
+    broker, outage = broker_behind_outage
+    src, dst = _topic(broker, 2), _topic(broker)
+    (tmp_path / "outage_flow.py").write_text(OUTAGE_FLOW)
+    out_file = tmp_path / "out.txt"
+    env = dict(os.environ, OUTAGE_BROKER=broker, OUTAGE_IN=src, OUTAGE_OUT=dst, OUTAGE_FILE=str(out_file))
+    cmd = [sys.executable, "-m", "flowspark.run", f"{tmp_path / 'outage_flow.py'}:flow", "-r", str(tmp_path / "rec"),
+           "--no-progress"]
+    values = [f"m{i}" for i in range(40)]
+    records: List[Record] = [(i % 2, None, v.encode(), []) for i, v in enumerate(values)]
+    _produce(broker, src, records[:20])
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_for_lines(out_file, 20, proc)
+        outage.cut()
+        time.sleep(15)
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        outage.restore()
+        _produce(broker, src, records[20:])
+        _wait_for_lines(out_file, 40, proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    lines = out_file.read_text().splitlines()
+    assert sorted(lines) == sorted(f"{i % 2} {v}" for i, v in enumerate(values))
+    assert {m.value().decode() for m in _read_back(broker, dst, 40)} == set(values)
+    said = [line for line in err.decode().splitlines() if "Kafka" in line]
+    assert any("unreachable" in line and "waiting" in line for line in said), err.decode()
+    assert not any("Traceback" in line or "py4j" in line for line in err.decode().splitlines()), err.decode()
+
+
+def test_a_sink_waits_out_a_broker_outage(broker_behind_outage: Tuple[str, Outage]) -> None:
+    broker, outage = broker_behind_outage
+    topic = _topic(broker)
+    part = KafkaSink([broker], topic).build("out", 0, 1)
+    part.write_batch([KafkaSinkMessage(None, b"before")])
+    outage.cut()
+    threading.Timer(12, outage.restore).start()
+    part.write_batch([KafkaSinkMessage(None, f"during {i}".encode()) for i in range(5)])
+    part.close()
+    assert sorted(m.value() for m in _read_back(broker, topic, 6)) == [b"before", *(f"during {i}".encode() for i in range(5))]
 
 
 # -- example --------------------------------------------------------------

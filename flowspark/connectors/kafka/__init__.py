@@ -21,6 +21,14 @@ consumer's latest fetch response (so keeping it current costs no request).
 A partition never emits a message at or past the end offset it knows, and
 with `tail=False` it ends once it has caught up with it.
 
+A broker that can't be reached (down, restarting, cut off) is waited for,
+not raised: a partition then reads nothing, a caught-up one gets no task
+until the broker answers again, and each process says so in one line when
+the outage begins and one when it ends (`BrokerOutage`).  A partition
+that can't be opened without the broker (one starting at a logical
+offset, or read with `tail=False`, which ends at the end offset the broker
+gives) fails to open instead, naming the topic and partition.
+
 `KafkaSink` produces `KafkaSinkMessage`s; see its docstring for what a
 restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
 (de)serialization steps and an error stream.
@@ -28,8 +36,10 @@ restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, SupportsIndex, Tuple, TypeVar, Union
+from typing import Any, Callable, ClassVar, Dict, Generic, Iterable, List, Optional, SupportsIndex, Tuple, TypeVar, Union
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import KafkaError as ConfluentKafkaError
@@ -76,6 +86,50 @@ _PROBE_TIMEOUT = 2.0
 
 _WAIT = 0.2
 """Seconds a partition waits for messages it knows are there but were not fetched yet."""
+
+_UNREACHABLE = frozenset({
+    ConfluentKafkaError._TRANSPORT,
+    ConfluentKafkaError._ALL_BROKERS_DOWN,
+    ConfluentKafkaError._TIMED_OUT,
+    ConfluentKafkaError._RESOLVE,
+    ConfluentKafkaError.NETWORK_EXCEPTION,
+    ConfluentKafkaError.REQUEST_TIMED_OUT,
+    ConfluentKafkaError.LEADER_NOT_AVAILABLE,
+    ConfluentKafkaError.NOT_LEADER_FOR_PARTITION,
+})
+"""Errors that say only that a broker (or a partition's leader) could not be reached: librdkafka keeps retrying."""
+
+
+def _unreachable(err: ConfluentKafkaError) -> bool:
+    return err.code() in _UNREACHABLE and not err.fatal()
+
+
+class BrokerOutage:
+    """What this process knows of its brokers' outages: one line on stderr when one begins, one when it ends.
+
+    Brokers are named by their bootstrap list; every consumer of the same
+    brokers in the process shares one outage, so a hundred partitions
+    waiting for one broker print one line.
+    """
+
+    _since: ClassVar[Dict[str, float]] = {}
+
+    def __init__(self, brokers: str) -> None:
+        self._brokers = brokers
+
+    def began(self, err: ConfluentKafkaError) -> None:
+        """`err` said the brokers could not be reached (librdkafka goes on trying)."""
+        if self._brokers not in self._since:
+            self._since[self._brokers] = time.monotonic()
+            print(f"flowspark: Kafka brokers {self._brokers} unreachable ({err.str()}); "
+                  "waiting for them, nothing is lost", file=sys.stderr, flush=True)
+
+    def ended(self) -> None:
+        """The brokers answered."""
+        since = self._since.pop(self._brokers, None)
+        if since is not None:
+            print(f"flowspark: Kafka brokers {self._brokers} answer again after "
+                  f"{time.monotonic() - since:.0f} s; reading on", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -210,17 +264,34 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
     """
 
     def __init__(self, consumer: Consumer, topic: str, index: int, offset: int, tail: bool,
-                 batch_size: int, raise_on_errors: bool, step_id: str = "") -> None:
+                 batch_size: int, raise_on_errors: bool, outage: BrokerOutage, step_id: str = "") -> None:
         self._step_id = step_id
         self._consumer = consumer
         self._tp = TopicPartition(topic, index)
         self._tail = tail
         self._batch_size = batch_size
         self._raise = raise_on_errors
+        self._outage = outage
         self._pending: List[Message] = []
-        low, self._end = self._watermarks()
+        if offset >= 0 and tail:
+            # The end offset only bounds this read: without the broker, it
+            # is the start (nothing is read) until a fetch carries the end.
+            low, self._end = self._watermarks_if_reachable(offset)
+        else:
+            low, self._end = self._watermarks()
         self._offset = {OFFSET_BEGINNING: low, OFFSET_END: self._end}.get(offset, offset)
         consumer.assign([TopicPartition(topic, index, self._offset)])
+
+    def _watermarks_if_reachable(self, offset: int) -> Tuple[int, int]:
+        try:
+            found = self._watermarks()
+        except KafkaException as ex:
+            if not _unreachable(ex.args[0]):
+                raise
+            self._outage.began(ex.args[0])
+            return offset, offset
+        self._outage.ended()
+        return found
 
     def _where(self) -> str:
         return f"Kafka topic {self._tp.topic!r} partition {self._tp.partition}"
@@ -283,8 +354,12 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
                 if offset is not None and offset >= 0:
                     self._offset = max(self._offset, offset)
                     self._end = max(self._end, offset)
+            elif err is not None and _unreachable(err):
+                self._outage.began(err)
             elif err is not None:
                 batch.append(self._error(err, msg))
+        if batch:
+            self._outage.ended()
         lag = self.lag()
         if lag is not None:
             CONSUMER_LAG.set(self._step_id, self._tp.topic, self._tp.partition, lag)
@@ -385,6 +460,9 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
             raise ValueError(msg)
         return TopicPartition(topic, int(index))
 
+    def _outage(self) -> BrokerOutage:
+        return BrokerOutage(self._config({})["bootstrap.servers"])
+
     def _consumer(self) -> Consumer:
         return Consumer(self._config({
             "group.id": "flowspark-unused",
@@ -399,15 +477,24 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
         Asked by flowspark's planner for a tailing partition whose last
         reading caught up, so that it gets a Spark task (and an idle flow a
         micro-batch) only once the broker's end offset moved past it.  One
-        offsets request; errors are raised (the planner then lets the task
-        meet them).
+        offsets request; a broker that can't be reached means no news (and
+        a line saying so), other errors are raised (the planner then lets
+        the task meet them).
         """
         tp = self._topic_partition(for_part)
         if resume_state is None or resume_state < 0:
             return True
         if self._probe is None:
             self._probe = self._consumer()
-        high: int = self._probe.get_watermark_offsets(tp, timeout=_PROBE_TIMEOUT)[1]
+        outage = self._outage()
+        try:
+            high: int = self._probe.get_watermark_offsets(tp, timeout=_PROBE_TIMEOUT)[1]
+        except KafkaException as ex:
+            if not _unreachable(ex.args[0]):
+                raise
+            outage.began(ex.args[0])
+            return False
+        outage.ended()
         return high > resume_state
 
     def note_lag(self, step_id: str, for_part: str, lag: int) -> None:
@@ -423,7 +510,7 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
         offset = self._starting_offset if resume_state is None else resume_state
         try:
             return _KafkaSourcePartition(consumer, topic, index, offset, self._tail, self._batch_size,
-                                         self._raise_on_errors, step_id)
+                                         self._raise_on_errors, self._outage(), step_id)
         except KafkaException as ex:
             consumer.close()
             msg = f"error opening Kafka topic {topic!r} partition {index}: {ex.args[0].str()}"
@@ -487,7 +574,9 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
 
     `topic=None` means every message names its own topic.  Each micro-batch
     is produced and flushed before it counts as written; a message the
-    broker does not acknowledge fails the run.
+    broker does not acknowledge fails the run.  A broker that can't be
+    reached is waited for, up to librdkafka's `message.timeout.ms` (five
+    minutes unless `add_config` says otherwise).
 
     Delivery is at least once: a micro-batch that a crash interrupts after
     some of its messages reached Kafka but before flowspark recorded the
