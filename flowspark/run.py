@@ -257,7 +257,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         parser.error(str(ex))
     if len(addresses) < 2:
         return _run(args.import_str, config)
-    with announce_status(addresses[0]) as others:
+    with announce_status(addresses[0], len(addresses) - 1) as others:
         status = _run(args.import_str, config)
         others.finish(status)
     return status

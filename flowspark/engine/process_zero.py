@@ -7,8 +7,10 @@ have nothing to do, but exiting at once would make a StatefulSet restart
 them forever.  So process 0 listens on the port of its own address
 (`addresses[0]`, which Bytewax's processes use to reach it), greets every
 process that connects, sends a heartbeat every `BEAT_SECONDS`, and at the
-end of its run sends its exit status.  The others connect, wait, and exit
-with that status.  When process 0 goes away without one (killed, its pod
+end of its run sends its exit status; it keeps telling that status to
+processes that connect late (a short run can end before they are up)
+until every other process has heard it, or for `LINGER_SECONDS`.  The
+others connect, wait, and exit with that status.  When process 0 goes away without one (killed, its pod
 restarted), they connect again as it comes back, and give up with status
 1 after `REACH_SECONDS` without it.
 
@@ -25,7 +27,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, List, Optional, Tuple
 
-__all__ = ["BEAT_SECONDS", "REACH_SECONDS", "StatusBeacon", "announce_status", "wait_for_process_zero"]
+__all__ = ["BEAT_SECONDS", "LINGER_SECONDS", "REACH_SECONDS", "StatusBeacon", "announce_status", "wait_for_process_zero"]
 
 _log = logging.getLogger(__name__)
 
@@ -34,6 +36,8 @@ BEAT = b"alive\n"
 STATUS = b"status "
 BEAT_SECONDS = 5.0
 """How often process 0 tells the others it is still running."""
+LINGER_SECONDS = 30.0
+"""How long process 0 keeps telling its status, after its run, to processes that have not heard it yet."""
 REACH_SECONDS = 600.0
 """How long the others keep trying to reach a process 0 that is not (or no longer) there."""
 _MAX_PEERS = 1024
@@ -54,11 +58,14 @@ class StatusBeacon:
     Without a listening socket (`None`: process 0 could not listen) it does nothing.
     """
 
-    def __init__(self, server: Optional[socket.socket]) -> None:
+    def __init__(self, server: Optional[socket.socket], others: int = 0) -> None:
         self._server = server
+        self._others = others
         self._peers: List[socket.socket] = []
         self._lock = threading.Lock()
         self._done = threading.Event()
+        self._all_told = threading.Event()
+        self._told = 0
         self._status: Optional[bytes] = None
         """The status line, once the run ended."""
         if server is not None:
@@ -66,17 +73,17 @@ class StatusBeacon:
             threading.Thread(target=self._beat, name="flowspark-process-0-beat", daemon=True).start()
 
     def _accept(self, server: socket.socket) -> None:
-        while not self._done.is_set():
+        while True:
             try:
                 peer, _ = server.accept()
             except OSError:
                 if self._done.is_set():
-                    return
+                    return  # closed
                 continue
             peer.settimeout(BEAT_SECONDS)  # a peer that reads nothing can't hold a send up for long
             with self._lock:
-                if self._status is not None:  # accepted as the run ended
-                    self._send(peer, HELLO + self._status)
+                if self._status is not None:  # a late process: the run has ended
+                    self._count_told(self._send(peer, HELLO + self._status))
                     peer.close()
                 elif len(self._peers) >= _MAX_PEERS or not self._send(peer, HELLO):
                     peer.close()
@@ -110,17 +117,27 @@ class StatusBeacon:
     def finished(self) -> bool:
         return self._done.is_set()
 
+    def _count_told(self, told: bool) -> None:
+        self._told += told
+        if self._told >= self._others:
+            self._all_told.set()
+
     def finish(self, status: int) -> None:
-        """Tell every waiting process the run's exit status, and stop listening."""
+        """Tell every waiting process the run's exit status (and those that connect later, until `close`)."""
         self._done.set()
         with self._lock:
             self._status = STATUS + str(status).encode() + b"\n"
-            self._send_all_locked(self._status)
             for peer in self._peers:
+                self._count_told(self._send(peer, self._status))
                 peer.close()
             self._peers = []
-        if self._server is not None:
-            self._server.close()
+
+    def close(self, linger: float) -> None:
+        """Stop listening once every other process heard the status, or after `linger` seconds."""
+        if self._server is None:
+            return
+        self._all_told.wait(linger)
+        self._server.close()
 
 
 def _listen(address: str) -> Optional[socket.socket]:
@@ -141,18 +158,20 @@ def _listen(address: str) -> Optional[socket.socket]:
 
 
 @contextmanager
-def announce_status(address: str) -> Iterator[StatusBeacon]:
-    """In process 0, while its run lasts: the other processes can wait for it on `address`.
+def announce_status(address: str, others: int, linger: float = LINGER_SECONDS) -> Iterator[StatusBeacon]:
+    """In process 0, while its run lasts: the `others` processes can wait for it on `address`.
 
     Call `finish` with the run's exit status; leaving without it (an
-    exception) tells them 1.
+    exception) tells them 1.  Leaving waits until all of them heard it, at
+    most `linger` seconds.
     """
-    beacon = StatusBeacon(_listen(address))
+    beacon = StatusBeacon(_listen(address), others)
     try:
         yield beacon
     finally:
         if not beacon.finished:
             beacon.finish(1)
+        beacon.close(linger)
 
 
 def _follow(address: Tuple[str, int]) -> Tuple[bool, Optional[int]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from typing import List
 
 import pytest
@@ -22,7 +23,7 @@ def test_every_waiting_process_ends_with_process_0_s_status(caplog: pytest.LogCa
     address = f"127.0.0.1:{free_port()}"
     statuses: List[int] = []
     caplog.set_level("INFO", "flowspark")
-    with announce_status(address) as beacon:
+    with announce_status(address, 3) as beacon:
         waiters = [_waiting(address, statuses) for _ in range(3)]
         while caplog.text.count("is running the flow") < 3:
             assert all(w.is_alive() for w in waiters)
@@ -37,13 +38,33 @@ def test_a_run_that_raises_tells_the_others_status_1(caplog: pytest.LogCaptureFi
     address = f"127.0.0.1:{free_port()}"
     statuses: List[int] = []
     caplog.set_level("INFO", "flowspark")
-    with pytest.raises(ValueError), announce_status(address):
+    with pytest.raises(ValueError), announce_status(address, 1):
         waiter = _waiting(address, statuses)
         while "is running the flow" not in caplog.text:
             threading.Event().wait(0.02)
         raise ValueError("the run failed")
     waiter.join(10)
     assert statuses == [1]
+
+
+def test_a_process_that_comes_up_after_a_short_run_still_hears_its_status() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    statuses: List[int] = []
+    started = time.monotonic()
+    late: List[threading.Thread] = []
+    with announce_status(address, 1, linger=60) as beacon:
+        beacon.finish(0)
+        late.append(_waiting(address, statuses))
+    late[0].join(10)
+    assert statuses == [0]
+    assert time.monotonic() - started < 30  # process 0 left once the other had heard it
+
+
+def test_process_0_leaves_after_its_linger_when_a_process_never_comes() -> None:
+    started = time.monotonic()
+    with announce_status(f"127.0.0.1:{free_port()}", 1, linger=0.5) as beacon:
+        beacon.finish(0)
+    assert time.monotonic() - started < 5
 
 
 def test_something_else_on_the_port_is_not_process_0_and_the_wait_ends(caplog: pytest.LogCaptureFixture) -> None:

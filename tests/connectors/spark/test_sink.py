@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -16,10 +15,9 @@ from conftest import run_module
 import flowspark.operators as op
 from flowspark.connectors.spark import SaveMode, SparkSink
 from flowspark.dataflow import Dataflow
-from flowspark.engine.connect_server import DIR_ENV, IDLE_ENV, RECORD
+from flowspark.engine.connect_server import read_record, start_supervisor
 from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.session import get_session
-from flowspark.engine.warm_session import SWITCH_ENV, WarmMode
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSource, run_main
@@ -293,30 +291,29 @@ def _json_rows(path: Path) -> List[Dict[str, Any]]:
     return sorted(rows, key=lambda row: row["n"])
 
 
-def test_flows_write_through_the_warm_spark_connect_server(tmp_path: Path) -> None:
-    servers = tmp_path / "servers"
+def test_flows_write_files_and_tables_through_a_spark_connect_server(tmp_path: Path) -> None:
+    """Streaming and bounded runs through `--remote`: Spark's writers run in the server, the commits in the run."""
     (tmp_path / "connect_flow.py").write_text(CONNECT_FLOW)
-    env = dict(os.environ, **{DIR_ENV: str(servers), IDLE_ENV: "120"})
-    env.pop(SWITCH_ENV, None)
-    runs = {
-        # A streaming run with a recovery directory, sent to the warm server.
-        "streaming": (["-r", str(tmp_path / "recovery")], {SWITCH_ENV: WarmMode.ALL.value, "BATCH": "7"}),
-        # A run whose input ends at its first read: one batch query, on the warm server by default.
-        "bounded": ([], {"BATCH": "50"}),
-    }
+    supervisor = start_supervisor(str(tmp_path / "server"))
     try:
-        for name, (args, more) in runs.items():
-            done = run_module("flowspark.run", f"{tmp_path / 'connect_flow.py'}:flow", *args, cwd=tmp_path, timeout=300,
-                              env=dict(env, CONNECT_OUT=str(tmp_path / name), TABLE=f"events_{name}", **more))
+        deadline = time.monotonic() + 180
+        record = read_record(str(tmp_path / "server"))
+        while record is None and time.monotonic() < deadline and supervisor.poll() is None:
+            time.sleep(0.2)
+            record = read_record(str(tmp_path / "server"))
+        assert record is not None, "the Spark Connect server did not start"
+        runs = {"streaming": (["-r", str(tmp_path / "recovery")], "7"), "bounded": ([], "50")}
+        for name, (args, batch) in runs.items():
+            done = run_module("flowspark.run", f"{tmp_path / 'connect_flow.py'}:flow", "--remote", record.private_url,
+                              *args, cwd=tmp_path, timeout=300,
+                              env=dict(os.environ, CONNECT_OUT=str(tmp_path / name), TABLE=f"events_{name}", BATCH=batch))
             assert done.returncode == 0, done.stderr
-            assert list(servers.glob(f"*/{RECORD}")), "the run went to the warm server"
             expected = _events(0, 50)
             assert _read("parquet", tmp_path / name / "files") == expected
             assert [{"user": r["user"], "n": r["n"]} for r in _json_rows(tmp_path / name / "table")] == expected
     finally:
-        for record in servers.glob(f"*/{RECORD}"):
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                os.kill(json.loads(record.read_text())["supervisor"], signal.SIGTERM)
+        supervisor.terminate()
+        supervisor.wait(60)
 
 
 def test_sink_outside_a_run_is_refused() -> None:
