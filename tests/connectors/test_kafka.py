@@ -707,7 +707,7 @@ def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(broker_behind_outag
     try:
         _wait_for_lines(out_file, 20, proc)
         outage.cut()
-        time.sleep(15)
+        time.sleep(20)
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         outage.restore()
         _produce(broker, src, records[20:])
