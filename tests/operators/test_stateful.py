@@ -242,8 +242,9 @@ def _collect_timeout_flow(e: Engine) -> Any:
     return flow, {"out": out}
 
 
-@pytest.mark.quick
 def test_collect_timeout_matches_bytewax() -> None:
+    """Not in the quick subset: when it is a process's first streaming run, the first micro-batch (Spark's Python
+    workers starting) can outlast the 2 s pause, and the timeout then fires after the items read with the next one."""
     bytewax_out, flowspark_out = run_both(_collect_timeout_flow)
     assert sorted(bytewax_out["out"]) == [("a", [1, 2]), ("a", [3]), ("b", [1])]
     assert_same_by_key(bytewax_out, flowspark_out)
