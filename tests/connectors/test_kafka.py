@@ -672,32 +672,15 @@ def test_resume_after_kill_loses_and_repeats_nothing_and_idles_cheaply(broker: s
     assert set(sunk) == set(values)
 
 
-OUTAGE_FLOW = """
-import os
-
-import flowspark.operators as op
-from flowspark.connectors.files import FileSink
-from flowspark.connectors.kafka import KafkaSink, KafkaSource
-from flowspark.dataflow import Dataflow
-
-broker = os.environ["OUTAGE_BROKER"]
-flow = Dataflow("kafka_outage")
-msgs = op.input("inp", flow, KafkaSource([broker], [os.environ["OUTAGE_IN"]]))
-op.output("file", op.map("line", msgs, lambda m: ("all", f"{m.partition} {m.value.decode()}")),
-          FileSink(os.environ["OUTAGE_FILE"]))
-op.output("kafka", op.map("sink_msg", msgs, lambda m: m.to_sink()), KafkaSink([broker], os.environ["OUTAGE_OUT"]))
-"""
-
-
 def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(broker_behind_outage: Tuple[str, Outage],
                                                               tmp_path: Path) -> None:
     """The broker cut off for longer than any Kafka timeout: the run waits, says so in a line, and reads on after."""
     broker, outage = broker_behind_outage
     src, dst = _topic(broker, 2), _topic(broker)
-    (tmp_path / "outage_flow.py").write_text(OUTAGE_FLOW)
+    (tmp_path / "kill_flow.py").write_text(KILL_FLOW)
     out_file = tmp_path / "out.txt"
-    env = dict(os.environ, OUTAGE_BROKER=broker, OUTAGE_IN=src, OUTAGE_OUT=dst, OUTAGE_FILE=str(out_file))
-    cmd = [sys.executable, "-m", "flowspark.run", f"{tmp_path / 'outage_flow.py'}:flow", "-r", str(tmp_path / "rec"),
+    env = dict(os.environ, KILL_BROKER=broker, KILL_IN=src, KILL_OUT=dst, KILL_FILE=str(out_file))
+    cmd = [sys.executable, "-m", "flowspark.run", f"{tmp_path / 'kill_flow.py'}:flow", "-r", str(tmp_path / "rec"),
            "--no-progress"]
     values = [f"m{i}" for i in range(40)]
     records: List[Record] = [(i % 2, None, v.encode(), []) for i, v in enumerate(values)]
