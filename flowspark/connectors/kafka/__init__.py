@@ -8,9 +8,10 @@ Spark's checkpoint, never from a consumer group.
 
 The partitions are listed on the driver and read in Spark's executors
 (`lives_in_driver` is false): for each micro-batch, the task that owns a
-partition opens its own consumer at the partition's snapshot, reads, and
-closes it, so messages reach the steps without passing through the
-driver.  A tailing partition that caught up gets no task until the broker
+partition assigns a consumer to it at the partition's snapshot, reads, and
+hands the consumer back to its process's pool (`clients.CONSUMERS`) for
+the next task, so messages reach the steps without passing through the
+driver, and a live flow does not connect anew for every micro-batch.  A tailing partition that caught up gets no task until the broker
 reports messages past it (`KafkaSource.has_news`, asked by the planner),
 so an idle flow runs no micro-batches.  Its lag travels back to the driver
 with the task's report (`KafkaSource.note_lag`).
@@ -53,6 +54,7 @@ from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka.admin import AdminClient
 from typing_extensions import override
 
+from flowspark.connectors.kafka.clients import CONSUMERS, PRODUCERS
 from flowspark.connectors.kafka.consumer_lag import CONSUMER_LAG
 from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
@@ -282,10 +284,12 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
 
     def __init__(self, consumer: Consumer, topic: str, index: int, offset: int, tail: bool,
                  batch_size: int, raise_on_errors: bool, outage: BrokerOutage, step_id: str = "",
-                 on_data_loss: str = "error") -> None:
+                 on_data_loss: str = "error", config: Optional[Dict[str, Any]] = None) -> None:
         self._step_id = step_id
         self._on_data_loss = on_data_loss
         self._consumer = consumer
+        self._config = config
+        """The settings `consumer` was made with, to hand it back to the pool by them (`None`: close it instead)."""
         self._tp = TopicPartition(topic, index)
         self._tail = tail
         self._batch_size = batch_size
@@ -329,6 +333,7 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
             return low
         if self._on_data_loss in ("latest", "largest", "end"):
             return self._end
+        self._config = None
         raise KafkaDataLoss(
             f"{self._where()} no longer holds offsets {self._offset} to {low - 1}, which this flow has not read: "
             f"they were deleted (retention or DeleteRecords) before it got to them, and its oldest message is now at "
@@ -343,6 +348,7 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
 
     def _error(self, err: ConfluentKafkaError, msg: Optional[Message]) -> KafkaError[Optional[bytes], Optional[bytes]]:
         """Raise `err` or turn it into an error item, as `raise_on_errors` says."""
+        self._config = None  # a consumer that met an error is not kept
         if self._raise:
             text = f"error consuming from {self._where()}: {err.str()} ({err.name()})"
             raise RuntimeError(text)
@@ -382,6 +388,8 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
         for i, msg in enumerate(fetched):
             err = msg.error()
             offset = msg.offset()
+            if msg.topic() is not None and (msg.topic(), msg.partition()) != (self._tp.topic, self._tp.partition):
+                continue  # left over from the partition the kept consumer read before
             if err is None and offset is not None:
                 if self._offset >= 0 and offset >= self._end:
                     self._pending = fetched[i:]
@@ -419,7 +427,11 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
 
     @override
     def close(self) -> None:
-        self._consumer.close()
+        if self._config is None:
+            self._consumer.close()
+            return
+        self._consumer.unassign()
+        CONSUMERS.give(self._config, self._consumer)
 
 
 class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
@@ -513,14 +525,18 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
     def _outage(self) -> BrokerOutage:
         return BrokerOutage(self._config({})["bootstrap.servers"])
 
-    def _consumer(self) -> Consumer:
-        return Consumer(self._config({
+    def _consumer_config(self) -> Dict[str, Any]:
+        return self._config({
             "group.id": "flowspark-unused",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
-        }))
+            # A fetch the broker holds open delays the next request on its
+            # connection (a kept consumer's offsets request for its next
+            # partition): hold it briefly; a task reads only while it is due.
+            "fetch.wait.max.ms": 10,
+        })
 
     def has_news(self, for_part: str, resume_state: Optional[int]) -> bool:
         """Whether partition `for_part`, caught up at `resume_state`, has messages past it.
@@ -536,7 +552,7 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
         if resume_state is None or resume_state < 0:
             return True
         if self._probe is None:
-            self._probe = self._consumer()
+            self._probe = Consumer(self._consumer_config())
         outage = self._outage()
         try:
             high: int = self._probe.get_watermark_offsets(tp, timeout=_PROBE_TIMEOUT)[1]
@@ -556,26 +572,38 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _KafkaSourcePartition:
         tp = self._topic_partition(for_part)
-        topic, index = tp.topic, tp.partition
-        consumer = self._consumer()
+        config = self._consumer_config()
+        kept = CONSUMERS.take(config)
+        if kept is not None:
+            try:
+                return self._open(kept, config, step_id, tp, resume_state)
+            except KafkaException:
+                pass  # a kept consumer may know the brokers as they were: a new one asks again
+        try:
+            return self._open(Consumer(config), config, step_id, tp, resume_state)
+        except KafkaException as ex:
+            msg = f"error opening Kafka topic {tp.topic!r} partition {tp.partition}: {ex.args[0].str()}"
+            raise RuntimeError(msg) from ex
+
+    def _open(self, consumer: Consumer, config: Dict[str, Any], step_id: str, tp: TopicPartition,
+              resume_state: Optional[int]) -> _KafkaSourcePartition:
+        """Partition `tp` read through `consumer` (made with `config`), which is closed if that fails."""
         offset = self._starting_offset if resume_state is None else resume_state
         try:
-            return _KafkaSourcePartition(consumer, topic, index, offset, self._tail, self._batch_size,
+            return _KafkaSourcePartition(consumer, tp.topic, tp.partition, offset, self._tail, self._batch_size,
                                          self._raise_on_errors, self._outage(), step_id,
-                                         self._add_config.get("auto.offset.reset", "error"))
-        except KafkaDataLoss:
+                                         self._add_config.get("auto.offset.reset", "error"), config)
+        except BaseException:
             consumer.close()
             raise
-        except KafkaException as ex:
-            consumer.close()
-            msg = f"error opening Kafka topic {topic!r} partition {index}: {ex.args[0].str()}"
-            raise RuntimeError(msg) from ex
 
 
 class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes], Optional[bytes]]]):
-    def __init__(self, producer: Producer, topic: Optional[str]) -> None:
+    def __init__(self, producer: Producer, topic: Optional[str], config: Dict[str, Any]) -> None:
         self._producer = producer
         self._topic = topic
+        self._config: Optional[Dict[str, Any]] = config
+        """The settings `producer` was made with, to hand it back to the pool by them (`None`: let it go)."""
 
     def _produce(self, msg: KafkaSinkMessage[Optional[bytes], Optional[bytes]],
                  report: Callable[[Optional[ConfluentKafkaError], Optional[Message]], None]) -> None:
@@ -613,14 +641,17 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
             self._producer.poll(0)
         self._producer.flush()
         if failed:
+            self._config = None  # a producer that failed a delivery is not kept
             text = f"{len(failed)} of {len(items)} Kafka messages were not delivered; first error: {failed[0]}"
             raise RuntimeError(text)
 
     @override
     def close(self) -> None:
         self._producer.flush()
-        # Let the producer (and its broker connections) go now, even if the
-        # runtime keeps this partition object around after the run.
+        if self._config is not None:
+            PRODUCERS.give(self._config, self._producer)
+        # Let go of the producer now, even if the runtime keeps this
+        # partition object around after the run.
         del self._producer
 
 
@@ -639,8 +670,8 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
     consumers can see those messages twice.  Nothing is lost.
 
     Its partitions produce from the Spark tasks that made the messages
-    (`lives_in_driver` is false): a producer is made, flushed and closed
-    per task and micro-batch.
+    (`lives_in_driver` is false): each task takes a producer from its
+    process's pool (`clients.PRODUCERS`), and hands it back flushed.
     """
 
     lives_in_driver = False
@@ -653,4 +684,4 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
     @override
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _KafkaSinkPartition:
         config = with_shipped_files({"bootstrap.servers": ",".join(self._brokers), **self._add_config})
-        return _KafkaSinkPartition(Producer(config), self._topic)
+        return _KafkaSinkPartition(PRODUCERS.take(config) or Producer(config), self._topic, config)
