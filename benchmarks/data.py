@@ -46,7 +46,11 @@ def ensure_input(cache_dir: Path, size: int, keys: int = KEYS) -> Path:
             early = np.where(rng.random(n) < 0.1, rng.integers(1, 6, n), 0)
             seconds = (np.arange(start, start + n) // EVENTS_PER_SECOND) + 5 - early
             values = rng.integers(0, 1000, n)
-            f.write("".join(f"k{k:0{width}d},{s},{v}\n" for k, s, v in zip(drawn.tolist(), seconds.tolist(), values.tolist())))
+            f.write(
+                "".join(
+                    f"k{k:0{width}d},{s},{v}\n" for k, s, v in zip(drawn.tolist(), seconds.tolist(), values.tolist())
+                )
+            )
     tmp.replace(path)
     return path
 
@@ -68,7 +72,8 @@ def ensure_split_input(cache_dir: Path, size: int, keys: int = KEYS, files: int 
 
 
 def ensure_text_time_input(cache_dir: Path, size: int, keys: int = KEYS) -> Path:
-    """The input of `ensure_input` with each second written as its time (`k007,2024-01-01T00:00:05+00:00,412`), written on first use."""
+    """The input of `ensure_input` with each second written as its time (`k007,2024-01-01T00:00:05+00:00,412`),
+    written on first use."""
     source = ensure_input(cache_dir, size, keys)
     path = source.with_name(source.stem + "-texttime.csv")
     if path.exists():

@@ -91,8 +91,15 @@ class Watched:
         self._changed = threading.Condition()
         self.started = time.time()
         self._t0 = time.perf_counter()
-        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=self._err, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.cmd,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            start_new_session=True,
+        )
         self.ended: Optional[float] = None
         """Seconds from the start to the exit, once seen."""
         self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
@@ -258,9 +265,14 @@ def readme(bench: Bench, engine: str) -> Outcome:
             walls.append(run.ended)
         output = sorted(line.text for line in run.lines)
         print(f"    first line {run.lines[0].at:.2f} s, exit {run.ended:.2f} s", file=sys.stderr, flush=True)
-    return Outcome([statistics.median(firsts), statistics.median(walls)], output=output,
-                   notes=[f"{len(output)} lines; runs (first line / exit, s): {warm_up}"
-                          + ", ".join(f"{f:.2f} / {w:.2f}" for f, w in zip(firsts, walls))])
+    return Outcome(
+        [statistics.median(firsts), statistics.median(walls)],
+        output=output,
+        notes=[
+            f"{len(output)} lines; runs (first line / exit, s): {warm_up}"
+            + ", ".join(f"{f:.2f} / {w:.2f}" for f, w in zip(firsts, walls))
+        ],
+    )
 
 
 def unit_test(bench: Bench, engine: str) -> Outcome:
@@ -273,7 +285,7 @@ def unit_test(bench: Bench, engine: str) -> Outcome:
         run.close()
     if rc != 0:
         raise run.failure(rc, bench.args.timeout)
-    found = [line.text[len(RESULT):] for line in run.lines if line.text.startswith(RESULT)]
+    found = [line.text[len(RESULT) :] for line in run.lines if line.text.startswith(RESULT)]
     if not found:
         raise RunFailed(f"no {RESULT.strip()} line (log {_shown(run.log)}.out)")
     result = json.loads(found[-1])
@@ -281,8 +293,11 @@ def unit_test(bench: Bench, engine: str) -> Outcome:
     rest = calls[1:]
     figures = [calls[0], statistics.median(rest) if rest else math.nan, result["import_seconds"]]
     wall = f"; the process {run.ended:.1f} s" if run.ended is not None else ""
-    return Outcome(figures, output=[json.dumps(item) for item in result["output"]],
-                   notes=[f"calls (s): {', '.join(f'{c:.3f}' for c in calls)}{wall}"])
+    return Outcome(
+        figures,
+        output=[json.dumps(item) for item in result["output"]],
+        notes=[f"calls (s): {', '.join(f'{c:.3f}' for c in calls)}{wall}"],
+    )
 
 
 @dataclass(frozen=True)
@@ -308,8 +323,13 @@ def latency(bench: Bench, engine: str, row: str) -> Outcome:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     options = ["-s", str(args.snapshot_interval)] if args.snapshot_interval is not None else []
-    env = bench.env(engine, FLOWBENCH_RATE=str(paced.rate), FLOWBENCH_SECONDS=str(args.seconds),
-                    FLOWBENCH_WARMUP=str(args.warmup), FLOWBENCH_LATENCY_DIR=str(folder))
+    env = bench.env(
+        engine,
+        FLOWBENCH_RATE=str(paced.rate),
+        FLOWBENCH_SECONDS=str(args.seconds),
+        FLOWBENCH_WARMUP=str(args.warmup),
+        FLOWBENCH_LATENCY_DIR=str(folder),
+    )
     run = bench.start(f"{row}-{engine}", bench.runner(engine, f"benchmarks.flows.paced:{paced.flow}", *options), env)
     timeout = args.timeout + args.warmup + args.seconds
     try:
@@ -337,10 +357,14 @@ def latency(bench: Bench, engine: str, row: str) -> Outcome:
         raise RunFailed(f"no item stamped after the warm-up among {produced:,} (samples in {_shown(folder)})")
     latencies.sort()
     shutil.rmtree(folder, ignore_errors=True)
-    return Outcome([_percentile(latencies, 0.50), _percentile(latencies, 0.99), first - run.started],
-                   notes=[f"{len(latencies):,} of {produced:,} items stamped after the warm-up, over {last - cut:.1f} s "
-                          f"({len(latencies) / max(last - cut, 1e-3):,.0f}/s); max {latencies[-1] * 1000:,.1f} ms; "
-                          f"the run {run.ended or 0:.1f} s"])
+    return Outcome(
+        [_percentile(latencies, 0.50), _percentile(latencies, 0.99), first - run.started],
+        notes=[
+            f"{len(latencies):,} of {produced:,} items stamped after the warm-up, over {last - cut:.1f} s "
+            f"({len(latencies) / max(last - cut, 1e-3):,.0f}/s); max {latencies[-1] * 1000:,.1f} ms; "
+            f"the run {run.ended or 0:.1f} s"
+        ],
+    )
 
 
 def warm_up_streaming(bench: Bench) -> None:
@@ -359,8 +383,11 @@ def warm_up_streaming(bench: Bench) -> None:
     finally:
         run.close()
     shutil.rmtree(folder, ignore_errors=True)
-    print(f"    untimed; {'exit code ' + str(rc) if rc is not None else 'timed out'} after {run.ended or 0:.1f} s",
-          file=sys.stderr, flush=True)
+    print(
+        f"    untimed; {'exit code ' + str(rc) if rc is not None else 'timed out'} after {run.ended or 0:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _newest_stamp(line: Line) -> Optional[float]:
@@ -380,8 +407,9 @@ def restart(bench: Bench, engine: str) -> Outcome:
     options = ["-r", str(recovery), "-s", "1"]
     if engine == "bytewax":
         options += ["-b", "0"]  # Bytewax wants a backup interval with -r
-        init = bench.start("restart-bytewax-init", [sys.executable, "-m", "bytewax.recovery", str(recovery), "1"],
-                           bench.env(engine))
+        init = bench.start(
+            "restart-bytewax-init", [sys.executable, "-m", "bytewax.recovery", str(recovery), "1"], bench.env(engine)
+        )
         try:
             rc = init.wait(args.timeout)
         finally:
@@ -407,8 +435,9 @@ def restart(bench: Bench, engine: str) -> Outcome:
     second = bench.start(f"restart-{engine}-2", cmd, env)
     try:
         again = second.wait_line(lambda line: True, args.timeout)
-        new = second.wait_line(lambda line: (_newest_stamp(line) or 0.0) >= second.started,
-                               max(0.0, args.timeout - second.elapsed))
+        new = second.wait_line(
+            lambda line: (_newest_stamp(line) or 0.0) >= second.started, max(0.0, args.timeout - second.elapsed)
+        )
         ended = second.ended
         second.interrupt()
     finally:
@@ -418,9 +447,13 @@ def restart(bench: Bench, engine: str) -> Outcome:
         why = f"exited after {ended:.1f} s" if ended is not None else f"none in {args.timeout:.0f} s"
         raise RunFailed(f"{what} ({why}; log {_shown(second.log)})")
     shutil.rmtree(recovery, ignore_errors=True)
-    return Outcome([again.at, new.at], notes=[
-        f"first run: first output {first.at:.1f} s, SIGINT at {stop_at:.1f} s, exit code {stopped}; "
-        f"restart: first line `{again.text}`"])
+    return Outcome(
+        [again.at, new.at],
+        notes=[
+            f"first run: first output {first.at:.1f} s, SIGINT at {stop_at:.1f} s, exit code {stopped}; "
+            f"restart: first line `{again.text}`"
+        ],
+    )
 
 
 MEASURES: Dict[str, Callable[[Bench, str], Outcome]] = {
@@ -438,11 +471,15 @@ def what(row: str, args: argparse.Namespace) -> str:
     if row == "readme":
         return f"README example (wordcount): first output line / whole run, median of {args.repeat} after a warm-up"
     if row == "unit_test":
-        return (f"a unit test: `run_main` of a small windowed flow, {args.calls} in one process: "
-                "first / median of the rest / engine import")
+        return (
+            f"a unit test: `run_main` of a small windowed flow, {args.calls} in one process: "
+            "first / median of the rest / engine import"
+        )
     if row == "restart":
-        return ("a live flow restarted with `-r DIR -s 1` (2 partitions, 1 s windows, 48 keys): "
-                "first output line / first output of new input")
+        return (
+            "a live flow restarted with `-r DIR -s 1` (2 partitions, 1 s windows, 48 keys): "
+            "first output line / first output of new input"
+        )
     paced = PACED[row]
     if row == "latency_map":
         return f"latency p50 / p99 / first output: paced source → `map` → sink, {paced.rate:,} items/s"
@@ -517,8 +554,9 @@ def _versions() -> str:
         except importlib.metadata.PackageNotFoundError:
             found.append(f"{name} not installed")
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         commit = ""
     return ", ".join(found) + (f" (checkout at {commit})" if commit else "")
@@ -554,16 +592,21 @@ def report(results: Dict[Tuple[str, str], Outcome], args: argparse.Namespace, fa
         if bw and fs and bw.output and fs.output:
             same = "the same on both engines" if bw.output == fs.output else "DIFFERENT from Bytewax's"
             notes.append(f"`{row}`: output {same}")
-    return "\n".join([
-        f"### Responsiveness ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores)",
-        "",
-        f"    python -m benchmarks.responsiveness {shlex.join(args.argv)}".rstrip(),
-        "",
-        _fmt_table(["what", "Bytewax", "flowspark", "ratio (flowspark / Bytewax)"], rows),
-        "",
-        *(f"- {fact}" for fact in facts),
-        *(f"- {note}" for note in notes),
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"### Responsiveness ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores)",
+                "",
+                f"    python -m benchmarks.responsiveness {shlex.join(args.argv)}".rstrip(),
+                "",
+                _fmt_table(["what", "Bytewax", "flowspark", "ratio (flowspark / Bytewax)"], rows),
+                "",
+                *(f"- {fact}" for fact in facts),
+                *(f"- {note}" for note in notes),
+            ]
+        )
+        + "\n"
+    )
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -576,30 +619,59 @@ def _csv(allowed: Sequence[str]) -> Callable[[str], List[str]]:
         if bad:
             raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {', '.join(allowed)}")
         return items
+
     return parse
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     assert __doc__ is not None
     parser = argparse.ArgumentParser(prog="python -m benchmarks.responsiveness", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engines", "--engine", type=_csv(ENGINES), default=list(ENGINES),
-                        help=f"subset of {','.join(ENGINES)}")
+    parser.add_argument(
+        "--engines", "--engine", type=_csv(ENGINES), default=list(ENGINES), help=f"subset of {','.join(ENGINES)}"
+    )
     parser.add_argument("--rows", type=_csv(ROWS), default=list(ROWS), help=f"subset of {','.join(ROWS)}")
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs of the README example, after one untimed (default 5)")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="timed runs of the README example, after one untimed (default 5)"
+    )
     parser.add_argument("--calls", type=int, default=10, help="`run_main` calls in the unit-test process (default 10)")
-    parser.add_argument("--seconds", type=float, default=15.0,
-                        help="seconds of each latency run measured after its warm-up (default 15)")
-    parser.add_argument("--warmup", type=float, default=5.0,
-                        help="seconds of each latency run, from its first output, left out (default 5)")
-    parser.add_argument("--live-seconds", type=float, default=15.0,
-                        help="the restart row's first run is stopped this long after its start, "
-                             "and at least 5 s after its first output (default 15)")
-    parser.add_argument("--snapshot-interval", type=float, default=None, metavar="S",
-                        help="pass `-s S` to both engines' latency runs (default: each engine's own)")
-    parser.add_argument("--timeout", type=float, default=300.0,
-                        help="seconds any run may take beyond its planned length before it is killed (default 300)")
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / ".cache",
-                        help="logs go to CACHE/responsiveness/<time>/ (default benchmarks/.cache)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=15.0,
+        help="seconds of each latency run measured after its warm-up (default 15)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=5.0,
+        help="seconds of each latency run, from its first output, left out (default 5)",
+    )
+    parser.add_argument(
+        "--live-seconds",
+        type=float,
+        default=15.0,
+        help="the restart row's first run is stopped this long after its start, "
+        "and at least 5 s after its first output (default 15)",
+    )
+    parser.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="pass `-s S` to both engines' latency runs (default: each engine's own)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds any run may take beyond its planned length before it is killed (default 300)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=ROOT / "benchmarks" / ".cache",
+        help="logs go to CACHE/responsiveness/<time>/ (default benchmarks/.cache)",
+    )
     parser.add_argument("--json", type=Path, help="also write every outcome as JSON here")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -633,7 +705,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"logs: {_shown(work)}",
     ]
     if STREAMING & set(args.rows) - {"restart"}:
-        facts.insert(-1, f"latency rows: {args.seconds:g} s measured after {args.warmup:g} s of warm-up from the first output")
+        facts.insert(
+            -1, f"latency rows: {args.seconds:g} s measured after {args.warmup:g} s of warm-up from the first output"
+        )
     if args.json:
         args.json.write_text(json.dumps({f"{r}@{e}": asdict(o) for (r, e), o in results.items()}, indent=1))
     print(report(results, args, facts))

@@ -186,7 +186,9 @@ class Measured:
     """Seconds from the start until the output file first held bytes (None: never seen)."""
 
 
-def _wait_watching(proc: "subprocess.Popen[bytes]", timeout: float, start: float, output: Optional[Path]) -> Optional[float]:
+def _wait_watching(
+    proc: "subprocess.Popen[bytes]", timeout: float, start: float, output: Optional[Path]
+) -> Optional[float]:
     """Wait for `proc` (raising `TimeoutExpired` after `timeout`); when `output` first held bytes, in seconds from `start`."""
     deadline = start + timeout
     first: Optional[float] = None
@@ -201,8 +203,15 @@ def _wait_watching(proc: "subprocess.Popen[bytes]", timeout: float, start: float
     return first
 
 
-def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, interval: float,
-            pss_interval: float = 0.0, output: Optional[Path] = None) -> Measured:
+def measure(
+    cmd: Sequence[str],
+    env: Dict[str, str],
+    log: Path,
+    timeout: float,
+    interval: float,
+    pss_interval: float = 0.0,
+    output: Optional[Path] = None,
+) -> Measured:
     """Run `cmd` in a new session; wall time to exit (and to the first byte in `output`), peak tree RSS, tree CPU seconds."""
     load = os.getloadavg()[0]
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -231,8 +240,18 @@ def measure(cmd: Sequence[str], env: Dict[str, str], log: Path, timeout: float, 
         leftovers = _session_alive(proc.pid)
     if leftovers:
         os.killpg(proc.pid, signal.SIGKILL)
-    return Measured(wall, sampler.peak_rss, sampler.peak_pss, sampler.cpu_seconds, rc, load, len(leftovers),
-                    sampler.peak_by_role, sampler.cpu_by_role, first)
+    return Measured(
+        wall,
+        sampler.peak_rss,
+        sampler.peak_pss,
+        sampler.cpu_seconds,
+        rc,
+        load,
+        len(leftovers),
+        sampler.peak_by_role,
+        sampler.cpu_by_role,
+        first,
+    )
 
 
 # --- outputs -----------------------------------------------------------------------------
@@ -294,8 +313,19 @@ class KafkaBroker:
         self.address = f"127.0.0.1:{port}"
         url = f"tcp://{self.address}"
         self.proc = subprocess.Popen(
-            [tansu, "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                tansu,
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 30
         while True:
@@ -309,7 +339,9 @@ class KafkaBroker:
         admin = AdminClient({"bootstrap.servers": self.address})
         for attempt in range(50):
             try:
-                admin.create_topics([NewTopic(self.TOPIC, num_partitions=2, replication_factor=1)])[self.TOPIC].result(10)
+                admin.create_topics([NewTopic(self.TOPIC, num_partitions=2, replication_factor=1)])[self.TOPIC].result(
+                    10
+                )
                 break
             except Exception:
                 if attempt == 49:
@@ -362,14 +394,18 @@ class Result:
     @property
     def roles(self) -> str:
         """Peak RSS in MiB of the driver / the largest JVM / the largest Python worker."""
-        return " / ".join(f"{self.peak_by_role[r] / 2**20:,.0f}" if r in self.peak_by_role else "-"
-                          for r in ("driver", "jvm", "python"))
+        return " / ".join(
+            f"{self.peak_by_role[r] / 2**20:,.0f}" if r in self.peak_by_role else "-"
+            for r in ("driver", "jvm", "python")
+        )
 
     @property
     def cpu_roles(self) -> str:
         """CPU seconds of the driver / Spark's planner processes / the JVMs / Spark's Python workers."""
-        return " / ".join(f"{self.cpu_by_role[r]:.1f}" if r in self.cpu_by_role else "-"
-                          for r in ("driver", "planner", "jvm", "python"))
+        return " / ".join(
+            f"{self.cpu_by_role[r]:.1f}" if r in self.cpu_by_role else "-"
+            for r in ("driver", "planner", "jvm", "python")
+        )
 
     @property
     def driver_side_cpu(self) -> float:
@@ -434,9 +470,17 @@ def write_diff(ours: Path, reference: Path, limit: int = 20) -> Path:
     return target
 
 
-def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_file: Path,
-            refs: Dict[Tuple[str, str], Tuple[str, int]],
-            extra_env: Optional[Dict[str, str]] = None, tag: str = "", keys: int = KEYS) -> Result:
+def run_one(
+    args: argparse.Namespace,
+    flow: str,
+    engine: str,
+    size: int,
+    input_file: Path,
+    refs: Dict[Tuple[str, str], Tuple[str, int]],
+    extra_env: Optional[Dict[str, str]] = None,
+    tag: str = "",
+    keys: int = KEYS,
+) -> Result:
     """One measured run; compares its output with Bytewax's (from `refs`) and leaves it on disk."""
     work = args.cache_dir / "runs"
     case = case_tag(size, keys)
@@ -446,20 +490,48 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
     if flow in SPLIT:
         output.mkdir(parents=True)
     env = dict(os.environ)
-    env.update(FLOWBENCH_ENGINE=engine, FLOWBENCH_INPUT=str(input_file), FLOWBENCH_OUTPUT=str(output),
-               PYSPARK_PYTHON=sys.executable)
+    env.update(
+        FLOWBENCH_ENGINE=engine,
+        FLOWBENCH_INPUT=str(input_file),
+        FLOWBENCH_OUTPUT=str(output),
+        PYSPARK_PYTHON=sys.executable,
+    )
     if engine == "spark":
         del env["FLOWBENCH_ENGINE"]
     elif engine == "python":
         env["FLOWBENCH_ENGINE"] = "bytewax"  # the floor imports the flow modules for their functions only
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra_env or {})
-    print(f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events {keys:>9,} keys ...", end="",
-          file=sys.stderr, flush=True)
-    m = measure(command(flow, engine, args.max_batch_items, args.conf), env, work / f"{flow}-{case}{tag}-{engine}.log", args.timeout,
-                args.sample, args.pss_sample, output if flow != "kafka" else None)
-    result = Result(flow, engine, size, keys, m.wall, m.peak_rss, m.peak_pss, m.cpu, m.load, m.rc, peak_by_role=m.peak_by_role,
-                    cpu_by_role=m.cpu_by_role, first_output=m.first_output)
+    print(
+        f"[{time.strftime('%H:%M:%S')}] {flow:<13} {engine:<9} {size:>10,} events {keys:>9,} keys ...",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+    m = measure(
+        command(flow, engine, args.max_batch_items, args.conf),
+        env,
+        work / f"{flow}-{case}{tag}-{engine}.log",
+        args.timeout,
+        args.sample,
+        args.pss_sample,
+        output if flow != "kafka" else None,
+    )
+    result = Result(
+        flow,
+        engine,
+        size,
+        keys,
+        m.wall,
+        m.peak_rss,
+        m.peak_pss,
+        m.cpu,
+        m.load,
+        m.rc,
+        peak_by_role=m.peak_by_role,
+        cpu_by_role=m.cpu_by_role,
+        first_output=m.first_output,
+    )
     if m.rc is None:
         result.note = f"timed out after {args.timeout:.0f} s"
     elif m.rc != 0:
@@ -490,8 +562,13 @@ def run_one(args: argparse.Namespace, flow: str, engine: str, size: int, input_f
             result.extra["kept"] = str(output)
             if reference.exists():
                 result.note = f"see {write_diff(output, reference).relative_to(args.cache_dir)}"
-    print(f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB (pss {m.peak_pss / 2**20:.0f}; {result.roles})  cpu {m.cpu:6.1f} s ({result.cpu_roles})  load {m.load:.1f}  {result.same}"
-          f"{'  ' + result.note if result.note else ''}", file=sys.stderr, flush=True)
+    print(
+        f" {m.wall:7.1f} s  {m.peak_rss / 2**20:7.0f} MiB (pss {m.peak_pss / 2**20:.0f}; {result.roles})  cpu "
+        f"{m.cpu:6.1f} s ({result.cpu_roles})  load {m.load:.1f}  {result.same}"
+        f"{'  ' + result.note if result.note else ''}",
+        file=sys.stderr,
+        flush=True,
+    )
     return result
 
 
@@ -531,37 +608,61 @@ def _fmt_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def report(results: List[Result], fixed: List[Result], skipped: List[str], args: argparse.Namespace) -> str:
-    walls: Dict[Tuple[str, str, int, int], float] = {(r.flow, r.engine, r.events, r.keys): r.wall for r in results
-                                                      if r.ok and r.wall is not None}
-    cpus: Dict[Tuple[str, str, int, int], float] = {(r.flow, r.engine, r.events, r.keys): r.cpu for r in results
-                                                     if r.ok and r.cpu is not None}
+    walls: Dict[Tuple[str, str, int, int], float] = {
+        (r.flow, r.engine, r.events, r.keys): r.wall for r in results if r.ok and r.wall is not None
+    }
+    cpus: Dict[Tuple[str, str, int, int], float] = {
+        (r.flow, r.engine, r.events, r.keys): r.cpu for r in results if r.ok and r.cpu is not None
+    }
     driver_side = {(r.flow, r.engine, r.events, r.keys): r.driver_side_cpu for r in results if r.ok}
     rows = []
     for r in results:
         bw = walls.get((r.flow, "bytewax", r.events, r.keys))
         bw_cpu = cpus.get((r.flow, "bytewax", r.events, r.keys))
-        rows.append([
-            r.flow, r.engine, f"{r.events:,}", f"{r.keys:,}",
-            f"{r.wall:.1f}" if r.wall is not None else "-",
-            f"{r.events / r.wall:,.0f}" if r.ok and r.wall else "-",
-            f"{r.wall / bw:.2f}" if r.ok and r.wall is not None and bw else "-",
-            f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
-            f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-",
-            r.roles,
-            f"{r.cpu:.1f}" if r.cpu is not None else "-",
-            f"{r.cpu / bw_cpu:.2f}" if r.ok and r.cpu is not None and bw_cpu else "-",
-            r.cpu_roles,
-            f"{r.load:.1f}" if r.load is not None else "-",
-            r.same + (f" [{r.note}]" if r.note else ""),
-        ])
+        rows.append(
+            [
+                r.flow,
+                r.engine,
+                f"{r.events:,}",
+                f"{r.keys:,}",
+                f"{r.wall:.1f}" if r.wall is not None else "-",
+                f"{r.events / r.wall:,.0f}" if r.ok and r.wall else "-",
+                f"{r.wall / bw:.2f}" if r.ok and r.wall is not None and bw else "-",
+                f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
+                f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-",
+                r.roles,
+                f"{r.cpu:.1f}" if r.cpu is not None else "-",
+                f"{r.cpu / bw_cpu:.2f}" if r.ok and r.cpu is not None and bw_cpu else "-",
+                r.cpu_roles,
+                f"{r.load:.1f}" if r.load is not None else "-",
+                r.same + (f" [{r.note}]" if r.note else ""),
+            ]
+        )
     batches = f"; flowspark --max-batch-items {args.max_batch_items:,}" if args.max_batch_items else ""
     out = [
         f"### Throughput (sizes {', '.join(f'{n:,}' for n in args.sizes)}; keys {', '.join(f'{k:,}' for k in args.keys)}"
         f"{batches}; {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores)",
         "",
-        _fmt_table(["flow", "engine", "events", "keys", "wall s", "events/s", "vs Bytewax", "peak RSS MiB", "peak PSS MiB",
-                    "driver / JVM / worker MiB", "CPU s", "CPU vs Bytewax", "driver / planner / JVM / worker CPU s", "load",
-                    "same output as Bytewax"], rows),
+        _fmt_table(
+            [
+                "flow",
+                "engine",
+                "events",
+                "keys",
+                "wall s",
+                "events/s",
+                "vs Bytewax",
+                "peak RSS MiB",
+                "peak PSS MiB",
+                "driver / JVM / worker MiB",
+                "CPU s",
+                "CPU vs Bytewax",
+                "driver / planner / JVM / worker CPU s",
+                "load",
+                "same output as Bytewax",
+            ],
+            rows,
+        ),
     ]
     # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
     cost_rows = []
@@ -576,22 +677,74 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
                 cost = (wb - wa) / (b - a)
                 cpu_cost = (cpus[(flow, engine, b, keys)] - cpus[(flow, engine, a, keys)]) / (b - a)
                 driver_cost = (driver_side[(flow, engine, b, keys)] - driver_side[(flow, engine, a, keys)]) / (b - a)
-                cost_rows.append([flow, engine, f"{keys:,}", f"{a:,} -> {b:,}", f"{cost * 1e6:.2f}",
-                                  f"{wa - cost * a:.1f}", f"{cpu_cost * 1e6:.2f}", f"{driver_cost * 1e6:.3f}"])
+                cost_rows.append(
+                    [
+                        flow,
+                        engine,
+                        f"{keys:,}",
+                        f"{a:,} -> {b:,}",
+                        f"{cost * 1e6:.2f}",
+                        f"{wa - cost * a:.1f}",
+                        f"{cpu_cost * 1e6:.2f}",
+                        f"{driver_cost * 1e6:.3f}",
+                    ]
+                )
     if cost_rows:
-        out += ["", "### Per-event cost: (wall(b) - wall(a)) / (b - a); driver side = the user's process + Spark's planner processes", "",
-                _fmt_table(["flow", "engine", "keys", "sizes a -> b", "us/event (wall)", "fixed s (wall(a) - a x cost)",
-                            "CPU us/event", "driver-side CPU us/event"], cost_rows)]
+        out += [
+            "",
+            "### Per-event cost: (wall(b) - wall(a)) / (b - a); driver side = the user's process + Spark's planner processes",
+            "",
+            _fmt_table(
+                [
+                    "flow",
+                    "engine",
+                    "keys",
+                    "sizes a -> b",
+                    "us/event (wall)",
+                    "fixed s (wall(a) - a x cost)",
+                    "CPU us/event",
+                    "driver-side CPU us/event",
+                ],
+                cost_rows,
+            ),
+        ]
     if fixed:
-        frows = [[r.flow, r.engine, f"{r.events:,}", f"{r.wall:.1f}" if r.wall is not None else "-",
-                  f"{r.first_output:.1f}" if r.first_output is not None else "-",
-                  f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
-                  f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-", f"{r.cpu:.1f}" if r.cpu is not None else "-",
-                  f"{r.load:.1f}" if r.load is not None else "-", r.same + (f" [{r.note}]" if r.note else "")]
-                 for r in fixed]
-        out += ["", f"### Fixed cost: a cold run of a {args.fixed_cost_lines:,}-line flow (process start to exit, and to its first output)", "",
-                _fmt_table(["flow", "engine", "events", "wall s", "first output s", "peak RSS MiB", "peak PSS MiB", "CPU s", "load",
-                            "same output as Bytewax"], frows)]
+        frows = [
+            [
+                r.flow,
+                r.engine,
+                f"{r.events:,}",
+                f"{r.wall:.1f}" if r.wall is not None else "-",
+                f"{r.first_output:.1f}" if r.first_output is not None else "-",
+                f"{r.peak_rss / 2**20:,.0f}" if r.peak_rss else "-",
+                f"{r.peak_pss / 2**20:,.0f}" if r.peak_pss else "-",
+                f"{r.cpu:.1f}" if r.cpu is not None else "-",
+                f"{r.load:.1f}" if r.load is not None else "-",
+                r.same + (f" [{r.note}]" if r.note else ""),
+            ]
+            for r in fixed
+        ]
+        out += [
+            "",
+            f"### Fixed cost: a cold run of a {args.fixed_cost_lines:,}-line flow (process start to exit, and "
+            f"to its first output)",
+            "",
+            _fmt_table(
+                [
+                    "flow",
+                    "engine",
+                    "events",
+                    "wall s",
+                    "first output s",
+                    "peak RSS MiB",
+                    "peak PSS MiB",
+                    "CPU s",
+                    "load",
+                    "same output as Bytewax",
+                ],
+                frows,
+            ),
+        ]
     if skipped:
         out += ["", *(f"- skipped: {s}" for s in skipped)]
     return "\n".join(out) + "\n"
@@ -607,33 +760,72 @@ def _csv(kind: type, allowed: Optional[Sequence[str]] = None):  # type: ignore[n
         if bad:
             raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {', '.join(allowed or ())}")
         return items
+
     return parse
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=_csv(int), default=[100_000, 1_000_000, 10_000_000],
-                        help="comma-separated input sizes in events (default 100000,1000000,10000000)")
+    parser.add_argument(
+        "--sizes",
+        type=_csv(int),
+        default=[100_000, 1_000_000, 10_000_000],
+        help="comma-separated input sizes in events (default 100000,1000000,10000000)",
+    )
     parser.add_argument("--flows", type=_csv(str, FLOWS), default=list(FLOWS), help=f"subset of {','.join(FLOWS)}")
-    parser.add_argument("--engines", "--engine", type=_csv(str, ENGINES), default=list(ENGINES),
-                        help=f"subset of {','.join(ENGINES)} (spark = the native Spark SQL batch query; "
-                             "python = the flow's own functions in a plain loop, see benchmarks/floor.py)")
-    parser.add_argument("--fixed-cost-lines", type=int, default=1000,
-                        help="lines of the cold-run fixed-cost measurement (windowed flow); 0 skips it")
-    parser.add_argument("--keys", type=_csv(int), default=[KEYS],
-                        help=f"comma-separated key counts of the input (default {KEYS}); each size runs with each")
-    parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
-                        help="pass `--max-batch-items N` to flowspark's runs (smaller micro-batches, as a streaming source gives)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting for flowspark's runs (`--conf` of `flowspark.run`); may be repeated")
+    parser.add_argument(
+        "--engines",
+        "--engine",
+        type=_csv(str, ENGINES),
+        default=list(ENGINES),
+        help=f"subset of {','.join(ENGINES)} (spark = the native Spark SQL batch query; "
+        "python = the flow's own functions in a plain loop, see benchmarks/floor.py)",
+    )
+    parser.add_argument(
+        "--fixed-cost-lines",
+        type=int,
+        default=1000,
+        help="lines of the cold-run fixed-cost measurement (windowed flow); 0 skips it",
+    )
+    parser.add_argument(
+        "--keys",
+        type=_csv(int),
+        default=[KEYS],
+        help=f"comma-separated key counts of the input (default {KEYS}); each size runs with each",
+    )
+    parser.add_argument(
+        "--max-batch-items",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pass `--max-batch-items N` to flowspark's runs (smaller micro-batches, as a streaming source gives)",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for flowspark's runs (`--conf` of `flowspark.run`); may be repeated",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed (default 1800)")
     parser.add_argument("--sample", type=float, default=0.1, help="seconds between RSS samples (default 0.1)")
-    parser.add_argument("--pss-sample", type=float, default=1.0,
-                        help="seconds between PSS samples (each costs ~25 ms per JVM; 0 turns PSS off; default 1)")
-    parser.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / ".cache",
-                        help="inputs, logs, outputs and Bytewax's reference digests (default benchmarks/.cache)")
-    parser.add_argument("--keep-outputs", action="store_true",
-                        help="keep every run's output under CACHE/runs (mismatching ones are always kept)")
+    parser.add_argument(
+        "--pss-sample",
+        type=float,
+        default=1.0,
+        help="seconds between PSS samples (each costs ~25 ms per JVM; 0 turns PSS off; default 1)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=ROOT / "benchmarks" / ".cache",
+        help="inputs, logs, outputs and Bytewax's reference digests (default benchmarks/.cache)",
+    )
+    parser.add_argument(
+        "--keep-outputs",
+        action="store_true",
+        help="keep every run's output under CACHE/runs (mismatching ones are always kept)",
+    )
     parser.add_argument("--json", type=Path, help="also write every result as JSON here")
     args = parser.parse_args(argv)
     args.engines = [e for e in ENGINES if e in args.engines]  # Bytewax first: it is the reference
@@ -685,10 +877,17 @@ def main(argv: Optional[List[str]] = None) -> int:
                         skipped.append(f"{flow} flow on native Spark: no equivalent ({why})")
                         continue
                     if engine == "python" and flow not in FLOOR:
-                        skipped.append(f"{flow} flow's Python floor: not written" if flow != "kafka" else
-                                       f"{flow} flow's Python floor: its work is the broker client's, not user functions")
+                        skipped.append(
+                            f"{flow} flow's Python floor: not written"
+                            if flow != "kafka"
+                            else f"{flow} flow's Python floor: its work is the broker client's, not user functions"
+                        )
                         continue
-                    kafka_env = {"FLOWBENCH_KAFKA_BROKERS": broker.address, "FLOWBENCH_KAFKA_TOPIC": broker.TOPIC} if broker else None
+                    kafka_env = (
+                        {"FLOWBENCH_KAFKA_BROKERS": broker.address, "FLOWBENCH_KAFKA_TOPIC": broker.TOPIC}
+                        if broker
+                        else None
+                    )
                     group.append(record(run_one(args, flow, engine, size, input_file, refs, kafka_env, keys=keys)))
             finally:
                 if broker is not None:

@@ -121,7 +121,9 @@ class _StepMetrics(Collector):
         for gauge in self._metrics.gauges():
             family = gauges.get(gauge.name)
             if family is None:
-                family = gauges[gauge.name] = GaugeMetricFamily(gauge.name, gauge.help, labels=[k for k, _ in gauge.labels])
+                family = gauges[gauge.name] = GaugeMetricFamily(
+                    gauge.name, gauge.help, labels=[k for k, _ in gauge.labels]
+                )
             family.add_metric([v for _, v in gauge.labels], gauge.value)
         yield from gauges.values()
 
@@ -182,8 +184,10 @@ class DataflowApi:
         try:
             self._server = ThreadingHTTPServer((settings.host, settings.port), _handler(routes))
         except OSError as ex:
-            msg = (f"can't serve the dataflow API on {settings.host}:{settings.port} ({ex}); "
-                   f"set {PORT[0]} to a free port, or unset {ENABLED[0]} and {ENABLED[1]}")
+            msg = (
+                f"can't serve the dataflow API on {settings.host}:{settings.port} ({ex}); "
+                f"set {PORT[0]} to a free port, or unset {ENABLED[0]} and {ENABLED[1]}"
+            )
             raise FlowsparkRuntimeError(msg) from None
         self._server.daemon_threads = True
         host, port = self._server.server_address[:2]

@@ -137,8 +137,14 @@ class DynamicSource(Source[X]):
 class _SimplePollingPartition(StatefulSourcePartition[X, Sn]):
     """Calls `getter` once per `interval`, from `now` or the next `align_to` mark; `Retry` postpones a call."""
 
-    def __init__(self, now: datetime, interval: timedelta, align_to: Optional[datetime], getter: Callable[[], X],
-                 snapshot: Callable[[], Sn]) -> None:
+    def __init__(
+        self,
+        now: datetime,
+        interval: timedelta,
+        align_to: Optional[datetime],
+        getter: Callable[[], X],
+        snapshot: Callable[[], Sn],
+    ) -> None:
         self._interval = interval
         self._getter = getter
         self._snapshot = snapshot
@@ -235,7 +241,9 @@ def batch_getter(getter: Callable[[], X], batch_size: int, yield_on: Optional[X]
         yield chunk
 
 
-def batch_getter_ex(getter: Callable[[], X], batch_size: int, yield_ex: Type[Exception] = queue.Empty) -> Iterator[List[X]]:
+def batch_getter_ex(
+    getter: Callable[[], X], batch_size: int, yield_ex: Type[Exception] = queue.Empty
+) -> Iterator[List[X]]:
     """Call `getter` into lists of at most `batch_size`, cutting a list when it raises `yield_ex`.
 
     A `StopIteration` from `getter` ends the iterator after a last list, as in Bytewax.

@@ -121,10 +121,15 @@ def _main(argv: Optional[List[str]] = None) -> int:
         prog="python -m flowspark.recovery",
         description="Create or inspect a flowspark recovery directory (a Spark checkpoint).",
     )
-    parser.add_argument("db_dir", type=_location,
-                        help="the recovery directory (a path, or a file://, s3:// or hdfs:// URI)")
-    parser.add_argument("part_count", nargs="?", type=int,
-                        help="number of partitions, as for Bytewax: recorded only, any worker count can resume")
+    parser.add_argument(
+        "db_dir", type=_location, help="the recovery directory (a path, or a file://, s3:// or hdfs:// URI)"
+    )
+    parser.add_argument(
+        "part_count",
+        nargs="?",
+        type=int,
+        help="number of partitions, as for Bytewax: recorded only, any worker count can resume",
+    )
     parser.add_argument("--inspect", action="store_true", help="print the last epoch and the keys per stateful step")
     parser.add_argument("--step", help="with --key: the stateful step (e.g. flow.sum) whose snapshot to print")
     parser.add_argument("--key", help="with --step: the key whose snapshot to print")
@@ -137,8 +142,10 @@ def _main(argv: Optional[List[str]] = None) -> int:
         except (OSError, ValueError) as ex:
             print(f"error: {ex}", file=sys.stderr)
             return 1
-        print(f"initialised {args.db_dir} for flowspark's recovery data ({args.part_count} partitions recorded; "
-              "one Spark checkpoint serves any worker count)")
+        print(
+            f"initialised {args.db_dir} for flowspark's recovery data ({args.part_count} partitions recorded; "
+            "one Spark checkpoint serves any worker count)"
+        )
         return 0
     from flowspark.engine.inspect_state import snapshot_of, summary
 

@@ -42,7 +42,13 @@ class _EnvDefault(argparse.Action):
             kwargs["required"] = False
         super().__init__(default=default, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Optional[str] = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: Optional[str] = None,
+    ) -> None:
         setattr(namespace, self.dest, values)
 
 
@@ -52,39 +58,114 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
         prog="python -m flowspark.testing" if testing else "python -m flowspark.run",
         description="Run a flowspark dataflow as a Spark Structured Streaming query.",
     )
-    parser.add_argument("import_str", help="module[:flow] or path/to/file.py[:flow]; flow defaults to `flow`; may be a factory call")
+    parser.add_argument(
+        "import_str", help="module[:flow] or path/to/file.py[:flow]; flow defaults to `flow`; may be a factory call"
+    )
     if testing:
-        parser.add_argument("-w", "--workers-per-process", type=int, default=1, action=_EnvDefault, envvar="BYTEWAX_WORKERS_PER_PROCESS",
-                            help="Bytewax's workers per process; with -p, the run's parallelism (default 1)")
-        parser.add_argument("-p", "--processes", type=int, default=1, action=_EnvDefault, envvar="BYTEWAX_PROCESSES",
-                            help="Bytewax's process count: one run on Spark stands for them all, with their workers (default 1)")
+        parser.add_argument(
+            "-w",
+            "--workers-per-process",
+            type=int,
+            default=1,
+            action=_EnvDefault,
+            envvar="BYTEWAX_WORKERS_PER_PROCESS",
+            help="Bytewax's workers per process; with -p, the run's parallelism (default 1)",
+        )
+        parser.add_argument(
+            "-p",
+            "--processes",
+            type=int,
+            default=1,
+            action=_EnvDefault,
+            envvar="BYTEWAX_PROCESSES",
+            help="Bytewax's process count: one run on Spark stands for them all, with their workers (default 1)",
+        )
     else:
-        parser.add_argument("-w", "--workers-per-process", type=int, action=_EnvDefault, envvar="BYTEWAX_WORKERS_PER_PROCESS",
-                            help="parallelism: local Spark threads and shuffle partitions (default: number of cores)")
-        parser.add_argument("-i", "--process-id", type=int, action=_EnvDefault, envvar="BYTEWAX_PROCESS_ID",
-                            help="Bytewax's process id: process 0 runs the whole flow, the others wait for its run to end and exit with its status (use --master for a cluster)")
-        parser.add_argument("-a", "--addresses", action=_EnvDefault, envvar="BYTEWAX_ADDRESSES",
-                            help="Bytewax's ';'-separated process addresses: their count multiplies -w in process 0")
-    parser.add_argument("-r", "--recovery-directory", action=_EnvDefault, envvar="BYTEWAX_RECOVERY_DIRECTORY",
-                        help="directory for Spark's checkpoint (a path, or a file://, s3:// or hdfs:// URI); a run started again with it continues where it stopped")
-    parser.add_argument("-s", "--snapshot-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_SNAPSHOT_INTERVAL",
-                        help="seconds between micro-batches (each one is a snapshot); default 0: the next one starts as soon as input comes")
-    parser.add_argument("-b", "--backup-interval", type=float, action=_EnvDefault, envvar="BYTEWAX_RECOVERY_BACKUP_INTERVAL",
-                        help="accepted for Bytewax compatibility; Spark keeps its own checkpoint history")
-    parser.add_argument("--master", default=os.environ.get("FLOWSPARK_MASTER"),
-                        help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])")
-    parser.add_argument("--remote", default=os.environ.get("SPARK_REMOTE"), metavar="URL",
-                        help="run through the Spark Connect server at URL, e.g. sc://host:15002/;token=... (env SPARK_REMOTE)")
-    parser.add_argument("--max-batch-items", type=int, default=None, metavar="N",
-                        help="at most N items per source partition in one micro-batch (default 1,000,000)")
-    parser.add_argument("--driver-link-port", type=int, default=int(os.environ.get("FLOWSPARK_DRIVER_LINK_PORT", "0")),
-                        metavar="PORT", help="on a cluster, the port executors reach the driver's flowspark server on "
-                        "(default: a free one; env FLOWSPARK_DRIVER_LINK_PORT)")
-    parser.add_argument("--no-progress", action="store_true",
-                        help="don't report progress on stderr (a redrawn line in a terminal, a line every 10 s otherwise)")
+        parser.add_argument(
+            "-w",
+            "--workers-per-process",
+            type=int,
+            action=_EnvDefault,
+            envvar="BYTEWAX_WORKERS_PER_PROCESS",
+            help="parallelism: local Spark threads and shuffle partitions (default: number of cores)",
+        )
+        parser.add_argument(
+            "-i",
+            "--process-id",
+            type=int,
+            action=_EnvDefault,
+            envvar="BYTEWAX_PROCESS_ID",
+            help="Bytewax's process id: process 0 runs the whole flow, the others wait for its run to end and "
+            "exit with its status (use --master for a cluster)",
+        )
+        parser.add_argument(
+            "-a",
+            "--addresses",
+            action=_EnvDefault,
+            envvar="BYTEWAX_ADDRESSES",
+            help="Bytewax's ';'-separated process addresses: their count multiplies -w in process 0",
+        )
+    parser.add_argument(
+        "-r",
+        "--recovery-directory",
+        action=_EnvDefault,
+        envvar="BYTEWAX_RECOVERY_DIRECTORY",
+        help="directory for Spark's checkpoint (a path, or a file://, s3:// or hdfs:// URI); a run started "
+        "again with it continues where it stopped",
+    )
+    parser.add_argument(
+        "-s",
+        "--snapshot-interval",
+        type=float,
+        action=_EnvDefault,
+        envvar="BYTEWAX_SNAPSHOT_INTERVAL",
+        help="seconds between micro-batches (each one is a snapshot); default 0: the next one starts as soon as input comes",
+    )
+    parser.add_argument(
+        "-b",
+        "--backup-interval",
+        type=float,
+        action=_EnvDefault,
+        envvar="BYTEWAX_RECOVERY_BACKUP_INTERVAL",
+        help="accepted for Bytewax compatibility; Spark keeps its own checkpoint history",
+    )
+    parser.add_argument(
+        "--master",
+        default=os.environ.get("FLOWSPARK_MASTER"),
+        help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])",
+    )
+    parser.add_argument(
+        "--remote",
+        default=os.environ.get("SPARK_REMOTE"),
+        metavar="URL",
+        help="run through the Spark Connect server at URL, e.g. sc://host:15002/;token=... (env SPARK_REMOTE)",
+    )
+    parser.add_argument(
+        "--max-batch-items",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N items per source partition in one micro-batch (default 1,000,000)",
+    )
+    parser.add_argument(
+        "--driver-link-port",
+        type=int,
+        default=int(os.environ.get("FLOWSPARK_DRIVER_LINK_PORT", "0")),
+        metavar="PORT",
+        help="on a cluster, the port executors reach the driver's flowspark server on "
+        "(default: a free one; env FLOWSPARK_DRIVER_LINK_PORT)",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="don't report progress on stderr (a redrawn line in a terminal, a line every 10 s otherwise)",
+    )
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting; repeatable")
-    parser.add_argument("--properties-file", metavar="FILE",
-                        help="a file of Spark settings, as spark-submit's (over spark-defaults.conf, under --conf)")
+    parser.add_argument(
+        "--properties-file",
+        metavar="FILE",
+        help="a file of Spark settings, as spark-submit's (over spark-defaults.conf, under --conf)",
+    )
     return parser
 
 
@@ -163,9 +244,15 @@ def _conf(pairs: Sequence[str], properties_file: Optional[str], parser: argparse
     return conf
 
 
-def cli_main(flow: Dataflow, *, workers_per_process: int = 1, process_id: Optional[int] = None,
-             addresses: Optional[List[str]] = None, epoch_interval: Optional[timedelta] = None,
-             recovery_config: Optional[RecoveryConfig] = None) -> None:
+def cli_main(
+    flow: Dataflow,
+    *,
+    workers_per_process: int = 1,
+    process_id: Optional[int] = None,
+    addresses: Optional[List[str]] = None,
+    epoch_interval: Optional[timedelta] = None,
+    recovery_config: Optional[RecoveryConfig] = None,
+) -> None:
     """Run `flow` from a program as `python -m flowspark.run` runs it: Bytewax's `bytewax.run.cli_main`.
 
     As for the command line, process 0 of a Bytewax-style launch
@@ -174,11 +261,19 @@ def cli_main(flow: Dataflow, *, workers_per_process: int = 1, process_id: Option
     """
     from flowspark.testing import cluster_main
 
-    cluster_main(flow, addresses or [], process_id or 0, epoch_interval=epoch_interval,
-                 recovery_config=recovery_config, worker_count_per_proc=workers_per_process)
+    cluster_main(
+        flow,
+        addresses or [],
+        process_id or 0,
+        epoch_interval=epoch_interval,
+        recovery_config=recovery_config,
+        worker_count_per_proc=workers_per_process,
+    )
 
 
-def _parse_args(argv: Optional[List[str]] = None, parser: Optional[argparse.ArgumentParser] = None) -> argparse.Namespace:
+def _parse_args(
+    argv: Optional[List[str]] = None, parser: Optional[argparse.ArgumentParser] = None
+) -> argparse.Namespace:
     """`python -m flowspark.run`'s arguments, with Bytewax's Kubernetes chart's way of giving the process id and addresses.
 
     The chart starts each pod with `BYTEWAX_POD_NAME` (`<statefulset>-<n>`)
@@ -192,16 +287,20 @@ def _parse_args(argv: Optional[List[str]] = None, parser: Optional[argparse.Argu
         pod, statefulset = env["BYTEWAX_POD_NAME"], env["BYTEWAX_STATEFULSET_NAME"]
         ordinal = pod[len(statefulset) + 1 :] if pod.startswith(statefulset + "-") else ""
         if not ordinal.isdigit():
-            parser.error(f"BYTEWAX_POD_NAME={pod!r} is not <BYTEWAX_STATEFULSET_NAME>-<number> "
-                         f"(BYTEWAX_STATEFULSET_NAME={statefulset!r}); set both as Bytewax's chart does, or pass -i")
+            parser.error(
+                f"BYTEWAX_POD_NAME={pod!r} is not <BYTEWAX_STATEFULSET_NAME>-<number> "
+                f"(BYTEWAX_STATEFULSET_NAME={statefulset!r}); set both as Bytewax's chart does, or pass -i"
+            )
         args.process_id = int(ordinal)
     if args.process_id is not None and args.addresses is None and "BYTEWAX_HOSTFILE_PATH" in env:
         try:
             with open(env["BYTEWAX_HOSTFILE_PATH"]) as hosts:
                 args.addresses = ";".join(line.strip() for line in hosts if line.strip())
         except OSError as ex:
-            parser.error(f"can't read the addresses in BYTEWAX_HOSTFILE_PATH={env['BYTEWAX_HOSTFILE_PATH']!r}: {ex.strerror}; "
-                         "point it at the chart's hosts file, or pass -a")
+            parser.error(
+                f"can't read the addresses in BYTEWAX_HOSTFILE_PATH={env['BYTEWAX_HOSTFILE_PATH']!r}: {ex.strerror}; "
+                "point it at the chart's hosts file, or pass -a"
+            )
     return args
 
 
@@ -237,13 +336,23 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     if args.backup_interval is not None and args.recovery_directory is None:
         parser.error("-b/--backup-interval needs -r/--recovery-directory")
     if args.remote is not None and (args.master is not None or args.conf or args.properties_file):
-        parser.error("--remote runs on the Spark Connect server's own Spark: --master, --conf and --properties-file "
-                     "can't go with it")
+        parser.error(
+            "--remote runs on the Spark Connect server's own Spark: --master, --conf and --properties-file "
+            "can't go with it"
+        )
     conf = _conf(args.conf, args.properties_file, parser)
     master = args.master or conf.pop("spark.master", None)
-    config = RunConfig(parallelism=workers, master=master, conf=conf, progress=Progress(),
-                       driver_link_port=args.driver_link_port, ordered=workers == 1, spark_ui=True, remote=args.remote,
-                       single_run=True)
+    config = RunConfig(
+        parallelism=workers,
+        master=master,
+        conf=conf,
+        progress=Progress(),
+        driver_link_port=args.driver_link_port,
+        ordered=workers == 1,
+        spark_ui=True,
+        remote=args.remote,
+        single_run=True,
+    )
     if args.max_batch_items is not None:
         config.max_items_per_batch = args.max_batch_items
     if args.snapshot_interval is not None:

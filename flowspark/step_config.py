@@ -83,7 +83,8 @@ class OutputConfig(CoreConfig):
     """`output`: items written to a sink, in the driver or in Spark's tasks (`Sink.lives_in_driver`)."""
 
     sink: Optional[Sink[Any]]
-    """The flow's sink (the planner checks its type and lays out its partitions); in the copy Spark's workers get, None unless it is written in their tasks (`plan.for_workers`)."""
+    """The flow's sink (the planner checks its type and lays out its partitions); in the copy Spark's workers get,
+    None unless it is written in their tasks (`plan.for_workers`)."""
 
     kind: ClassVar[StepKind] = StepKind.OUTPUT
 
@@ -147,7 +148,13 @@ class InspectDebugConfig(CoreConfig):
         return dataclasses.replace(self, inspector=None)
 
 
-STATELESS_KINDS = (StepKind.FLAT_MAP_BATCH, StepKind.BRANCH, StepKind.MERGE, StepKind.REDISTRIBUTE, StepKind.INSPECT_DEBUG)
+STATELESS_KINDS = (
+    StepKind.FLAT_MAP_BATCH,
+    StepKind.BRANCH,
+    StepKind.MERGE,
+    StepKind.REDISTRIBUTE,
+    StepKind.INSPECT_DEBUG,
+)
 """The kinds the fused pass carries batches through (`engine.route`)."""
 
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from itertools import islice
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, Union
 
 from typing_extensions import override
 
@@ -27,7 +27,6 @@ from flowspark.inputs import (
 )
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.recovery import RecoveryConfig
-from typing import TypeVar
 
 _log = logging.getLogger(__name__)
 
@@ -143,7 +142,11 @@ class TestingSource(FixedPartitionedSource[X, int]):
 
         for_duration: timedelta
 
-    def __init__(self, ib: Iterable[Union[X, "TestingSource.EOF", "TestingSource.ABORT", "TestingSource.PAUSE"]], batch_size: int = 1) -> None:
+    def __init__(
+        self,
+        ib: Iterable[Union[X, "TestingSource.EOF", "TestingSource.ABORT", "TestingSource.PAUSE"]],
+        batch_size: int = 1,
+    ) -> None:
         self._ib = ib
         self._batch_size = batch_size
 
@@ -182,7 +185,9 @@ class TestingSink(DynamicSink[X]):
         return _ListPartition(self._ls)
 
 
-def poll_next_batch(part: Union[StatefulSourcePartition[X, Any], StatelessSourcePartition[X]], timeout: timedelta = timedelta(seconds=5)) -> List[X]:
+def poll_next_batch(
+    part: Union[StatefulSourcePartition[X, Any], StatelessSourcePartition[X]], timeout: timedelta = timedelta(seconds=5)
+) -> List[X]:
     """Call `part.next_batch()` until it returns items; `TimeoutError` after `timeout`."""
     start = datetime.now(timezone.utc)
     batch: List[X] = []
@@ -251,18 +256,28 @@ def drives_the_run(proc_id: Optional[int], process_count: int) -> bool:
         return True
     _log.warning(
         "process %d of %d: process 0 runs the whole flow on Spark, so this process has nothing to do; "
-        "to spread a flow over machines, run it once with --master spark://HOST:PORT", proc_id, max(process_count, proc_id + 1)
+        "to spread a flow over machines, run it once with --master spark://HOST:PORT",
+        proc_id,
+        max(process_count, proc_id + 1),
     )
     return False
 
 
-def _config(epoch_interval: Optional[timedelta], recovery_config: Optional[RecoveryConfig], parallelism: Optional[int],
-            on_progress: Optional[Callable[[BatchReport], None]]) -> Any:
+def _config(
+    epoch_interval: Optional[timedelta],
+    recovery_config: Optional[RecoveryConfig],
+    parallelism: Optional[int],
+    on_progress: Optional[Callable[[BatchReport], None]],
+) -> Any:
     from flowspark.engine.progress import Progress
     from flowspark.engine.runner import RunConfig
 
-    config = RunConfig(parallelism=parallelism, progress=Progress(on_progress), ordered=parallelism in (None, 1),
-                       remote=os.environ.get("SPARK_REMOTE"))
+    config = RunConfig(
+        parallelism=parallelism,
+        progress=Progress(on_progress),
+        ordered=parallelism in (None, 1),
+        remote=os.environ.get("SPARK_REMOTE"),
+    )
     if epoch_interval is not None:
         config.interval_seconds = max(0.05, epoch_interval.total_seconds())
         config.epoch_per_round = epoch_interval.total_seconds() == 0

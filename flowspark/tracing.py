@@ -33,7 +33,7 @@ import weakref
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, Iterator, Optional
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -252,7 +252,9 @@ class BatchTrace:
             from opentelemetry import trace
 
             parent = trace.set_span_in_context(run.span)
-            self._span = run.tracer.start_span("flowspark.batch", context=parent, attributes={"flowspark.batch_id": batch_id})
+            self._span = run.tracer.start_span(
+                "flowspark.batch", context=parent, attributes={"flowspark.batch_id": batch_id}
+            )
 
     def active(self) -> ContextManager[Any]:
         """The span as the current one, for spans the write makes (a sink's own, say)."""
@@ -274,7 +276,12 @@ class BatchTrace:
                 self._span.record_exception(error)
                 self._span.set_status(Status(StatusCode.ERROR, str(error)))
             self._span.end()
-        _runs_log.debug("flow %r: micro-batch %d written in %.3f s", self._run.flow_id, self._batch_id, time.monotonic() - self._started)
+        _runs_log.debug(
+            "flow %r: micro-batch %d written in %.3f s",
+            self._run.flow_id,
+            self._batch_id,
+            time.monotonic() - self._started,
+        )
 
 
 _runs: Dict[str, RunTrace] = {}
@@ -286,7 +293,11 @@ def traced_run(flow_id: str) -> Iterator[RunTrace]:
     """Wrap one run of `flow_id` in a `flowspark.run` span (when tracing is set up)."""
     handle = _current()
     tracer = handle.tracer if handle is not None else None
-    span_scope = tracer.start_as_current_span("flowspark.run", attributes={"flowspark.flow_id": flow_id}) if tracer is not None else nullcontext(None)
+    span_scope = (
+        tracer.start_as_current_span("flowspark.run", attributes={"flowspark.flow_id": flow_id})
+        if tracer is not None
+        else nullcontext(None)
+    )
     _runs_log.debug("flow %r: run started", flow_id)
     try:
         with span_scope as span:

@@ -525,8 +525,7 @@ def to_physical(flow: Dataflow, buckets: int = DEFAULT_BUCKETS, list_parts: bool
         for run in runs:
             lines.append(f"  {run.head}: {' '.join(run.groups)}")
         lines.append(
-            f"Stage {layer_stage(number)}: transformWithState runs these stateful steps "
-            "and the steps fused after them"
+            f"Stage {layer_stage(number)}: transformWithState runs these stateful steps and the steps fused after them"
         )
         for run in runs:
             lines.append(f"  stateful {named(run.head, run.kind)} <- {_fed(run.fed_by)}")
@@ -568,27 +567,40 @@ def _parser() -> argparse.ArgumentParser:
         "src.flow:flow or src.flow:get_flow('arg')",
     )
     parser.add_argument(
-        "-o", "--output-format", choices=get_args(_Formats), default="mermaid",
+        "-o",
+        "--output-format",
+        choices=get_args(_Formats),
+        default="mermaid",
         help="diagram format; default mermaid",
     )
     parser.add_argument(
-        "-r", "--recursive", action="store_true",
+        "-r",
+        "--recursive",
+        action="store_true",
         help="draw nested steps too (PlantUML only; Mermaid never does, JSON always does)",
     )
     parser.add_argument(
-        "-p", "--physical", action="store_true",
+        "-p",
+        "--physical",
+        action="store_true",
         help="print the runtime's plan (stages, shuffles and their groups, outputs and their sinks) instead of a diagram",
     )
     parser.add_argument(
-        "--list-parts", action="store_true",
+        "--list-parts",
+        action="store_true",
         help="with -p, list each partitioned source's partitions (this calls list_parts, "
         "which may reach an external system such as Kafka)",
     )
     return parser
 
 
-def render(flow: Dataflow, output_format: str = "mermaid", recursive: bool = False, physical: bool = False,
-           list_parts: bool = False) -> str:
+def render(
+    flow: Dataflow,
+    output_format: str = "mermaid",
+    recursive: bool = False,
+    physical: bool = False,
+    list_parts: bool = False,
+) -> str:
     """The text the command line prints for these options."""
     if physical:
         return to_physical(flow, list_parts=list_parts)

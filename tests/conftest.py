@@ -32,6 +32,9 @@ from flowspark.engine.driver_link import DriverServer
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
+pytest_plugins = ["s3_server"]
+"""Fixtures every test folder may ask for: `s3_endpoint`, `s3_folder`."""
+
 ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 """The instant the windowing tests align their windows on and count event time from."""
 
@@ -43,12 +46,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_module(module: str, *args: str, cwd: Path, timeout: float,
-               env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess[str]:
+def run_module(
+    module: str, *args: str, cwd: Path, timeout: float, env: Optional[Dict[str, str]] = None
+) -> subprocess.CompletedProcess[str]:
     """`python -m module args` run from `cwd` (with `env` for its environment, if given); its output captured as
     text, its exit status left to the caller."""
     return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         check=False,
     )
 
@@ -160,9 +169,18 @@ def tansu(log: Path, advertised_port: Optional[int] = None) -> Iterator[str]:
     advertised = f"tcp://127.0.0.1:{advertised_port or port}"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
-             "--storage-engine", "memory://tansu/"],
-            stdout=out, stderr=subprocess.STDOUT,
+            [
+                str(binary),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                advertised,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + 20
@@ -206,7 +224,11 @@ def kafka_classpath() -> str:
 """)
     fetched = subprocess.run(
         ["mvn", "-q", "-B", "dependency:build-classpath", f"-Dmdep.outputFile={saved}"],
-        cwd=folder, capture_output=True, text=True, timeout=600, check=False,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     if fetched.returncode != 0:
         raise RuntimeError(f"Maven could not fetch Apache Kafka {KAFKA_VERSION}: {fetched.stdout}{fetched.stderr}")
@@ -228,9 +250,27 @@ def _self_signed_certificate(folder: Path) -> Tuple[Path, Path]:
     trusted certificate."""
     key, cert = folder / "key.pem", folder / "cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     keystore = folder / "keystore.pem"
     keystore.write_text(key.read_text() + cert.read_text())
@@ -245,30 +285,39 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
     keystore, cert = _self_signed_certificate(folder)
     plain, controller, secure = free_port(), free_port(), free_port()
     properties = folder / "server.properties"
-    properties.write_text("\n".join([
-        "process.roles=broker,controller",
-        "node.id=1",
-        f"controller.quorum.voters=1@127.0.0.1:{controller}",
-        f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},SASL_SSL://127.0.0.1:{secure}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
-        "controller.listener.names=CONTROLLER",
-        "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
-        f"log.dirs={folder / 'data'}",
-        "offsets.topic.replication.factor=1",
-        "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1",
-        "group.initial.rebalance.delay.ms=0",
-        "sasl.enabled.mechanisms=PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule"
-        ' required user_alice="alice-secret";',
-        "ssl.keystore.type=PEM",
-        f"ssl.keystore.location={keystore}",
-    ]) + "\n")
+    properties.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@127.0.0.1:{controller}",
+                f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},SASL_SSL://127.0.0.1:{secure}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+                f"log.dirs={folder / 'data'}",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "sasl.enabled.mechanisms=PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule"
+                ' required user_alice="alice-secret";',
+                "ssl.keystore.type=PEM",
+                f"ssl.keystore.location={keystore}",
+            ]
+        )
+        + "\n"
+    )
     java = ["java", "-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-cp", classpath]
     cluster_id = "flowspark-tests-" + uuid.uuid4().hex[:6]
-    subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     log = folder / "broker.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([*java, "kafka.Kafka", str(properties)], stdout=out, stderr=subprocess.STDOUT)
@@ -285,10 +334,17 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
                 break
             except Exception:
                 time.sleep(0.2)
-        yield KafkaBroker(address, f"127.0.0.1:{secure}", {
-            "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
-            "sasl.password": "alice-secret", "ssl.ca.location": str(cert),
-        })
+        yield KafkaBroker(
+            address,
+            f"127.0.0.1:{secure}",
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "alice-secret",
+                "ssl.ca.location": str(cert),
+            },
+        )
     finally:
         proc.terminate()
         try:
@@ -444,7 +500,9 @@ def read_back(broker: str, topic: str, expect: int, quiet: float = 1.5, timeout:
 
 def _postgres_bin() -> Optional[Path]:
     """The folder of PostgreSQL's `initdb` and `postgres`: Debian's (the newest), else wherever `PATH` has them."""
-    debian = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    debian = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0
+    )
     if debian:
         return debian[-1].parent
     found = shutil.which("initdb")
@@ -469,7 +527,8 @@ def _postgres_user() -> Tuple[Optional[str], Optional[str]]:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[str]:
-    """A PostgreSQL server of the machine's own, made by `initdb` in a new temporary folder and listening on a free loopback port; its conninfo.
+    """A PostgreSQL server of the machine's own, made by `initdb` in a new temporary folder and listening on a free
+    loopback port; its conninfo.
 
     As root, the server runs as the `postgres` user (or `nobody`), who
     owns the folder.  It keeps no Unix socket, takes passwords only
@@ -495,17 +554,51 @@ def postgres() -> Iterator[str]:
     proc: Optional["subprocess.Popen[bytes]"] = None
     try:
         subprocess.run(
-            [str(bindir / "initdb"), "-D", str(base / "data"), "-U", "flowspark", "--auth=scram-sha-256",
-             "--pwfile", str(base / "pwfile"), "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"],
-            cwd=base, capture_output=True, check=True, timeout=120, **as_user,
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(base / "data"),
+                "-U",
+                "flowspark",
+                "--auth=scram-sha-256",
+                "--pwfile",
+                str(base / "pwfile"),
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--no-instructions",
+            ],
+            cwd=base,
+            capture_output=True,
+            check=True,
+            timeout=120,
+            **as_user,
         )
         port = free_port()
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [str(bindir / "postgres"), "-D", str(base / "data"), "-h", "127.0.0.1", "-p", str(port),
-                 "-c", "unix_socket_directories=", "-c", "fsync=off", "-c", "full_page_writes=off",
-                 "-c", "max_connections=60"],
-                cwd=base, stdout=out, stderr=subprocess.STDOUT, **as_user,
+                [
+                    str(bindir / "postgres"),
+                    "-D",
+                    str(base / "data"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-c",
+                    "unix_socket_directories=",
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "full_page_writes=off",
+                    "-c",
+                    "max_connections=60",
+                ],
+                cwd=base,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                **as_user,
             )
         conninfo = f"host=127.0.0.1 port={port} user=flowspark password={password} dbname=postgres"
         deadline = time.monotonic() + 60
@@ -573,15 +666,35 @@ class StandaloneCluster:
     def _spawn(self, name: str, args: List[str]) -> None:
         log = open(self.root / f"{name}.log", "wb")
         self._logs.append(log)
-        self._procs.append(subprocess.Popen(
-            [os.path.join(SPARK_HOME, "bin", "spark-class"), *args], env=spark_env(),
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        ))
+        self._procs.append(
+            subprocess.Popen(
+                [os.path.join(SPARK_HOME, "bin", "spark-class"), *args],
+                env=spark_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     def _spawn_worker(self, index: int, log_name: str) -> None:
-        self._spawn(log_name, ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                               "--cores", "1", "--memory", "1g", "--webui-port", "0",
-                               "--work-dir", str(self.work_dirs[index]), self.url])
+        self._spawn(
+            log_name,
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                "0",
+                "--work-dir",
+                str(self.work_dirs[index]),
+                self.url,
+            ],
+        )
 
     def start(self) -> None:
         """Start the master, and the workers once the master's page answers.
@@ -589,8 +702,18 @@ class StandaloneCluster:
         A worker's UI takes any free port: started together, it could take
         the one picked for the master's page before the master binds it.
         """
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(self.port), "--webui-port", str(self.ui_port)])
+        self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(self.ui_port),
+            ],
+        )
         self._wait_for_master()
         for i in range(self.workers):
             work_dir = self.root / f"worker{i}"

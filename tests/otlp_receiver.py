@@ -48,8 +48,16 @@ class Received:
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     attributes = {a.key: _attribute(a.value) for a in span.attributes}
-                    found.append(ReceivedSpan(span.name, span.trace_id, span.span_id, span.parent_span_id,
-                                              str(resource.get("service.name")), attributes))
+                    found.append(
+                        ReceivedSpan(
+                            span.name,
+                            span.trace_id,
+                            span.span_id,
+                            span.parent_span_id,
+                            str(resource.get("service.name")),
+                            attributes,
+                        )
+                    )
         with self.lock:
             self.spans.extend(found)
 

@@ -1,4 +1,5 @@
-"""Every public name a Bytewax 0.21.1 module holds (its own, not typing's or the standard library's) is in flowspark's module of the same path."""
+"""Every public name a Bytewax 0.21.1 module holds (its own, not typing's or the standard library's) is in
+flowspark's module of the same path."""
 
 from __future__ import annotations
 
@@ -9,14 +10,28 @@ from typing import Any, List, TypeVar
 import pytest
 
 MODULES = [
-    "dataflow", "operators", "operators.windowing", "inputs", "outputs", "testing", "run", "recovery",
-    "visualize", "tracing", "errors", "connectors.files", "connectors.stdio", "connectors.demo",
+    "dataflow",
+    "operators",
+    "operators.windowing",
+    "inputs",
+    "outputs",
+    "testing",
+    "run",
+    "recovery",
+    "visualize",
+    "tracing",
+    "errors",
+    "connectors.files",
+    "connectors.stdio",
+    "connectors.demo",
     "connectors.kafka.serde",
 ]
 
 NOT_KEPT = {
     # flowspark's `Operator` records its ports as dicts of stream ids.
-    ("dataflow", "Port"), ("dataflow", "SinglePort"), ("dataflow", "MultiPort"),
+    ("dataflow", "Port"),
+    ("dataflow", "SinglePort"),
+    ("dataflow", "MultiPort"),
     # A helper of Bytewax's private `_utils`, imported for its own use.
     ("operators.windowing", "partition"),
 }

@@ -22,8 +22,8 @@ from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
-from conftest import StandaloneCluster, pg_query, pg_table, spark_env
 
+from conftest import StandaloneCluster, pg_query, pg_table, spark_env
 from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
 
 RUN_TIMEOUT = 240.0
@@ -33,7 +33,7 @@ RUN_TIMEOUT = 240.0
 # module importing it.  The parser also records, once per batch, where it
 # ran (a side channel that works because TRACE_DIR's value travels inside
 # the pickled function).
-HELPER_MODULE = textwrap.dedent('''
+HELPER_MODULE = textwrap.dedent("""
     import os
     import socket
 
@@ -48,9 +48,9 @@ HELPER_MODULE = textwrap.dedent('''
             key, second, value = line.split(",")
             out.append((key, (int(second), int(value))))
         return out
-''')
+""")
 
-FLOW_MODULE = textwrap.dedent('''
+FLOW_MODULE = textwrap.dedent("""
     import os
     from datetime import datetime, timedelta, timezone
 
@@ -89,7 +89,7 @@ FLOW_MODULE = textwrap.dedent('''
         lambda a, b: a + b,
     )
     op.output("out", op.map("line", sums.down, as_line), FileSink(OUT_PATH))
-''')
+""")
 
 KEYS = 20
 LINES = 12_000
@@ -111,12 +111,31 @@ def _start_flow(flow_dir: Path, name: str, *extra: str) -> "subprocess.Popen[str
     """`python -m flowspark.run` on the flow module, writing `NAME.txt` and tracing into `trace-NAME/`."""
     trace = flow_dir / f"trace-{name}"
     trace.mkdir()
-    env = dict(spark_env(), CLUSTER_IN=str(flow_dir / "in.txt"), CLUSTER_OUT=str(flow_dir / f"{name}.txt"),
-               CLUSTER_TRACE=str(trace))
-    cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_user_flow.py'}:flow",
-           "--max-batch-items", "3000", *extra]
-    return subprocess.Popen(cmd, cwd=flow_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = dict(
+        spark_env(),
+        CLUSTER_IN=str(flow_dir / "in.txt"),
+        CLUSTER_OUT=str(flow_dir / f"{name}.txt"),
+        CLUSTER_TRACE=str(trace),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "flowspark.run",
+        f"{flow_dir / 'cluster_user_flow.py'}:flow",
+        "--max-batch-items",
+        "3000",
+        *extra,
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=flow_dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _finish(proc: "subprocess.Popen[str]", what: str) -> float:
@@ -175,8 +194,9 @@ def local_run(flow_dir: Path) -> Iterator["subprocess.Popen[str]"]:
 
 @pytest.mark.cluster
 @pytest.mark.quick
-def test_windowed_flow_on_cluster_matches_local_run(local_run: "subprocess.Popen[str]", cluster: StandaloneCluster,
-                                                   flow_dir: Path, tmp_path: Path) -> None:
+def test_windowed_flow_on_cluster_matches_local_run(
+    local_run: "subprocess.Popen[str]", cluster: StandaloneCluster, flow_dir: Path, tmp_path: Path
+) -> None:
     local_seconds = _finish(local_run, "local")
     proc = _start_flow(flow_dir, "cluster", "--master", cluster.url, "-r", str(tmp_path / "recovery"))
     cluster_seconds = _finish(proc, "cluster")
@@ -204,7 +224,7 @@ def test_windowed_flow_on_cluster_matches_local_run(local_run: "subprocess.Popen
 
 # A Kafka flow: each built partition records where it was built (in a Spark
 # task or not, and the working folder, which is an executor's on a cluster).
-KAFKA_FLOW_MODULE = textwrap.dedent('''
+KAFKA_FLOW_MODULE = textwrap.dedent("""
     import os
 
     from pyspark import TaskContext
@@ -232,21 +252,43 @@ KAFKA_FLOW_MODULE = textwrap.dedent('''
     messages = op.input("inp", flow, source)
     op.output("out", op.map("line", messages, lambda m: ("all", f"{m.partition} {m.offset} {m.value.decode()}")),
               FileSink(os.environ["CLUSTER_OUT"]))
-''')
+""")
 KAFKA_PARTITIONS = 3
 
 
-def _start_kafka_flow(flow_dir: Path, name: str, broker: str, topic: str, tail: bool, *extra: str,
-                      stderr: Any = subprocess.PIPE) -> "subprocess.Popen[str]":
+def _start_kafka_flow(
+    flow_dir: Path, name: str, broker: str, topic: str, tail: bool, *extra: str, stderr: Any = subprocess.PIPE
+) -> "subprocess.Popen[str]":
     """`python -m flowspark.run` on the Kafka flow, writing `NAME.txt` and tracing into `trace-NAME/`."""
     trace = flow_dir / f"trace-{name}"
     trace.mkdir(exist_ok=True)
-    env = dict(spark_env(), KAFKA_BROKER=broker, KAFKA_TOPIC=topic, KAFKA_TAIL="1" if tail else "0",
-               CLUSTER_OUT=str(flow_dir / f"{name}.txt"), CLUSTER_TRACE=str(trace))
-    cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_kafka_flow.py'}:flow",
-           "--max-batch-items", "40", *extra]
-    return subprocess.Popen(cmd, cwd=flow_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=stderr, text=True, start_new_session=True)
+    env = dict(
+        spark_env(),
+        KAFKA_BROKER=broker,
+        KAFKA_TOPIC=topic,
+        KAFKA_TAIL="1" if tail else "0",
+        CLUSTER_OUT=str(flow_dir / f"{name}.txt"),
+        CLUSTER_TRACE=str(trace),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "flowspark.run",
+        f"{flow_dir / 'cluster_kafka_flow.py'}:flow",
+        "--max-batch-items",
+        "40",
+        *extra,
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=flow_dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _produce(broker: str, topic: str, first: int, count: int) -> None:
@@ -269,8 +311,9 @@ def _by_partition(path: Path) -> Dict[str, List[str]]:
 
 @pytest.mark.cluster
 @pytest.mark.kafka
-def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: StandaloneCluster, broker: str,
-                                                                    flow_dir: Path, tmp_path: Path) -> None:
+def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(
+    cluster: StandaloneCluster, broker: str, flow_dir: Path, tmp_path: Path
+) -> None:
     pytest.importorskip("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -286,13 +329,16 @@ def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: Sta
     err = tmp_path / "killed.err"
     started = time.monotonic()
     with open(err, "w") as log:
-        proc = _start_kafka_flow(flow_dir, "kafka-cluster", broker, topic, True, "--master", cluster.url,
-                                 "-r", recovery, stderr=log)
+        proc = _start_kafka_flow(
+            flow_dir, "kafka-cluster", broker, topic, True, "--master", cluster.url, "-r", recovery, stderr=log
+        )
     killed_at = _kill_once_written(proc, err, lambda: len(out.read_text().splitlines()) if out.exists() else 0, 150)
     _produce(broker, topic, 600, 150)
     # Resumed on the cluster to the end of the topic, beside the uninterrupted reference run on a local master.
     local = _start_kafka_flow(flow_dir, "kafka-local", broker, topic, False)
-    resumed = _start_kafka_flow(flow_dir, "kafka-cluster", broker, topic, False, "--master", cluster.url, "-r", recovery)
+    resumed = _start_kafka_flow(
+        flow_dir, "kafka-cluster", broker, topic, False, "--master", cluster.url, "-r", recovery
+    )
     killed_seconds = time.monotonic() - started
     resumed_seconds = _finish(resumed, "resumed cluster")
     _finish(local, "local")
@@ -308,7 +354,6 @@ def test_kafka_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: Sta
     assert all(in_task == "True" for _, in_task, _ in built), built
     places = {Path(cwd) for _, _, cwd in built}
     assert all(any(w in p.parents for w in cluster.work_dirs) for p in places), places
-
 
 
 # A partitioned file flow: `DirSource` -> `DirSink`, each partition recording
@@ -358,12 +403,28 @@ def _start_files_flow(flow_dir: Path, name: str, *extra: str, stderr: Any = subp
     trace = flow_dir / f"trace-{name}"
     trace.mkdir(exist_ok=True)
     (flow_dir / name).mkdir(exist_ok=True)
-    env = dict(spark_env(), CLUSTER_IN=str(flow_dir / "in-files"), CLUSTER_OUT=str(flow_dir / name),
-               CLUSTER_TRACE=str(trace))
-    cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_files_flow.py'}:flow",
-           "--max-batch-items", "500", *extra]
-    return subprocess.Popen(cmd, cwd=flow_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=stderr, text=True, start_new_session=True)
+    env = dict(
+        spark_env(), CLUSTER_IN=str(flow_dir / "in-files"), CLUSTER_OUT=str(flow_dir / name), CLUSTER_TRACE=str(trace)
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "flowspark.run",
+        f"{flow_dir / 'cluster_files_flow.py'}:flow",
+        "--max-batch-items",
+        "500",
+        *extra,
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=flow_dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _files_by_key(folder: Path) -> Dict[str, Dict[str, List[str]]]:
@@ -377,8 +438,9 @@ def _files_by_key(folder: Path) -> Dict[str, Dict[str, List[str]]]:
 
 
 @pytest.mark.cluster
-def test_partitioned_file_flow_killed_and_resumed_on_cluster_matches_local_run(cluster: StandaloneCluster,
-                                                                              flow_dir: Path, tmp_path: Path) -> None:
+def test_partitioned_file_flow_killed_and_resumed_on_cluster_matches_local_run(
+    cluster: StandaloneCluster, flow_dir: Path, tmp_path: Path
+) -> None:
     (flow_dir / "cluster_files_flow.py").write_text(FILES_FLOW_MODULE)
     inputs = flow_dir / "in-files"
     inputs.mkdir()
@@ -394,9 +456,12 @@ def test_partitioned_file_flow_killed_and_resumed_on_cluster_matches_local_run(c
     err = tmp_path / "killed.err"
     with open(err, "w") as log:
         proc = _start_files_flow(flow_dir, "files-cluster", "--master", cluster.url, "-r", recovery, stderr=log)
-    killed_at = _kill_once_written(proc, err, lambda: sum(len(p.read_text().splitlines()) for p in out.glob("part_*")), 2_000)
-    resumed_seconds = _finish(_start_files_flow(flow_dir, "files-cluster", "--master", cluster.url, "-r", recovery),
-                              "resumed cluster")
+    killed_at = _kill_once_written(
+        proc, err, lambda: sum(len(p.read_text().splitlines()) for p in out.glob("part_*")), 2_000
+    )
+    resumed_seconds = _finish(
+        _start_files_flow(flow_dir, "files-cluster", "--master", cluster.url, "-r", recovery), "resumed cluster"
+    )
     _finish(local, "local")
     print(f"killed after {killed_at} of {IN_FILES * LINES_PER_FILE} lines; resumed run {resumed_seconds:.1f} s")
 
@@ -406,11 +471,14 @@ def test_partitioned_file_flow_killed_and_resumed_on_cluster_matches_local_run(c
     assert killed_at < IN_FILES * LINES_PER_FILE
     # Every input file was read, and every output file written, inside Spark tasks in the executors' folders.
     built = [line.split() for f in (flow_dir / "trace-files-cluster").iterdir() for line in f.read_text().splitlines()]
-    assert {part.split("::")[-1] for kind, part, _, _ in built if kind == "read"} == {f"in{i}.txt" for i in range(IN_FILES)}
+    assert {part.split("::")[-1] for kind, part, _, _ in built if kind == "read"} == {
+        f"in{i}.txt" for i in range(IN_FILES)
+    }
     assert {part for kind, part, _, _ in built if kind == "write"} == {"part_0", "part_1", "part_2"}
     assert all(in_task == "True" for _, _, in_task, _ in built), built
     places = {Path(cwd) for _, _, _, cwd in built}
     assert all(any(w in p.parents for w in cluster.work_dirs) for p in places), places
+
 
 # Lines of files read in Spark's tasks, as rows of a PostgreSQL table written in Spark's tasks.
 POSTGRES_FLOW_MODULE = textwrap.dedent("""
@@ -437,8 +505,9 @@ POSTGRES_FLOW_MODULE = textwrap.dedent("""
 
 @pytest.mark.cluster
 @pytest.mark.postgres
-def test_postgres_sink_killed_and_resumed_on_cluster_writes_every_row_once(cluster: StandaloneCluster, postgres: str,
-                                                                           flow_dir: Path, tmp_path: Path) -> None:
+def test_postgres_sink_killed_and_resumed_on_cluster_writes_every_row_once(
+    cluster: StandaloneCluster, postgres: str, flow_dir: Path, tmp_path: Path
+) -> None:
     (flow_dir / "cluster_postgres_flow.py").write_text(POSTGRES_FLOW_MODULE)
     inputs = flow_dir / "in-postgres"
     inputs.mkdir()
@@ -446,12 +515,30 @@ def test_postgres_sink_killed_and_resumed_on_cluster_writes_every_row_once(clust
         (inputs / f"in{index}.txt").write_text("".join(f"f{index}k{i % 7},{i}\n" for i in range(LINES_PER_FILE)))
     table = pg_table(postgres, "key text NOT NULL, line text NOT NULL")
     env = dict(spark_env(), CLUSTER_IN=str(inputs), CLUSTER_PG=postgres, CLUSTER_TABLE=table)
-    cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'cluster_postgres_flow.py'}:flow",
-           "--max-batch-items", "500", "--master", cluster.url, "-r", str(tmp_path / "recovery")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "flowspark.run",
+        f"{flow_dir / 'cluster_postgres_flow.py'}:flow",
+        "--max-batch-items",
+        "500",
+        "--master",
+        cluster.url,
+        "-r",
+        str(tmp_path / "recovery"),
+    ]
 
     def start(stderr: Any) -> "subprocess.Popen[str]":
-        return subprocess.Popen(cmd, cwd=flow_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=stderr, text=True, start_new_session=True)
+        return subprocess.Popen(
+            cmd,
+            cwd=flow_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
 
     def rows() -> int:
         return int(pg_query(postgres, f"SELECT count(*) FROM {table}")[0][0])
@@ -468,7 +555,7 @@ def test_postgres_sink_killed_and_resumed_on_cluster_writes_every_row_once(clust
     assert killed_at < IN_FILES * LINES_PER_FILE
 
 
-CHECK_SCRIPT = textwrap.dedent('''
+CHECK_SCRIPT = textwrap.dedent("""
     import sys
     from flowspark.engine.cluster import check_recovery_dir_visible
     from flowspark.engine.session import get_session
@@ -491,7 +578,7 @@ CHECK_SCRIPT = textwrap.dedent('''
     spark = get_session(url, {"spark.executor.memory": "4g"})
     check(spark, shared, timeout=3)
     spark.stop()
-''')
+""")
 
 
 @pytest.mark.cluster
@@ -500,9 +587,16 @@ def test_recovery_dir_check_on_cluster(cluster: StandaloneCluster, tmp_path: Pat
     shared.mkdir()
     missing = tmp_path / "missing"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", CHECK_SCRIPT, cluster.url, str(shared), str(missing)],
-                          env=spark_env(), cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT,
-                          start_new_session=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_SCRIPT, cluster.url, str(shared), str(missing)],
+        env=spark_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        start_new_session=True,
+        check=False,
+    )
     print(f"check run {time.monotonic() - started:.1f} s")
     assert done.returncode == 0, _short(done.stderr)
     visible, invisible, temporary, no_executor = done.stdout.splitlines()

@@ -6,7 +6,6 @@ import importlib
 from typing import Any, List, Tuple
 
 import pytest
-
 from oracle import Engine, assert_same_by_key, cause_chain, run_both, run_on
 
 
@@ -141,10 +140,10 @@ def test_partitioned_sink_fed_unkeyed_items_is_a_type_error(tmp_path: Any, items
 
 
 def test_flow_without_input_or_output_fails_at_run() -> None:
+    import flowspark.operators as op
     from flowspark.dataflow import Dataflow
     from flowspark.errors import FlowsparkRuntimeError
     from flowspark.testing import TestingSink, TestingSource, run_main
-    import flowspark.operators as op
 
     with pytest.raises(FlowsparkRuntimeError, match="at least one input"):
         run_main(Dataflow("empty"))

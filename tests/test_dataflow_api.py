@@ -14,11 +14,11 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Mapping, Set, Tuple
 
+import api_flow
 import pytest
-from conftest import usage_error
 from prometheus_client.parser import text_string_to_metric_families
 
-import api_flow
+from conftest import usage_error
 from flowspark import dataflow_api
 from flowspark.dataflow_api import ApiSettings, DataflowApi, settings_from_env
 from flowspark.engine.metrics import FlowMetrics
@@ -77,8 +77,12 @@ class Scrape:
         `bytewax_` metrics in the default registry, such as Bytewax's Kafka
         connector.)
         """
-        return {(f.name, s.labels["step_id"]) for f in self.families.values() for s in f.samples
-                if s.labels.get("step_id", "").startswith("api.")}
+        return {
+            (f.name, s.labels["step_id"])
+            for f in self.families.values()
+            for s in f.samples
+            if s.labels.get("step_id", "").startswith("api.")
+        }
 
     def step_names(self) -> Set[str]:
         return {name for name, _ in self.step_series()}
@@ -104,7 +108,9 @@ def _scrape_when_done(url: str, release: str, deadline: float = 120.0, also: Fro
                 continue
             families = {f.name: f for f in text_string_to_metric_families(body.decode())}
             scrape = Scrape({}, "", metrics_type, families)
-            done = "bytewax_item_inp_count" in families and scrape.items("bytewax_item_inp_count").get("api.out") == HALF
+            done = (
+                "bytewax_item_inp_count" in families and scrape.items("bytewax_item_inp_count").get("api.out") == HALF
+            )
             if done and also <= set(families):
                 dataflow_type, dataflow = _get(url + "/dataflow")
                 return Scrape(json.loads(dataflow), dataflow_type, metrics_type, families)
@@ -140,11 +146,16 @@ def _scrape_flowspark(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Tuple[S
 def _scrape_bytewax(tmp_path: Any) -> Scrape:
     port = _free_port()
     release = str(tmp_path / "release-bytewax")
-    env = dict(os.environ, BYTEWAX_DATAFLOW_API_ENABLED="1", BYTEWAX_DATAFLOW_API_PORT=str(port),
-               PYTHONPATH=os.path.dirname(__file__))
+    env = dict(
+        os.environ,
+        BYTEWAX_DATAFLOW_API_ENABLED="1",
+        BYTEWAX_DATAFLOW_API_PORT=str(port),
+        PYTHONPATH=os.path.dirname(__file__),
+    )
     # In `tmp_path`: Bytewax also writes the flow's JSON to `dataflow.json` in its working directory.
-    flow = subprocess.Popen([sys.executable, "-m", "bytewax.run", f"api_flow:bytewax_flow({release!r})"], env=env,
-                            cwd=tmp_path)
+    flow = subprocess.Popen(
+        [sys.executable, "-m", "bytewax.run", f"api_flow:bytewax_flow({release!r})"], env=env, cwd=tmp_path
+    )
     try:
         return _scrape_when_done(f"http://127.0.0.1:{port}", release)
     finally:
@@ -176,8 +187,10 @@ def test_running_flow_serves_bytewax_routes_and_metrics(tmp_path: Any, monkeypat
     assert ours.dataflow_type == theirs.dataflow_type == "application/json"
     assert ours.metrics_type.startswith("text/plain") and theirs.metrics_type.startswith("text/plain")
     assert theirs.step_series() <= ours.step_series()
-    assert ours.step_names() - theirs.step_names() <= {"bytewax_out_part_write_batch_duration_seconds",
-                                                       "flowspark_input_lag_items"}
+    assert ours.step_names() - theirs.step_names() <= {
+        "bytewax_out_part_write_batch_duration_seconds",
+        "flowspark_input_lag_items",
+    }
     # The user's own prometheus_client metrics, and flowspark's gauges.
     assert "api_flow_batches" in ours.names("api_flow") and "api_flow_batches" in theirs.names("api_flow")
     assert QUERY_GAUGES <= ours.names("flowspark_")
@@ -186,15 +199,25 @@ def test_running_flow_serves_bytewax_routes_and_metrics(tmp_path: Any, monkeypat
     assert set(labels) == {"step_id", "worker_index", "otel_scope_name"}
 
 
-@pytest.mark.parametrize("environ, expected", [
-    ({}, None),
-    ({"BYTEWAX_DATAFLOW_API_ENABLED": "1"}, ApiSettings("127.0.0.1", 3030)),
-    ({"BYTEWAX_DATAFLOW_API_ENABLED": "true", "BYTEWAX_DATAFLOW_API_PORT": "4000"}, ApiSettings("127.0.0.1", 4000)),
-    ({"FLOWSPARK_DATAFLOW_API_ENABLED": "1", "FLOWSPARK_DATAFLOW_API_PORT": "4001",
-      "BYTEWAX_DATAFLOW_API_PORT": "4000", "FLOWSPARK_DATAFLOW_API_HOST": "0.0.0.0"}, ApiSettings("0.0.0.0", 4001)),
-    ({"FLOWSPARK_DATAFLOW_API_ENABLED": "0", "BYTEWAX_DATAFLOW_API_ENABLED": "1"}, None),
-    ({"BYTEWAX_DATAFLOW_API_ENABLED": "false"}, None),
-])
+@pytest.mark.parametrize(
+    "environ, expected",
+    [
+        ({}, None),
+        ({"BYTEWAX_DATAFLOW_API_ENABLED": "1"}, ApiSettings("127.0.0.1", 3030)),
+        ({"BYTEWAX_DATAFLOW_API_ENABLED": "true", "BYTEWAX_DATAFLOW_API_PORT": "4000"}, ApiSettings("127.0.0.1", 4000)),
+        (
+            {
+                "FLOWSPARK_DATAFLOW_API_ENABLED": "1",
+                "FLOWSPARK_DATAFLOW_API_PORT": "4001",
+                "BYTEWAX_DATAFLOW_API_PORT": "4000",
+                "FLOWSPARK_DATAFLOW_API_HOST": "0.0.0.0",
+            },
+            ApiSettings("0.0.0.0", 4001),
+        ),
+        ({"FLOWSPARK_DATAFLOW_API_ENABLED": "0", "BYTEWAX_DATAFLOW_API_ENABLED": "1"}, None),
+        ({"BYTEWAX_DATAFLOW_API_ENABLED": "false"}, None),
+    ],
+)
 def test_settings_from_environment(environ: Mapping[str, str], expected: Any) -> None:
     assert settings_from_env(environ) == expected
 
@@ -238,7 +261,9 @@ def test_a_silent_connection_is_dropped_and_does_not_block_others(monkeypatch: p
         api.close()
 
 
-def test_the_command_line_names_a_bad_port_before_starting(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_line_names_a_bad_port_before_starting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("BYTEWAX_DATAFLOW_API_ENABLED", "1")
     monkeypatch.setenv("BYTEWAX_DATAFLOW_API_PORT", "api")
     assert "BYTEWAX_DATAFLOW_API_PORT='api' is not a port number" in usage_error(capsys, main, ["no_such_module:flow"])

@@ -56,5 +56,10 @@ def test_the_driver_service_account_may_manage_its_executors() -> None:
     assert {"create", "get", "list", "watch", "delete"} <= set(rule["verbs"])
     binding = docs["RoleBinding"]
     assert binding["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": docs["ServiceAccount"]["metadata"]["name"],
-                                    "namespace": docs["Namespace"]["metadata"]["name"]}]
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": docs["ServiceAccount"]["metadata"]["name"],
+            "namespace": docs["Namespace"]["metadata"]["name"],
+        }
+    ]

@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def _run(engine: str, module: str, cwd: Path) -> List[str]:
     done = subprocess.run(
         [sys.executable, "-m", f"{engine}.run", f"{module}:flow"],
-        cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
@@ -42,7 +46,11 @@ def test_file_to_parquet_writes_every_purchase_with_running_totals(tmp_path: Pat
     out = tmp_path / "purchases.parquet"
     done = subprocess.run(
         [sys.executable, "-m", "flowspark.run", "examples.file_to_parquet:flow"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
         env=dict(os.environ, PURCHASES_PARQUET=str(out)),
     )
     assert done.returncode == 0, done.stderr

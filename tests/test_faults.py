@@ -22,7 +22,9 @@ from flowspark.testing import TestingSink, TestingSource, run_main
     ("make", "type_name"),
     [(lambda x: threading.Lock(), "_thread.lock"), (lambda x: (i for i in range(x)), "builtins.generator")],
 )
-def test_an_unpicklable_item_names_the_step_it_was_headed_for_and_its_type(make: Callable[[int], Any], type_name: str) -> None:
+def test_an_unpicklable_item_names_the_step_it_was_headed_for_and_its_type(
+    make: Callable[[int], Any], type_name: str
+) -> None:
     flow = Dataflow("unpicklable")
     keyed = op.key_on("key", op.input("inp", flow, TestingSource([1, 2])), lambda _: "k")
     odd = op.map_value("wrap", keyed, make)
@@ -37,8 +39,13 @@ def test_an_unpicklable_item_names_the_step_it_was_headed_for_and_its_type(make:
 def test_a_state_that_does_not_pickle_names_the_step_and_key_and_says_why_it_must() -> None:
     flow = Dataflow("unpicklable_state")
     keyed = op.key_on("key", op.input("inp", flow, TestingSource(["a", "b"])), lambda v: v)
-    op.output("out", op.stateful_map("keep_lock", keyed, lambda state, v: (state or threading.Lock(), v)), TestingSink([]))
-    with pytest.raises(FlowsparkRuntimeError, match=r"error pickling the state of step 'unpicklable_state\.keep_lock[^']*' for key '[ab]'") as info:
+    op.output(
+        "out", op.stateful_map("keep_lock", keyed, lambda state, v: (state or threading.Lock(), v)), TestingSink([])
+    )
+    with pytest.raises(
+        FlowsparkRuntimeError,
+        match=r"error pickling the state of step 'unpicklable_state\.keep_lock[^']*' for key '[ab]'",
+    ) as info:
         run_main(flow)
     cause = info.value.__cause__
     assert isinstance(cause, TypeError) and "_thread.lock" in str(cause)
@@ -92,10 +99,18 @@ def _truncate(path: Path, keep: int, crc: Optional[bool] = None) -> None:
 
 @pytest.mark.parametrize(
     ("damaged", "keep_crc"),
-    [("query/commits/0", False), ("query/offsets/0", False), ("query/commits/0", True), ("query/offsets/0", True),
-     ("query/state/0/0/1.zip", False), ("flowspark-sinks.pkl", None)],
+    [
+        ("query/commits/0", False),
+        ("query/offsets/0", False),
+        ("query/commits/0", True),
+        ("query/offsets/0", True),
+        ("query/state/0/0/1.zip", False),
+        ("flowspark-sinks.pkl", None),
+    ],
 )
-def test_a_damaged_checkpoint_file_is_named_and_not_retried(finished_run: Path, tmp_path: Path, damaged: str, keep_crc: Optional[bool]) -> None:
+def test_a_damaged_checkpoint_file_is_named_and_not_retried(
+    finished_run: Path, tmp_path: Path, damaged: str, keep_crc: Optional[bool]
+) -> None:
     directory = tmp_path / "rec"
     shutil.copytree(finished_run, directory)
     _truncate(directory / damaged, 10, keep_crc)

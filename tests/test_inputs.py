@@ -1,4 +1,5 @@
-"""The helpers of `inputs` end and cut batches as Bytewax's do, and partitions are polled when their `next_awake` says, as Bytewax polls them."""
+"""The helpers of `inputs` end and cut batches as Bytewax's do, and partitions are polled when their `next_awake`
+says, as Bytewax polls them."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ def _getter(items: List[Any]) -> Callable[[], Any]:
 @pytest.mark.parametrize("size", [1, 2, 3, 7])
 def test_batch_cuts_an_iterable_as_bytewax_does(size: int) -> None:
     engines = [importlib.import_module(f"{engine}.inputs") for engine in ENGINES]
-    assert [list(inputs.batch(iter(range(7)), size)) for inputs in engines] == [[list(range(i, min(i + size, 7))) for i in range(0, 7, size)]] * 2
+    assert [list(inputs.batch(iter(range(7)), size)) for inputs in engines] == [
+        [list(range(i, min(i + size, 7))) for i in range(0, 7, size)]
+    ] * 2
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -146,8 +149,9 @@ Bytewax asks once after the build and once after each batch.
 """
 
 
-def _paced_flow(e: Engine, placement: str, pauses: Callable[[int], timedelta], log: Path,
-                abort_at: Optional[int] = None) -> Any:
+def _paced_flow(
+    e: Engine, placement: str, pauses: Callable[[int], timedelta], log: Path, abort_at: Optional[int] = None
+) -> Any:
     """A flow reading `ITEMS` one a batch from a partition that asks, at every `next_awake`, to sleep `pauses(read)` from now.
 
     `read` is how many items it emitted.  Each call is appended to `log`
@@ -231,7 +235,9 @@ def _asked_after_build(calls: List[Tuple[float, str, Optional[float]]]) -> bool:
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
-def test_a_partition_awake_again_an_interval_after_each_batch_is_read_as_bytewax_reads_it(tmp_path: Path, placement: str) -> None:
+def test_a_partition_awake_again_an_interval_after_each_batch_is_read_as_bytewax_reads_it(
+    tmp_path: Path, placement: str
+) -> None:
     logs = {engine: tmp_path / f"{engine}.log" for engine in ENGINES}
     pause = timedelta(milliseconds=10)
     bytewax_out, flowspark_out = run_both(lambda e: _paced_flow(e, placement, lambda read: pause, logs[e.name]))
@@ -272,7 +278,9 @@ def test_a_resumed_partition_is_asked_when_to_wake_again_after_it_is_built(tmp_p
             log = tmp_path / f"{engine}-{run}.log"
             # The first run asks for no pause and aborts after two items;
             # the resumed one asks, after its build, to sleep 0.3 s.
-            pauses = (lambda read: timedelta(0)) if run == 1 else (lambda read: timedelta(seconds=0.3 if read == 2 else 0))
+            pauses = (
+                (lambda read: timedelta(0)) if run == 1 else (lambda read: timedelta(seconds=0.3 if read == 2 else 0))
+            )
             flow, out = _paced_flow(e, placement, pauses, log, abort_at=2 if run == 1 else None)
             e.run_main(flow, epoch_interval=timedelta(0), recovery_config=recovery.RecoveryConfig(directory))
             outputs[engine].append(out["out"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-USER_FLOW = '''
+USER_FLOW = """
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSource
@@ -17,7 +17,7 @@ from flowspark.testing import TestingSource
 flow = Dataflow("typed")
 nums = op.input("inp", flow, TestingSource([1, 2, 3]))
 words = op.map("upper", nums, lambda x: x.upper())
-'''
+"""
 
 
 def _run(*args: object, cwd: Path) -> "subprocess.CompletedProcess[str]":
@@ -25,8 +25,17 @@ def _run(*args: object, cwd: Path) -> "subprocess.CompletedProcess[str]":
 
 
 def _mypy_user_flow(python: Path, user_dir: Path) -> str:
-    done = _run(sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-executable", python, "flow.py",
-                cwd=user_dir)
+    done = _run(
+        sys.executable,
+        "-m",
+        "mypy",
+        "--strict",
+        "--no-incremental",
+        "--python-executable",
+        python,
+        "flow.py",
+        cwd=user_dir,
+    )
     return done.stdout
 
 

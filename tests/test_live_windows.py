@@ -19,7 +19,12 @@ def test_windows_are_emitted_within_a_window_length_of_closing() -> None:
     # with their own time, so the early windows may get no reading at all.
     done = subprocess.run(
         [sys.executable, "-m", "flowspark.run", "examples.live_windows:flow", "--no-progress", "-s", "0.2"],
-        cwd=ROOT, env=dict(os.environ, LIVE_READINGS="64"), capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        env=dict(os.environ, LIVE_READINGS="64"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     rows = [LINE.fullmatch(line) for line in done.stdout.splitlines()]

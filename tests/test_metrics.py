@@ -7,10 +7,10 @@ import urllib.request
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from conftest import OnePartSource
 from prometheus_client.parser import text_string_to_metric_families
 
 import flowspark.operators as op
+from conftest import OnePartSource
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import ApiSettings, DataflowApi
 from flowspark.engine.driver_link import DriverServer
@@ -51,11 +51,16 @@ def _pushed(batches: List[List[int]]) -> Dict[Tuple[Count, str], int]:
 def test_every_stateless_step_counts_its_batches_items() -> None:
     counts = _pushed([[1, 2, 3, 4, 5, 6], [7, 8]])
     assert counts == {
-        (Count.ITEMS_IN, "m.odd"): 8, (Count.ITEMS_OUT, "m.odd"): 8,
-        (Count.ITEMS_IN, "m.small.flat_map.flat_map_batch"): 4, (Count.ITEMS_OUT, "m.small.flat_map.flat_map_batch"): 2,
-        (Count.ITEMS_IN, "m.both"): 6, (Count.ITEMS_OUT, "m.both"): 6,
-        (Count.ITEMS_IN, "m.look"): 6, (Count.ITEMS_OUT, "m.look"): 6,
-        (Count.ITEMS_IN, "m.spread"): 6, (Count.ITEMS_OUT, "m.spread"): 6,
+        (Count.ITEMS_IN, "m.odd"): 8,
+        (Count.ITEMS_OUT, "m.odd"): 8,
+        (Count.ITEMS_IN, "m.small.flat_map.flat_map_batch"): 4,
+        (Count.ITEMS_OUT, "m.small.flat_map.flat_map_batch"): 2,
+        (Count.ITEMS_IN, "m.both"): 6,
+        (Count.ITEMS_OUT, "m.both"): 6,
+        (Count.ITEMS_IN, "m.look"): 6,
+        (Count.ITEMS_OUT, "m.look"): 6,
+        (Count.ITEMS_IN, "m.spread"): 6,
+        (Count.ITEMS_OUT, "m.spread"): 6,
     }
 
 
@@ -105,11 +110,17 @@ def _broken() -> Any:
 def test_gauges_come_from_the_query_progress_and_a_failing_source_leaves_them_out() -> None:
     metrics = FlowMetrics()
     assert metrics.gauges() == []
-    progress = {"batchId": 7, "durationMs": {"triggerExecution": 250}, "stateOperators": [{"numRowsTotal": 3}, {"numRowsTotal": 4}]}
+    progress = {
+        "batchId": 7,
+        "durationMs": {"triggerExecution": 250},
+        "stateOperators": [{"numRowsTotal": 3}, {"numRowsTotal": 4}],
+    }
     metrics.watch(QueryWatch(lambda: progress, lambda: 0.5, lambda: {("f.inp", "p1"): 12}))
     assert {(g.name, g.labels): g.value for g in metrics.gauges()} == {
-        ("flowspark_micro_batch_id", ()): 7, ("flowspark_micro_batch_duration_seconds", ()): 0.25,
-        ("flowspark_state_rows", ()): 7, ("flowspark_input_fraction_done", ()): 0.5,
+        ("flowspark_micro_batch_id", ()): 7,
+        ("flowspark_micro_batch_duration_seconds", ()): 0.25,
+        ("flowspark_state_rows", ()): 7,
+        ("flowspark_input_fraction_done", ()): 0.5,
         ("flowspark_input_lag_items", (("step_id", "f.inp"), ("partition", "p1"))): 12,
     }
     lag = _families(metrics)["flowspark_input_lag_items"].samples

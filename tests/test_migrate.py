@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-from conftest import run_module
 
+from conftest import run_module
 from flowspark.migrate.inventory import BYTEWAX_MODULES
 
 WORDCOUNT = '''"""Count words; Bytewax style."""
@@ -34,7 +34,7 @@ ticks = op.input("ticks", flow, Countdown(2))
 op.output("print_ticks", op.map("tick", ticks, lambda n: f"tick={n}"), StdOutSink())
 '''
 
-SOURCES = '''import bytewax.inputs
+SOURCES = """import bytewax.inputs
 from bytewax.inputs import StatelessSourcePartition
 
 
@@ -55,16 +55,16 @@ class Countdown(bytewax.inputs.DynamicSource[int]):
 
     def build(self, step_id, worker_index, worker_count):
         return CountdownPartition(self.start)
-'''
+"""
 
-LEGACY = '''from bytewax import operators as op
+LEGACY = """from bytewax import operators as op
 from bytewax.connectors.kafka import KafkaSourceMessage, serde
 from bytewax.recovery import RecoveryConfig, InconsistentPartitionsError
 from bytewax.redis import RedisSink
 
 stream = op.no_such_operator("x", None)
 COMMAND = ["python", "-m", "bytewax.run", "myflows.wordcount:flow"]
-'''
+"""
 
 PROJECT: Dict[str, str] = {
     "src/myflows/__init__.py": "",
@@ -165,8 +165,15 @@ def test_in_place_rewrite_runs_on_flowspark_as_it_ran_on_bytewax(tmp_path: Path)
     env = dict(os.environ, PYTHONPATH=str(project / "src"))
 
     def run(engine: str) -> List[str]:
-        done = subprocess.run([sys.executable, "-m", f"{engine}.run", "myflows.wordcount:flow"], cwd=project, env=env,
-                              capture_output=True, text=True, timeout=300, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", f"{engine}.run", "myflows.wordcount:flow"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         return sorted(done.stdout.splitlines())
 
@@ -181,8 +188,11 @@ def test_in_place_rewrite_runs_on_flowspark_as_it_ran_on_bytewax(tmp_path: Path)
     assert after[".venv/lib/site.py"] == PROJECT[".venv/lib/site.py"]
     assert after["src/myflows/broken.py"] == PROJECT["src/myflows/broken.py"]
     assert "from bytewax.redis import RedisSink" in after["src/myflows/legacy.py"]
-    assert not re.search(r"^(import|from) bytewax\.(operators|inputs|dataflow|testing)", after["src/myflows/wordcount.py"]
-                         + after["src/myflows/sources.py"], re.MULTILINE)
+    assert not re.search(
+        r"^(import|from) bytewax\.(operators|inputs|dataflow|testing)",
+        after["src/myflows/wordcount.py"] + after["src/myflows/sources.py"],
+        re.MULTILINE,
+    )
     assert stat.S_IMODE((project / "scripts" / "run.sh").stat().st_mode) == 0o750
 
     again = _migrate(str(project), cwd=tmp_path)
@@ -209,15 +219,21 @@ def test_known_bytewax_modules_are_those_bytewax_ships() -> None:
     assert shipped == BYTEWAX_MODULES
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ("import bytewax.operators as op  # ops\n", "import flowspark.operators as op  # ops\n"),
-    ("from  bytewax . testing import run_main\n", "from  flowspark . testing import run_main\n"),
-    ("from \\\n    bytewax.dataflow import Dataflow\n", "from \\\n    flowspark.dataflow import Dataflow\n"),
-    ("s = 'é'; import bytewax.testing; bytewax.testing.run_main\n", "s = 'é'; import flowspark.testing; flowspark.testing.run_main\n"),
-    ("from .bytewax import x\n", "from .bytewax import x\n"),
-    ("import bytewaxish\n", "import bytewaxish\n"),
-    ("bytewax = 3\nprint(bytewax)\n", "bytewax = 3\nprint(bytewax)\n"),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("import bytewax.operators as op  # ops\n", "import flowspark.operators as op  # ops\n"),
+        ("from  bytewax . testing import run_main\n", "from  flowspark . testing import run_main\n"),
+        ("from \\\n    bytewax.dataflow import Dataflow\n", "from \\\n    flowspark.dataflow import Dataflow\n"),
+        (
+            "s = 'é'; import bytewax.testing; bytewax.testing.run_main\n",
+            "s = 'é'; import flowspark.testing; flowspark.testing.run_main\n",
+        ),
+        ("from .bytewax import x\n", "from .bytewax import x\n"),
+        ("import bytewaxish\n", "import bytewaxish\n"),
+        ("bytewax = 3\nprint(bytewax)\n", "bytewax = 3\nprint(bytewax)\n"),
+    ],
+)
 def test_python_rewrites_only_bytewax_module_names(line: str, expected: str) -> None:
     from flowspark.migrate.python_files import migrate_python
 

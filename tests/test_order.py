@@ -50,8 +50,10 @@ def test_a_round_reaches_the_flows_outputs_and_taps_in_the_order_the_flow_create
     assert flowspark_out == bytewax_out
 
 
-@pytest.mark.parametrize("below", ["nothing", "redistribute", "branch", "merge", "map", "two_maps", "inspect_debug",
-                                   "stateful_map", "max_final"])
+@pytest.mark.parametrize(
+    "below",
+    ["nothing", "redistribute", "branch", "merge", "map", "two_maps", "inspect_debug", "stateful_map", "max_final"],
+)
 def test_the_end_of_input_reaches_a_step_later_below_each_map_inspect_or_stateful_step(below: str) -> None:
     # Step "a" is created and inspected first; the steps between it and the
     # keyed stream decide whether its `on_eof` comes before or after "b"'s.
@@ -136,8 +138,14 @@ def test_stateful_steps_merged_come_in_the_order_merge_takes_them(min_first: boo
         counts = e.op.stateful_map("count", nums, lambda n, v: ((n or 0) + 1, ("count", (n or 0) + 1)))
         finals: List[Any] = []
         running: List[Any] = []
-        e.op.output("finals", e.op.merge("ends", *((lowest, highest) if min_first else (highest, lowest))), e.TestingSink(finals))
-        e.op.output("running", e.op.merge("runs", *((counts, sums) if min_first else (sums, counts))), e.TestingSink(running))
+        e.op.output(
+            "finals",
+            e.op.merge("ends", *((lowest, highest) if min_first else (highest, lowest))),
+            e.TestingSink(finals),
+        )
+        e.op.output(
+            "running", e.op.merge("runs", *((counts, sums) if min_first else (sums, counts))), e.TestingSink(running)
+        )
         return flow, {"finals": finals, "running": running}
 
     bytewax_out, flowspark_out = run_both(build)
@@ -256,9 +264,9 @@ def test_inspect_debug_epochs_count_from_one_as_bytewax_does(interval: Optional[
 
 
 def test_inputs_rank_in_the_order_the_first_merge_takes_them() -> None:
+    import flowspark.operators as op
     from flowspark.dataflow import Dataflow
     from flowspark.engine.plan import build_plan, input_ranks
-    import flowspark.operators as op
     from flowspark.testing import TestingSink, TestingSource
 
     flow = Dataflow("ranks")
@@ -272,12 +280,12 @@ def test_inputs_rank_in_the_order_the_first_merge_takes_them() -> None:
 
 
 def test_the_writer_puts_runs_from_all_tasks_in_order(tmp_path: Any) -> None:
+    import flowspark.operators as op
     from flowspark.dataflow import Dataflow
     from flowspark.engine import chunks
     from flowspark.engine.plan import build_plan
     from flowspark.engine.route import Collector
     from flowspark.engine.sink_writer import SinkWriter
-    import flowspark.operators as op
     from flowspark.testing import TestingSink, TestingSource
 
     flow = Dataflow("writer")
@@ -286,9 +294,11 @@ def test_the_writer_puts_runs_from_all_tasks_in_order(tmp_path: Any) -> None:
     plan = build_plan(flow)
     plan.ordered = True
     rows: List[chunks.Row] = []
-    for origin, runs in (("000.00001.000", [((0, 0, 1, ""), ["b0"]), ((1, 0, 1, ""), ["b1"])]),
-                         ("000.00000.000", [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
-                         ("S0/3", [((1, 1, 0, "z"), ["z1"]), ((1, 1, 0, "k"), ["k1"])])):
+    for origin, runs in (
+        ("000.00001.000", [((0, 0, 1, ""), ["b0"]), ((1, 0, 1, ""), ["b1"])]),
+        ("000.00000.000", [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
+        ("S0/3", [((1, 1, 0, "z"), ["z1"]), ((1, 1, 0, "k"), ["k1"])]),
+    ):
         collector = Collector(origin, ordered=True)
         for order, items in runs:
             collector.outputs.setdefault(0, chunks.ItemChunk("writer.out")).extend(items)

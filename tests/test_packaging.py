@@ -45,7 +45,10 @@ def _build_wheel(tmp_path: Path) -> Path:
     dist = tmp_path / "dist"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
-        check=True, capture_output=True, text=True, timeout=300,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     (wheel,) = dist.glob("flowspark-*.whl")
     return wheel
@@ -62,7 +65,11 @@ def test_wheel_installs_and_runs_the_readme_first_command(tmp_path: Path) -> Non
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
     installed = subprocess.run(
-        [python, "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, timeout=600, check=False,
+        [python, "-m", "pip", "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert installed.returncode == 0, installed.stderr
 
@@ -75,7 +82,13 @@ def test_wheel_installs_and_runs_the_readme_first_command(tmp_path: Path) -> Non
     # class archive is written for a virtualenv that is deleted afterwards.
     env.update(HOME=str(tmp_path / "home"), FLOWSPARK_CLASS_ARCHIVE="0")
     done = subprocess.run(
-        [python, *command[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False,
+        [python, *command[1:]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
-from conftest import free_port, run_module, usage_error
 
+from conftest import free_port, run_module, usage_error
 from flowspark.run import locate_flow
 
 FLOWS = '''
@@ -134,8 +134,14 @@ def test_cli_runs_a_factory_and_reports_failures(flows_file: Path) -> None:
 def _other_process(flows_file: Path, *args: str, env: Optional[Dict[str, str]] = None) -> "subprocess.Popen[str]":
     """`python -m flowspark.run` started for a process other than 0, its stderr in `other.err` beside the flows."""
     with open(flows_file.parent / "other.err", "w") as err:
-        return subprocess.Popen([sys.executable, "-m", "flowspark.run", *args], cwd=flows_file.parent, env=env,
-                                stdout=subprocess.PIPE, stderr=err, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "flowspark.run", *args],
+            cwd=flows_file.parent,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
 
 
 def _logged(flows_file: Path, words: str, proc: "subprocess.Popen[str]") -> None:
@@ -162,7 +168,8 @@ def test_a_bytewax_multi_process_launch_runs_the_flow_once_and_the_others_end_wi
 
 
 def test_bytewax_kubernetes_chart_pods_stay_while_pod_0_runs_the_flow_and_wait_for_it_to_come_back(
-        flows_file: Path) -> None:
+    flows_file: Path,
+) -> None:
     """The chart names each pod `<statefulset>-<n>` and lists every pod's address in a file: only pod 0 runs the flow.
 
     The other pods stay up while it runs (a StatefulSet restarts a pod
@@ -174,17 +181,30 @@ def test_bytewax_kubernetes_chart_pods_stay_while_pod_0_runs_the_flow_and_wait_f
     other = _other_process(flows_file, "my_flows:gated()", env=dict(env, BYTEWAX_POD_NAME="flow-1"))
     pod_0 = dict(env, BYTEWAX_POD_NAME="flow-0")
     try:
-        first = subprocess.Popen([sys.executable, "-m", "flowspark.run", "my_flows:gated()"], cwd=flows_file.parent,
-                                 env=pod_0, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                 start_new_session=True)
+        first = subprocess.Popen(
+            [sys.executable, "-m", "flowspark.run", "my_flows:gated()"],
+            cwd=flows_file.parent,
+            env=pod_0,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         _logged(flows_file, "is running the flow", other)
         assert first.stdout is not None and first.stdout.readline() == "started\n"
         os.killpg(first.pid, signal.SIGKILL)  # pod 0 lost: its pod restarts
         first.wait()
         _logged(flows_file, "went away without a status", other)
         (flows_file.parent / "go").touch()
-        again = subprocess.run([sys.executable, "-m", "flowspark.run", "my_flows:gated()", "-w", "1"], cwd=flows_file.parent,
-                               env=pod_0, capture_output=True, text=True, timeout=300, check=False)
+        again = subprocess.run(
+            [sys.executable, "-m", "flowspark.run", "my_flows:gated()", "-w", "1"],
+            cwd=flows_file.parent,
+            env=pod_0,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert again.returncode == 0, again.stderr
         assert again.stdout.splitlines() == ["started", "started"]  # a worker per pod
         assert other.wait(timeout=60) == 0
@@ -194,9 +214,9 @@ def test_bytewax_kubernetes_chart_pods_stay_while_pod_0_runs_the_flow_and_wait_f
 
 
 def test_cluster_main_outside_process_0_returns_without_running() -> None:
+    import flowspark.operators as op
     from flowspark.dataflow import Dataflow
     from flowspark.testing import TestingSink, TestingSource, cluster_main
-    import flowspark.operators as op
 
     out: list = []
     flow = Dataflow("multi")
@@ -216,7 +236,9 @@ def test_one_worker_gives_bytewax_round_order(flows_file: Path) -> None:
 
 def test_bytewax_testing_launcher_runs_once_with_every_process_workers(flows_file: Path) -> None:
     """`python -m bytewax.testing -p 2 -w 2` starts two processes of two workers; here one run has the four."""
-    spread = run_module("flowspark.testing", "my_flows:workers()", "-p", "2", "-w", "2", "-s", "0", cwd=flows_file.parent, timeout=300)
+    spread = run_module(
+        "flowspark.testing", "my_flows:workers()", "-p", "2", "-w", "2", "-s", "0", cwd=flows_file.parent, timeout=300
+    )
     assert spread.returncode == 0, spread.stderr
     assert sorted(spread.stdout.splitlines()) == ["0/4", "1/4", "2/4", "3/4"]
     single = run_module("flowspark.testing", "my_flows:merged()", cwd=flows_file.parent, timeout=300)
@@ -225,14 +247,16 @@ def test_bytewax_testing_launcher_runs_once_with_every_process_workers(flows_fil
 
 
 def test_cli_main_runs_a_flow_from_a_program_as_bytewax_s_does() -> None:
+    import flowspark.operators as op
     from flowspark.dataflow import Dataflow
     from flowspark.run import RecoveryConfig, cli_main
     from flowspark.testing import TestingSink, TestingSource
-    import flowspark.operators as op
 
     out: list = []
     flow = Dataflow("from_a_program")
-    op.output("out", op.map("double", op.input("inp", flow, TestingSource([1, 2, 3])), lambda x: 2 * x), TestingSink(out))
+    op.output(
+        "out", op.map("double", op.input("inp", flow, TestingSource([1, 2, 3])), lambda x: 2 * x), TestingSink(out)
+    )
     cli_main(flow, process_id=1, addresses=["a:1", "b:1"])
     assert out == []
     cli_main(flow)
@@ -240,8 +264,9 @@ def test_cli_main_runs_a_flow_from_a_program_as_bytewax_s_does() -> None:
     assert RecoveryConfig.__module__ == "flowspark.recovery"
 
 
-def test_a_pod_name_the_chart_did_not_make_is_refused_with_what_to_set(monkeypatch: pytest.MonkeyPatch,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_pod_name_the_chart_did_not_make_is_refused_with_what_to_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from flowspark.run import _parse_args
 
     monkeypatch.setenv("BYTEWAX_STATEFULSET_NAME", "flow")

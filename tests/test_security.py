@@ -26,7 +26,7 @@ from flowspark.engine.connect_server import DIR_ENV, RECORD
 from flowspark.engine.private_files import private_dir, read_trusted, write_private
 from flowspark.errors import FlowsparkRuntimeError
 
-SLOW_FLOW = '''
+SLOW_FLOW = """
 import time
 from datetime import datetime, timedelta, timezone
 import flowspark.operators as op
@@ -54,10 +54,11 @@ class Slow(DynamicSource):
 flow = Dataflow("prodded")
 keyed = op.input("inp", flow, Slow())
 clock = win.EventClock(lambda v: ALIGN + timedelta(seconds=v), wait_for_system_duration=timedelta(hours=1))
-windows = win.fold_window("sum", keyed, clock, win.TumblingWindower(timedelta(seconds=10), ALIGN), lambda: 0, lambda a, v: a + v, lambda a, b: a + b)
+windower = win.TumblingWindower(timedelta(seconds=10), ALIGN)
+windows = win.fold_window("sum", keyed, clock, windower, lambda: 0, lambda a, v: a + v, lambda a, b: a + b)
 lines = op.map("fmt", windows.down, lambda kv: (kv[0], f"{kv[0]} {kv[1][0]} {kv[1][1]}"))
 op.output("out", lines, FileSink(OUT))
-'''
+"""
 
 
 def _tree(root: int) -> List[int]:
@@ -149,8 +150,14 @@ def test_a_run_listens_on_loopback_only_and_finishes_while_its_ports_are_prodded
     servers = tmp_path / "servers"
     (tmp_path / "prodded_flow.py").write_text(f"OUT = {str(out)!r}\n" + SLOW_FLOW)
     env = dict(os.environ, FLOWSPARK_WARM_SPARK=warm, **{DIR_ENV: str(servers)})
-    run = subprocess.Popen([sys.executable, "-m", "flowspark.run", "prodded_flow:flow"], cwd=tmp_path, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "flowspark.run", "prodded_flow:flow"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     kept: List[socket.socket] = []
     prodded: Set[int] = set()
     try:
@@ -210,8 +217,8 @@ def test_a_recovery_directory_or_file_others_can_write_is_refused(tmp_path: Path
 
 
 def test_a_run_keeps_its_recovery_directory_private(tmp_path: Path) -> None:
-    from flowspark.dataflow import Dataflow
     import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
     from flowspark.recovery import RecoveryConfig
     from flowspark.testing import TestingSink, TestingSource, run_main
 
@@ -235,9 +242,13 @@ def test_ctrl_c_while_spark_starts_leaves_no_process_behind(tmp_path: Path, dela
         "from flowspark.testing import TestingSource\nfrom flowspark.connectors.stdio import StdOutSink\n"
         "flow = Dataflow('tiny')\nop.output('out', op.input('inp', flow, TestingSource([1])), StdOutSink())\n"
     )
-    run = subprocess.Popen([sys.executable, "-m", "flowspark.run", "tiny_flow:flow"], cwd=tmp_path,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "flowspark.run", "tiny_flow:flow"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(delay)
     started = set(_tree(run.pid)) - {run.pid}
     os.kill(run.pid, signal.SIGINT)

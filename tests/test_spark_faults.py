@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 import pytest
+
 from conftest import StandaloneCluster, ancestor, command_line, spark_env
 
 FLOW_MODULE = textwrap.dedent('''
@@ -139,7 +140,10 @@ def flow_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     inputs = folder / "in"
     inputs.mkdir()
     for index in range(IN_FILES):
-        rows = (f"f{index}k{i % KEYS_PER_FILE},{i // LINES_PER_SECOND},{(i * 7 + index) % 100}" for i in range(LINES_PER_FILE))
+        rows = (
+            f"f{index}k{i % KEYS_PER_FILE},{i // LINES_PER_SECOND},{(i * 7 + index) % 100}"
+            for i in range(LINES_PER_FILE)
+        )
         (inputs / f"in{index}.txt").write_text("".join(f"{row}\n" for row in rows))
     return folder
 
@@ -154,13 +158,34 @@ class Run:
         out.mkdir(exist_ok=True)
         runs = len(list(self.chaos.glob("*.err")))
         self.err_path = self.chaos / f"run{runs}.err"
-        environment = dict(spark_env(), CHAOS_IN=str(flow_dir / "in"), CHAOS_OUT=str(out), CHAOS_DIR=str(self.chaos),
-                           CHAOS_POINTS=points, **env)
-        cmd = [sys.executable, "-m", "flowspark.run", f"{flow_dir / 'chaos_flow.py'}:flow", "--max-batch-items", "300",
-               "--no-progress", *extra]
+        environment = dict(
+            spark_env(),
+            CHAOS_IN=str(flow_dir / "in"),
+            CHAOS_OUT=str(out),
+            CHAOS_DIR=str(self.chaos),
+            CHAOS_POINTS=points,
+            **env,
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "flowspark.run",
+            f"{flow_dir / 'chaos_flow.py'}:flow",
+            "--max-batch-items",
+            "300",
+            "--no-progress",
+            *extra,
+        ]
         with open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(cmd, cwd=flow_dir, env=environment, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=flow_dir,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
 
     @property
     def err(self) -> str:
@@ -216,7 +241,10 @@ def reference(flow_dir: Path) -> Iterator[Dict[str, Dict[str, List[str]]]]:
     assert run.wait() == 0, _short(run.err)
     expected = _lines(flow_dir / "reference")
     windows = LINES_PER_FILE // LINES_PER_SECOND // 60
-    assert sum(len(lines) for by_key in expected.values() for lines in by_key.values()) == IN_FILES * KEYS_PER_FILE * windows
+    assert (
+        sum(len(lines) for by_key in expected.values() for lines in by_key.values())
+        == IN_FILES * KEYS_PER_FILE * windows
+    )
     yield expected
 
 
@@ -225,20 +253,30 @@ def _executor(pid: int) -> int:
     return ancestor(pid, lambda found: "CoarseGrainedExecutorBackend" in command_line(found))
 
 
-def test_killed_python_workers_are_retried_and_nothing_is_lost_or_repeated(flow_dir: Path,
-                                                                           reference: Dict[str, Dict[str, List[str]]]) -> None:
+def test_killed_python_workers_are_retried_and_nothing_is_lost_or_repeated(
+    flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]
+) -> None:
     """A local master that retries tasks (`local[2,3]`), as a cluster does: a Python worker killed while it reads
     a source partition, while it folds, and half-way through a sink partition's write costs a retry, not the run."""
-    run = Run(flow_dir, "python-workers", "--master", "local[2,3]", "-r", str(flow_dir / "recovery-python-workers"),
-              points="read,state,write", CHAOS_SELF_KILL="1")
+    run = Run(
+        flow_dir,
+        "python-workers",
+        "--master",
+        "local[2,3]",
+        "-r",
+        str(flow_dir / "recovery-python-workers"),
+        points="read,state,write",
+        CHAOS_SELF_KILL="1",
+    )
     assert run.wait() == 0, _short(run.err)
     assert sorted(p.name for p in run.chaos.iterdir() if not p.name.endswith(".err")) == ["read", "state", "write"]
     assert _lines(flow_dir / "python-workers") == reference
     assert "Traceback" not in run.err and "py4j" not in run.err, run.err
 
 
-def test_sigterm_stops_at_a_micro_batch_boundary_and_a_second_one_at_once(flow_dir: Path,
-                                                                          reference: Dict[str, Dict[str, List[str]]]) -> None:
+def test_sigterm_stops_at_a_micro_batch_boundary_and_a_second_one_at_once(
+    flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]
+) -> None:
     recovery = str(flow_dir / "recovery-sigterm")
     first = Run(flow_dir, "sigterm", "-r", recovery, points="state")
     first.struck("state")
@@ -268,10 +306,12 @@ def test_sigterm_stops_at_a_micro_batch_boundary_and_a_second_one_at_once(flow_d
 
 @pytest.mark.cluster
 def test_lost_executors_in_the_stateful_stage_and_in_a_sink_write_cost_a_retry(
-        cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]) -> None:
+    cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]
+) -> None:
     """The issue's measurement: an executor SIGKILLed while it runs the query's tasks; Spark retries them elsewhere."""
-    run = Run(flow_dir, "executors", "--master", cluster.url, "-r", str(flow_dir / "recovery-executors"),
-              points="state,write")
+    run = Run(
+        flow_dir, "executors", "--master", cluster.url, "-r", str(flow_dir / "recovery-executors"), points="state,write"
+    )
     for point in ("state", "write"):
         os.kill(_executor(run.struck(point)), signal.SIGKILL)
     assert run.wait() == 0, _short(run.err)
@@ -280,8 +320,9 @@ def test_lost_executors_in_the_stateful_stage_and_in_a_sink_write_cost_a_retry(
 
 
 @pytest.mark.cluster
-def test_a_lost_worker_host_costs_a_retry_on_what_is_left(cluster: StandaloneCluster, flow_dir: Path,
-                                                         reference: Dict[str, Dict[str, List[str]]]) -> None:
+def test_a_lost_worker_host_costs_a_retry_on_what_is_left(
+    cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]
+) -> None:
     run = Run(flow_dir, "worker", "--master", cluster.url, "-r", str(flow_dir / "recovery-worker"), points="state")
     try:
         cluster.lose_worker(cluster.worker_of(run.struck("state")))
@@ -294,9 +335,19 @@ def test_a_lost_worker_host_costs_a_retry_on_what_is_left(cluster: StandaloneClu
 
 @pytest.mark.cluster
 def test_an_executor_spark_may_not_retry_is_reported_in_one_line_and_the_query_restarts(
-        cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]) -> None:
-    run = Run(flow_dir, "no-retries", "--master", cluster.url, "-r", str(flow_dir / "recovery-no-retries"),
-              "--conf", "spark.task.maxFailures=1", points="state")
+    cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]
+) -> None:
+    run = Run(
+        flow_dir,
+        "no-retries",
+        "--master",
+        cluster.url,
+        "-r",
+        str(flow_dir / "recovery-no-retries"),
+        "--conf",
+        "spark.task.maxFailures=1",
+        points="state",
+    )
     executor = _executor(run.struck("state"))
     os.kill(executor, signal.SIGKILL)
     assert run.wait() == 0, _short(run.err)
@@ -310,8 +361,9 @@ def test_an_executor_spark_may_not_retry_is_reported_in_one_line_and_the_query_r
 
 
 @pytest.mark.cluster
-def test_a_driver_restarted_by_its_supervisor_resumes_by_itself(cluster: StandaloneCluster, flow_dir: Path,
-                                                                 reference: Dict[str, Dict[str, List[str]]]) -> None:
+def test_a_driver_restarted_by_its_supervisor_resumes_by_itself(
+    cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]
+) -> None:
     """A supervisor (a restart policy, systemd's `Restart=on-failure`) starts the same command again after any
     failure: the first driver is SIGKILLed half-way through a sink write, the second gets SIGTERM, the third ends."""
     recovery = str(flow_dir / "recovery-driver")
@@ -338,11 +390,22 @@ def test_a_driver_restarted_by_its_supervisor_resumes_by_itself(cluster: Standal
 @pytest.mark.cluster
 def test_a_user_error_on_a_cluster_ends_the_run_on_its_first_raise(cluster: StandaloneCluster, flow_dir: Path) -> None:
     """Spark retries a failed task on a cluster; a user function that raised is not called again."""
-    run = Run(flow_dir, "user-error", "--master", cluster.url, "-r", str(flow_dir / "recovery-user-error"),
-              CHAOS_RAISE="45,30")
+    run = Run(
+        flow_dir,
+        "user-error",
+        "--master",
+        cluster.url,
+        "-r",
+        str(flow_dir / "recovery-user-error"),
+        CHAOS_RAISE="45,30",
+    )
     assert run.wait() == 1, _short(run.err)
     assert len((run.chaos / "raised").read_text().splitlines()) == 1
-    assert run.err.strip().endswith("flowspark.errors.FlowsparkRuntimeError: error calling `on_batch` in step "
-                                    "'chaos.sum.window.stateful_batch' for key 'f0k0'"), run.err
-    assert f'File "{flow_dir / "chaos_flow.py"}", line ' in run.err and "ValueError: no event may be worth 30" in run.err
+    assert run.err.strip().endswith(
+        "flowspark.errors.FlowsparkRuntimeError: error calling `on_batch` in step "
+        "'chaos.sum.window.stateful_batch' for key 'f0k0'"
+    ), run.err
+    assert (
+        f'File "{flow_dir / "chaos_flow.py"}", line ' in run.err and "ValueError: no event may be worth 30" in run.err
+    )
     assert "py4j" not in run.err and "at org.apache" not in run.err, run.err

@@ -40,7 +40,9 @@ def test_configs_have_bytewax_constructors_and_properties(engine: str) -> None:
 def _flow(items: int, out: List[str]) -> Any:
     flow = Engine("flowspark").Dataflow("traced")
     op = Engine("flowspark").op
-    op.output("out", op.map("show", op.input("inp", flow, TestingSource(range(items), batch_size=2)), str), TestingSink(out))
+    op.output(
+        "out", op.map("show", op.input("inp", flow, TestingSource(range(items), batch_size=2)), str), TestingSink(out)
+    )
     return flow
 
 
@@ -50,7 +52,9 @@ def _check_run_with_batches(spans: List[ReceivedSpan], service: str) -> None:
     assert run.attributes["flowspark.flow_id"] == "traced"
     assert batches, [s.name for s in spans]
     assert all(b.parent_span_id == run.span_id and b.trace_id == run.trace_id for b in batches)
-    assert sorted(b.attributes["flowspark.batch_id"] for b in batches) == sorted({b.attributes["flowspark.batch_id"] for b in batches})
+    assert sorted(b.attributes["flowspark.batch_id"] for b in batches) == sorted(
+        {b.attributes["flowspark.batch_id"] for b in batches}
+    )
     assert {s.service for s in spans} == {service}
 
 
@@ -124,8 +128,15 @@ def test_bad_log_level_and_url_name_the_problem() -> None:
 
 def _run_example(engine: str, target: str, cwd: Path, url: str) -> List[str]:
     env = dict(os.environ, BYTEWAX_OTLP_URL=url, TRACING_EXAMPLE_ITEMS="6")
-    done = subprocess.run([sys.executable, "-m", f"{engine}.run", target], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", f"{engine}.run", target],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return [line for line in done.stdout.splitlines() if line.startswith("<dance>")]
 

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-BAD = '''
+BAD = """
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSource
@@ -21,12 +21,18 @@ from flowspark.testing import TestingSource
 flow = Dataflow("typed")
 nums = op.input("inp", flow, TestingSource([1, 2, 3]))
 words = op.map("upper", nums, lambda x: x.upper())
-'''
+"""
 
 
 def _mypy(*targets: str) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run([sys.executable, "-m", "mypy", "--strict", *targets], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", *targets],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_package_and_examples_pass_strict_mypy() -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import pytest
-from conftest import OnePartSource
 
 import flowspark.operators as op
+from conftest import OnePartSource
 from flowspark.connectors.files import FileSource
 from flowspark.dataflow import Dataflow
 from flowspark.errors import FlowsparkRuntimeError
@@ -50,8 +50,11 @@ def _exit(x: int) -> int:
     sys.exit("config missing")
 
 
-@pytest.mark.parametrize(("mapper", "shown"), [(_raise_api_error, "_ApiError: HTTP 503: unavailable"), (_exit, "config missing")],
-                         ids=["exception-that-will-not-unpickle", "sys-exit"])
+@pytest.mark.parametrize(
+    ("mapper", "shown"),
+    [(_raise_api_error, "_ApiError: HTTP 503: unavailable"), (_exit, "config missing")],
+    ids=["exception-that-will-not-unpickle", "sys-exit"],
+)
 def test_any_error_a_step_raises_names_the_step(mapper: Callable[[int], int], shown: str) -> None:
     flow = Dataflow("raising")
     op.output("out", op.map("call", op.input("inp", flow, TestingSource([1])), mapper), TestingSink([]))
@@ -92,7 +95,9 @@ def _source(fault: str) -> OnePartSource:
 def test_a_source_partition_that_misbehaves_names_the_step_and_partition(fault: str) -> None:
     flow = Dataflow("bad_source")
     op.output("out", op.input("inp", flow, _source(fault)), TestingSink([]))
-    with pytest.raises(FlowsparkRuntimeError, match=f"`{fault.split()[-1]}` in step 'bad_source.inp' for partition 'p0'"):
+    with pytest.raises(
+        FlowsparkRuntimeError, match=f"`{fault.split()[-1]}` in step 'bad_source.inp' for partition 'p0'"
+    ):
         run_main(flow)
 
 
@@ -144,11 +149,15 @@ class _Parts(FixedPartitionedSink[Any, None]):
         return _LastPart()
 
 
-@pytest.mark.parametrize(("sink", "expected"), [
-    (_NoneSink(), "`build` returned `None`"),
-    (_Parts(["a", "b"], lambda key: "a"), "`part_fn` must return an `int`"),
-    (_Parts([], lambda key: 0), "returned no partitions"),
-], ids=["build-returns-none", "part-fn-returns-str", "no-partitions"])
+@pytest.mark.parametrize(
+    ("sink", "expected"),
+    [
+        (_NoneSink(), "`build` returned `None`"),
+        (_Parts(["a", "b"], lambda key: "a"), "`part_fn` must return an `int`"),
+        (_Parts([], lambda key: 0), "returned no partitions"),
+    ],
+    ids=["build-returns-none", "part-fn-returns-str", "no-partitions"],
+)
 def test_a_sink_that_misbehaves_names_the_step(sink: Any, expected: str) -> None:
     flow = Dataflow("bad_sink")
     op.output("out", op.input("inp", flow, TestingSource([("k", 1)])), sink)
@@ -199,8 +208,6 @@ def test_a_key_that_does_not_encode_as_utf8_is_a_type_error_naming_the_step() ->
     op.output("out", op.stateful_map("count", keyed, lambda n, v: (v, v)), TestingSink([]))
     with pytest.raises(TypeError, match="surrogate.count"):
         run_main(flow)
-
-
 
 
 def test_a_step_whose_function_does_not_pickle_is_named_before_the_run() -> None:

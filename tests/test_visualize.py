@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
-from conftest import ALIGN, run_module
 from oracle import ENGINES, Engine
 
 import flowspark.operators as op
+from conftest import ALIGN, run_module
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.destinations import output_group, tap_group
@@ -211,7 +211,9 @@ def test_physical_plan_is_the_runtimes_plan() -> None:
     assert [[run.head for run in runs] for runs in pp.layers] == [
         [plan.stateful[index].step_id for index in plan.steps_in_layer(layer)] for layer in range(1, plan.depth + 1)
     ]
-    assert [run.groups for runs in pp.layers for run in runs] == Groups.balanced(len(plan.stateful), DEFAULT_BUCKETS).names
+    assert [run.groups for runs in pp.layers for run in runs] == Groups.balanced(
+        len(plan.stateful), DEFAULT_BUCKETS
+    ).names
     assert pp.groups == new_groups(plan)
     assert [out.step_id for out in pp.outputs] == [step.step_id for step in plan.outputs]
     assert [out.layout for out in pp.outputs] == plan.sinks
@@ -297,21 +299,28 @@ def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Pat
     lines = to_physical(flow, list_parts=True).splitlines()
     assert "  input io.fixed (input): TestingSource (FixedPartitionedSource), partitions 'iterable'" in lines
     assert "  input io.polled (input): _Polled (DynamicSource), one partition per worker" in lines
-    in_tasks = ("written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order, "
-                "or on a local master when the sink has one partition)")
+    in_tasks = (
+        "written in Spark's tasks, one per partition (in the driver when the run keeps one worker's order, "
+        "or on a local master when the sink has one partition)"
+    )
     assert (
-        f"  output io.file <- source as P0/<part>@<pass>: FileSink (FixedPartitionedSink), partition {str(tmp_path / 'out.txt')!r}; "
+        f"  output io.file <- source as P0/<part>@<pass>: FileSink (FixedPartitionedSink), partition "
+        f"{str(tmp_path / 'out.txt')!r}; "
         f"the workers check the keys and send bare values; {in_tasks}"
     ) in lines
     assert (
         "  output io.dir <- source as P1/<part>@<pass>: DirSink (FixedPartitionedSink), partitions 'part_0', 'part_1', "
         f"picked by part_fn(key); {in_tasks}"
     ) in lines
-    assert ("  output io.batches <- source as O2@<pass>: _Batches (MicroBatchSink), the whole micro-batch in one call; "
-            "written in the driver") in lines
-    assert ("  output io.remote <- source with no rows: _Remote (DynamicSink), one partition per worker, picked by the pass "
-            "that made the items; written in the Spark task whose pass made the items, with no shuffle "
-            "(in the driver when the run keeps one worker's order)") in lines
+    assert (
+        "  output io.batches <- source as O2@<pass>: _Batches (MicroBatchSink), the whole micro-batch in one call; "
+        "written in the driver"
+    ) in lines
+    assert (
+        "  output io.remote <- source with no rows: _Remote (DynamicSink), one partition per worker, picked by the pass "
+        "that made the items; written in the Spark task whose pass made the items, with no shuffle "
+        "(in the driver when the run keeps one worker's order)"
+    ) in lines
     assert physical_plan(flow).outputs[3].group == ""
 
 

@@ -96,8 +96,12 @@ class PacedSource(inputs.FixedPartitionedSource):  # type: ignore[misc,name-defi
         return ["paced"]
 
     def build_part(self, step_id: str, for_part: str, resume_state: None) -> _PacedPartition:
-        return _PacedPartition(_env_float("FLOWBENCH_RATE", 1000), _env_float("FLOWBENCH_WARMUP", 5),
-                               _env_float("FLOWBENCH_SECONDS", 15), latency_dir() / FIRST)
+        return _PacedPartition(
+            _env_float("FLOWBENCH_RATE", 1000),
+            _env_float("FLOWBENCH_WARMUP", 5),
+            _env_float("FLOWBENCH_SECONDS", 15),
+            latency_dir() / FIRST,
+        )
 
 
 class _LatencyPartition(outputs.StatelessSinkPartition):  # type: ignore[misc,name-defined]

@@ -366,9 +366,7 @@ class CSVSource(_OneFileSource[Dict[str, str]]):
         self._fmtparams = fmtparams
 
     @override
-    def build_part(
-        self, step_id: str, for_part: str, resume_state: Optional[int]
-    ) -> _TextPartition[Dict[str, str]]:
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _TextPartition[Dict[str, str]]:
         return _csv_partition(self._own_path(for_part), self._batch_size, resume_state, self._fmtparams)
 
 

@@ -74,9 +74,15 @@ class _Table:
             return sql.SQL("COPY {} ({}) FROM STDIN").format(_identifier(self.table), names)
         keys = sql.SQL(", ").join(map(sql.Identifier, self.upsert_on))
         others = [c for c in self.columns if c not in self.upsert_on]
-        action = sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
-            sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c)) for c in others
-        )) if others else sql.SQL("DO NOTHING")
+        action = (
+            sql.SQL("DO UPDATE SET {}").format(
+                sql.SQL(", ").join(
+                    sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c)) for c in others
+                )
+            )
+            if others
+            else sql.SQL("DO NOTHING")
+        )
         return sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) {}").format(
             _identifier(self.table), names, sql.SQL(", ").join([sql.Placeholder()] * len(self.columns)), keys, action
         )
@@ -86,23 +92,30 @@ class _Table:
         if isinstance(value, Mapping):
             unknown = value.keys() - set(self.columns)
             if unknown:
-                msg = (f"step {step_id!r}: a row for table {self.table!r} has keys that are not among its "
-                       f"`columns` {list(self.columns)}: {sorted(map(str, unknown))}")
+                msg = (
+                    f"step {step_id!r}: a row for table {self.table!r} has keys that are not among its "
+                    f"`columns` {list(self.columns)}: {sorted(map(str, unknown))}"
+                )
                 raise ValueError(msg)
             return tuple(map(value.get, self.columns))
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            msg = (f"step {step_id!r}: a row for table {self.table!r} must be a mapping or a sequence of "
-                   f"{len(self.columns)} values; got {type(value).__name__}: {value!r}")
+            msg = (
+                f"step {step_id!r}: a row for table {self.table!r} must be a mapping or a sequence of "
+                f"{len(self.columns)} values; got {type(value).__name__}: {value!r}"
+            )
             raise TypeError(msg)
         if len(value) != len(self.columns):
-            msg = (f"step {step_id!r}: a row for table {self.table!r} has {len(value)} values for its "
-                   f"{len(self.columns)} `columns` {list(self.columns)}: {value!r}")
+            msg = (
+                f"step {step_id!r}: a row for table {self.table!r} has {len(value)} values for its "
+                f"{len(self.columns)} `columns` {list(self.columns)}: {value!r}"
+            )
             raise ValueError(msg)
         return tuple(value)
 
 
 def _retryable(ex: psycopg.Error, conn: Optional[psycopg.Connection[Any]]) -> bool:
-    """Whether the transaction may be tried again: the connection was lost or never made, or a deadlock or serialization failure."""
+    """Whether the transaction may be tried again: the connection was lost or never made, or a deadlock or
+    serialization failure."""
     if isinstance(ex, psycopg.errors.TransactionRollback):
         return True
     return isinstance(ex, psycopg.OperationalError) and (conn is None or conn.broken or conn.closed)
@@ -148,7 +161,8 @@ class _PostgresPartition(StatefulSinkPartition[Row, Optional[int]]):
         return self._last
 
     def _commit(self, batch: SinkBatch, rows: List[Tuple[Any, ...]]) -> None:
-        """Write `rows` and the batch's marker in one transaction, unless the marker says they are there; retried on a lost connection."""
+        """Write `rows` and the batch's marker in one transaction, unless the marker says they are there; retried on
+        a lost connection."""
         for attempt in range(self._table.retries + 1):
             try:
                 conn = self._connection()
@@ -156,10 +170,13 @@ class _PostgresPartition(StatefulSinkPartition[Row, Optional[int]]):
                     if self._already_written(cur, batch):
                         return
                     self._write(cur, rows)
-                    cur.execute(sql.SQL("UPDATE {} SET batch_id = %s, updated_at = now() "
-                                        "WHERE run_id = %s AND step_id = %s AND part = %s").format(
-                        _identifier(self._table.progress_table)),
-                        (batch.batch_id, batch.run_id, self._step_id, self._part))
+                    cur.execute(
+                        sql.SQL(
+                            "UPDATE {} SET batch_id = %s, updated_at = now() "
+                            "WHERE run_id = %s AND step_id = %s AND part = %s"
+                        ).format(_identifier(self._table.progress_table)),
+                        (batch.batch_id, batch.run_id, self._step_id, self._part),
+                    )
                 return
             except psycopg.errors.IntegrityError as ex:
                 msg = f"{self._where()}: a row of micro-batch {batch.batch_id} violates a constraint: {ex}"
@@ -167,8 +184,15 @@ class _PostgresPartition(StatefulSinkPartition[Row, Optional[int]]):
             except psycopg.Error as ex:
                 retry = _retryable(ex, self._conn)
                 if not retry or attempt == self._table.retries:
-                    why = ("" if not retry else " (could not connect)" if self._conn is None
-                           else " (connection lost)" if self._conn.broken or self._conn.closed else "")
+                    why = (
+                        ""
+                        if not retry
+                        else " (could not connect)"
+                        if self._conn is None
+                        else " (connection lost)"
+                        if self._conn.broken or self._conn.closed
+                        else ""
+                    )
                     tries = f" after {attempt + 1} tries" if attempt else ""
                     msg = f"{self._where()}: writing micro-batch {batch.batch_id} failed{tries}{why}: {ex}"
                     raise RuntimeError(msg) from ex
@@ -179,22 +203,34 @@ class _PostgresPartition(StatefulSinkPartition[Row, Optional[int]]):
         """Lock the partition's marker (made if missing); whether it already holds `batch`."""
         progress = _identifier(self._table.progress_table)
         key = (batch.run_id, self._step_id, self._part)
-        cur.execute(sql.SQL("INSERT INTO {} (run_id, step_id, part, batch_id) VALUES (%s, %s, %s, -1) "
-                            "ON CONFLICT DO NOTHING").format(progress), key)
-        cur.execute(sql.SQL("SELECT batch_id FROM {} WHERE run_id = %s AND step_id = %s AND part = %s "
-                            "FOR UPDATE").format(progress), key)
+        cur.execute(
+            sql.SQL(
+                "INSERT INTO {} (run_id, step_id, part, batch_id) VALUES (%s, %s, %s, -1) ON CONFLICT DO NOTHING"
+            ).format(progress),
+            key,
+        )
+        cur.execute(
+            sql.SQL("SELECT batch_id FROM {} WHERE run_id = %s AND step_id = %s AND part = %s FOR UPDATE").format(
+                progress
+            ),
+            key,
+        )
         found = cur.fetchone()
         assert found is not None, "the marker was just made"
         written = int(found[0])
         if written > batch.batch_id:
-            msg = (f"{self._where()}: partition {self._part!r} of this run already wrote micro-batch {written}, "
-                   f"later than {batch.batch_id}: the recovery directory is older than the database "
-                   f"(table {self._table.progress_table!r})")
+            msg = (
+                f"{self._where()}: partition {self._part!r} of this run already wrote micro-batch {written}, "
+                f"later than {batch.batch_id}: the recovery directory is older than the database "
+                f"(table {self._table.progress_table!r})"
+            )
             raise RuntimeError(msg)
         if self._last is not None and written < self._last:
-            msg = (f"{self._where()}: the recovery directory says partition {self._part!r} wrote micro-batch "
-                   f"{self._last}, the database (table {self._table.progress_table!r}) only "
-                   f"{'none' if written < 0 else written}: the database is older than the recovery directory")
+            msg = (
+                f"{self._where()}: the recovery directory says partition {self._part!r} wrote micro-batch "
+                f"{self._last}, the database (table {self._table.progress_table!r}) only "
+                f"{'none' if written < 0 else written}: the database is older than the recovery directory"
+            )
             raise RuntimeError(msg)
         return written == batch.batch_id
 
@@ -228,11 +264,13 @@ class _PostgresPartition(StatefulSinkPartition[Row, Optional[int]]):
             if found is not None and found[0] is not None:
                 return
             cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"flowspark {name}",))
-            cur.execute(sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (run_id text NOT NULL, step_id text NOT NULL, part text NOT NULL, "
-                "batch_id bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
-                "PRIMARY KEY (run_id, step_id, part))"
-            ).format(_identifier(name)))
+            cur.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (run_id text NOT NULL, step_id text NOT NULL, part text NOT NULL, "
+                    "batch_id bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (run_id, step_id, part))"
+                ).format(_identifier(name))
+            )
 
     def _disconnect(self) -> None:
         conn, self._conn = self._conn, None

@@ -27,21 +27,22 @@ import pyarrow as pa
 from flowspark.engine import chunks
 from flowspark.engine.batch_state import BatchTime, MemoryHandle
 from flowspark.engine.driver_link import DriverLink
+from flowspark.engine.executor_source import ExecutorInputs
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd
 from flowspark.engine.plan import Plan
+from flowspark.engine.sink_writer import SinkWriter
 from flowspark.engine.source_hub import Offset, SourceHub
 from flowspark.engine.spark_format import SCHEMA_DDL
-from flowspark.engine.spark_source import ReadTask, Reader, encode_options
-from flowspark.engine.executor_source import ExecutorInputs
-from flowspark.engine.sink_writer import SinkWriter
+from flowspark.engine.spark_source import Reader, ReadTask, encode_options
 from flowspark.engine.stateful import LayerProcessor
 
 _PIECE_COLUMN = "piece"
 
 
 class SourcePass:
-    """`mapInArrow`'s function over the pieces: each piece read and pushed through the fused steps, as the streaming source does."""
+    """`mapInArrow`'s function over the pieces: each piece read and pushed through the fused steps, as the streaming
+    source does."""
 
     def __init__(self, options: Dict[str, str]) -> None:
         self._options = options
@@ -81,14 +82,27 @@ class LayerPass:
         rows: List[chunks.Row] = []
         for grp in sorted(buckets):
             handle.bucket = grp
-            rows.extend((row.grp, row.seq, row.kind, row.payload)
-                        for row in processor.handleInputRows((grp,), iter(buckets.pop(grp)), now))
+            rows.extend(
+                (row.grp, row.seq, row.kind, row.payload)
+                for row in processor.handleInputRows((grp,), iter(buckets.pop(grp)), now)
+            )
         processor.close()
         yield chunks.to_arrow(rows)
 
 
-def run_batch(spark: Any, plan: Plan, workers: Plan, link: DriverLink, hub: SourceHub, read: Tuple[Offset, Offset],
-              writer: SinkWriter, groups: Groups, inputs: ExecutorInputs, parallelism: int, metered: bool) -> None:
+def run_batch(
+    spark: Any,
+    plan: Plan,
+    workers: Plan,
+    link: DriverLink,
+    hub: SourceHub,
+    read: Tuple[Offset, Offset],
+    writer: SinkWriter,
+    groups: Groups,
+    inputs: ExecutorInputs,
+    parallelism: int,
+    metered: bool,
+) -> None:
     """Run the micro-batch the hub read (`read`: its start and end offsets) and the end of input as one batch query.
 
     `workers` is the plan Spark's tasks get (`plan.for_workers`); the
@@ -100,6 +114,8 @@ def run_batch(spark: Any, plan: Plan, workers: Plan, link: DriverLink, hub: Sour
     options = encode_options(link, workers, groups, inputs, hub=True, metered=metered)
     frame = spark.createDataFrame(table).mapInArrow(SourcePass(options), SCHEMA_DDL)
     for layer in range(1, plan.depth + 1):
-        frame = frame.repartition(parallelism, "grp").mapInArrow(LayerPass(workers, layer, groups, link, metered), SCHEMA_DDL)
+        frame = frame.repartition(parallelism, "grp").mapInArrow(
+            LayerPass(workers, layer, groups, link, metered), SCHEMA_DDL
+        )
     writer(frame, 0)
     hub.commit(end)

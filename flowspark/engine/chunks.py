@@ -15,7 +15,6 @@ import pickle
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import cloudpickle
-
 import pyarrow as pa
 
 from flowspark.engine.failures import StepFailure
@@ -231,7 +230,9 @@ class ItemChunk:
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
-        self._parts.extend(dumps_items(self.step_id, pending[i : i + PIECE_ITEMS]) for i in range(0, len(pending), PIECE_ITEMS))
+        self._parts.extend(
+            dumps_items(self.step_id, pending[i : i + PIECE_ITEMS]) for i in range(0, len(pending), PIECE_ITEMS)
+        )
 
     def dumps(self) -> bytes:
         """All the items so far, in order, in the format `loads` reads."""
@@ -264,7 +265,12 @@ def to_arrow(rows: List[Row]) -> pa.RecordBatch:
     """Rows as one Arrow record batch in the chunk schema."""
     grp, seq, kind, payload = (list(col) for col in zip(*rows)) if rows else ([], [], [], [])
     return pa.RecordBatch.from_arrays(
-        [pa.array(grp, pa.string()), pa.array(seq, pa.int64()), pa.array(kind, pa.int32()), pa.array(payload, pa.binary())],
+        [
+            pa.array(grp, pa.string()),
+            pa.array(seq, pa.int64()),
+            pa.array(kind, pa.int32()),
+            pa.array(payload, pa.binary()),
+        ],
         schema=ARROW_SCHEMA,
     )
 

@@ -68,8 +68,12 @@ def _folders_on_class_path(spark_home: str) -> bool:
     folder that is not empty fails to start.
     """
     env = os.environ
-    entries = [env.get("SPARK_CONF_DIR") or os.path.join(spark_home, "conf"), env.get("HADOOP_CONF_DIR", ""),
-               env.get("YARN_CONF_DIR", ""), *env.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep)]
+    entries = [
+        env.get("SPARK_CONF_DIR") or os.path.join(spark_home, "conf"),
+        env.get("HADOOP_CONF_DIR", ""),
+        env.get("YARN_CONF_DIR", ""),
+        *env.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep),
+    ]
     for entry in entries:
         try:
             if entry and os.path.isdir(entry) and os.listdir(entry):

@@ -104,8 +104,9 @@ def _run_probes(spark: Any, path: str, tasks: int, timeout: float) -> List[_Repo
         sc.removeJobTag(tag)
 
 
-def check_recovery_dir_visible(spark: Any, path: str, *, temporary: bool = False,
-                               timeout: float = EXECUTOR_WAIT_SECONDS) -> None:
+def check_recovery_dir_visible(
+    spark: Any, path: str, *, temporary: bool = False, timeout: float = EXECUTOR_WAIT_SECONDS
+) -> None:
     """Raise `FlowsparkRuntimeError` unless every executor sees `path` and can write to it.
 
     A no-op on local masters (one machine, one file system).  The driver
@@ -121,7 +122,7 @@ def check_recovery_dir_visible(spark: Any, path: str, *, temporary: bool = False
         return
     if "://" in path and not path.startswith("file://"):
         return  # a Hadoop URI (hdfs://, s3a://): not checkable from Python, and shared by design
-    local = os.path.abspath(path[len("file://"):] if path.startswith("file://") else path)
+    local = os.path.abspath(path[len("file://") :] if path.startswith("file://") else path)
     seen: Dict[str, str] = {}
     problems: Dict[str, Tuple[str, str]] = {}
     for _ in range(_ROUNDS):

@@ -46,7 +46,10 @@ def server_host(url: str) -> str:
     """The host of a Spark Connect URL (`sc://host:port/;params`); an URL of another form is refused."""
     parts = urlsplit(url.split(";")[0])
     if parts.scheme != "sc" or not parts.hostname:
-        msg = f"{url.split(';')[0]!r} is not a Spark Connect URL: give one as sc://host:port (and ;token=... if the server wants one)"
+        msg = (
+            f"{url.split(';')[0]!r} is not a Spark Connect URL: give one as sc://host:port (and ;token=... if "
+            f"the server wants one)"
+        )
         raise FlowsparkRuntimeError(msg)
     return parts.hostname
 
@@ -86,14 +89,23 @@ has stopped; one elsewhere may be across a network hiccup."""
 
 
 def _bounded_retries(session: Any, local: bool) -> None:
-    """Retry a server that does not answer for `RETRY_SECONDS_*`, not the client's default ten minutes, which would hold a run (and a process's exit) that long."""
+    """Retry a server that does not answer for `RETRY_SECONDS_*`, not the client's default ten minutes, which would
+    hold a run (and a process's exit) that long."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     seconds = RETRY_SECONDS_LOCAL if local else RETRY_SECONDS_ELSEWHERE
     retries = 4 if local else 8
-    session.client.set_retry_policies([DefaultPolicy(max_retries=retries, initial_backoff=100, backoff_multiplier=2.0,
-                                                     max_backoff=int(seconds * 1000 / retries * 2),
-                                                     max_server_retry_delay=int(seconds * 1000))])
+    session.client.set_retry_policies(
+        [
+            DefaultPolicy(
+                max_retries=retries,
+                initial_backoff=100,
+                backoff_multiplier=2.0,
+                max_backoff=int(seconds * 1000 / retries * 2),
+                max_server_retry_delay=int(seconds * 1000),
+            )
+        ]
+    )
 
 
 def _close_quietly(session: Any) -> None:
@@ -172,8 +184,10 @@ def check_reachable(session: Any, host: str, port: int, url: str) -> None:
     """
     row = session.range(1).mapInArrow(_Reach(host, port), "problem string").first()
     if row["problem"]:
-        msg = (f"the tasks of the Spark Connect server at {url.split(';')[0]} can't reach this process at {host}:{port} "
-               f"({row['problem']}), and a flow's outputs, taps and in-process sources reach it only that way: set "
-               "FLOWSPARK_DRIVER_LINK_HOST to an address of this machine the server can reach, and --driver-link-port "
-               "to a port its firewall lets through, or run the flow where the server can reach it")
+        msg = (
+            f"the tasks of the Spark Connect server at {url.split(';')[0]} can't reach this process at {host}:{port} "
+            f"({row['problem']}), and a flow's outputs, taps and in-process sources reach it only that way: set "
+            "FLOWSPARK_DRIVER_LINK_HOST to an address of this machine the server can reach, and --driver-link-port "
+            "to a port its firewall lets through, or run the flow where the server can reach it"
+        )
         raise FlowsparkRuntimeError(msg)

@@ -216,28 +216,52 @@ class Supervisor:
         from flowspark.engine.session import jvm_environment, spark_home, spark_settings
 
         settings = spark_settings(True, "", {})
-        settings.update({
-            "spark.connect.grpc.binding.address": "127.0.0.1",
-            "spark.connect.grpc.binding.port": str(port),
-            # The UI of every run's queries, on loopback (`jvm_environment`), without its kill buttons.
-            "spark.ui.enabled": "true",
-            "spark.ui.port": str(ui_port),
-            # Each run's queries are small and the server stays up: every
-            # Python worker it starts is worth keeping for the next run.
-            "spark.sql.adaptive.enabled": "false",
-        })
+        settings.update(
+            {
+                "spark.connect.grpc.binding.address": "127.0.0.1",
+                "spark.connect.grpc.binding.port": str(port),
+                # The UI of every run's queries, on loopback (`jvm_environment`), without its kill buttons.
+                "spark.ui.enabled": "true",
+                "spark.ui.port": str(ui_port),
+                # Each run's queries are small and the server stays up: every
+                # Python worker it starts is worth keeping for the next run.
+                "spark.sql.adaptive.enabled": "false",
+            }
+        )
         properties = self._path("spark.properties")
         write_private(properties, "".join(f"{k}={_escaped(v)}\n" for k, v in settings.items()).encode())
         home = spark_home()
-        command = [os.path.join(home, "bin", "spark-submit"), "--class", _SERVER_CLASS, "--name", "flowspark local Spark",
-                   "--master", f"local[{cores}]", "--properties-file", properties]
-        env = dict(os.environ, SPARK_HOME=home, SPARK_CONNECT_MODE="0", SPARK_CONNECT_AUTHENTICATE_TOKEN=token,
-                   PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable), **jvm_environment(local=True))
+        command = [
+            os.path.join(home, "bin", "spark-submit"),
+            "--class",
+            _SERVER_CLASS,
+            "--name",
+            "flowspark local Spark",
+            "--master",
+            f"local[{cores}]",
+            "--properties-file",
+            properties,
+        ]
+        env = dict(
+            os.environ,
+            SPARK_HOME=home,
+            SPARK_CONNECT_MODE="0",
+            SPARK_CONNECT_AUTHENTICATE_TOKEN=token,
+            PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable),
+            **jvm_environment(local=True),
+        )
         log = open(self._path(LOG), "ab")
         os.fchmod(log.fileno(), 0o600)
         with log:
-            return subprocess.Popen(command, env=env, cwd=self._directory, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            return subprocess.Popen(
+                command,
+                env=env,
+                cwd=self._directory,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
 
     def _wait_ready(self, port: int) -> bool:
         deadline = time.monotonic() + READY_SECONDS
@@ -307,9 +331,14 @@ def start_supervisor(directory: str) -> subprocess.Popen[bytes]:
     JVM's output goes to its log.
     """
     make_dirs(directory)
-    return subprocess.Popen([sys.executable, "-m", __name__, directory], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            cwd=directory)
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, directory],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=directory,
+    )
 
 
 def stop(directory: str) -> Optional[ServerRecord]:
@@ -332,7 +361,12 @@ def main(argv: List[str]) -> int:
     if argv == ["--status"] or argv == ["--stop"]:
         directory = server_dir()
         record = stop(directory) if argv == ["--stop"] else read_record(directory)
-        state = "not running" if record is None else f"{'stopped' if argv == ['--stop'] else 'running'}: supervisor pid {record.supervisor}, JVM pid {record.jvm}, port {record.port}"
+        state = (
+            "not running"
+            if record is None
+            else f"{'stopped' if argv == ['--stop'] else 'running'}: supervisor pid {record.supervisor}, "
+            f"JVM pid {record.jvm}, port {record.port}"
+        )
         print(f"warm local Spark {state}; its files: {directory}")
         return 0
     if len(argv) != 1 or argv[0].startswith("-"):

@@ -50,8 +50,12 @@ class DriverFence:
     def claim(cls, directory: Union[str, Location]) -> DriverFence:
         """Take the recovery directory over for this driver, from any earlier one."""
         fence = cls(storage.as_location(directory), secrets.token_hex(16))
-        owner = {"token": fence.token, "host": socket.gethostname(), "pid": os.getpid(),
-                 "started": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+        owner = {
+            "token": fence.token,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        }
         storage.write_private(fence.directory.join(FENCE), json.dumps(owner).encode())
         return fence
 
@@ -65,10 +69,15 @@ class DriverFence:
             owner = {"token": "?"}
         if owner.get("token") == self.token:
             return
-        who = (f"the run started on {owner.get('host')!s} (pid {owner.get('pid')!s}) at {owner.get('started')!s}"
-               if owner.get("host") else "another run")
-        msg = (f"{who} took over recovery directory {str(self.directory)!r}; this run stops "
-               "writing, as two runs must not share one recovery directory (if that run is gone, start this one again)")
+        who = (
+            f"the run started on {owner.get('host')!s} (pid {owner.get('pid')!s}) at {owner.get('started')!s}"
+            if owner.get("host")
+            else "another run"
+        )
+        msg = (
+            f"{who} took over recovery directory {str(self.directory)!r}; this run stops "
+            "writing, as two runs must not share one recovery directory (if that run is gone, start this one again)"
+        )
         raise FencedOut(msg)
 
 

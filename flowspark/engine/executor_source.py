@@ -98,7 +98,9 @@ class ExecutorInputs:
         return names
 
 
-def list_executor_inputs(plan: Plan, store: Location, max_items: int, max_seconds: float, report: bool) -> ExecutorInputs:
+def list_executor_inputs(
+    plan: Plan, store: Location, max_items: int, max_seconds: float, report: bool
+) -> ExecutorInputs:
     """List the partitions of `plan`'s executor-read sources (on the driver, once per run)."""
     parts: List[PartSpec] = []
     sources: Dict[int, FixedPartitionedSource[Any, Any]] = {}
@@ -137,13 +139,27 @@ class Position:
     """The hub's sources ended in this run of the input (its offset's own end may be a finished run's)."""
 
     def offset(self) -> Offset:
-        return {"n": self.batch, "r": self.round, "since": self.since, "end": self.end, "idle": list(self.idle),
-                "hub": self.hub, "hub_done": self.hub_done}
+        return {
+            "n": self.batch,
+            "r": self.round,
+            "since": self.since,
+            "end": self.end,
+            "idle": list(self.idle),
+            "hub": self.hub,
+            "hub_done": self.hub_done,
+        }
 
     @classmethod
     def of(cls, offset: Offset) -> Position:
-        return cls(offset["n"], offset["r"], offset["since"], offset["end"], tuple(offset["idle"]), offset["hub"],
-                   offset["hub_done"])
+        return cls(
+            offset["n"],
+            offset["r"],
+            offset["since"],
+            offset["end"],
+            tuple(offset["idle"]),
+            offset["hub"],
+            offset["hub_done"],
+        )
 
 
 @dataclass(frozen=True)
@@ -155,8 +171,9 @@ class PartTask:
     first_round: int
 
 
-def next_position(start: Position, inputs: ExecutorInputs, poll_hub: Optional[Callable[[Offset], Offset]],
-                  now: datetime) -> Position:
+def next_position(
+    start: Position, inputs: ExecutorInputs, poll_hub: Optional[Callable[[Offset], Offset]], now: datetime
+) -> Position:
     """The position after the next micro-batch; `start` itself if there is nothing to read yet.
 
     The snapshots the tasks of `start`'s micro-batch wrote say which
@@ -200,8 +217,15 @@ def next_position(start: Position, inputs: ExecutorInputs, poll_hub: Optional[Ca
         idle = [part.index for part in inputs.parts]
     elif len(idle) == len(inputs.parts) and hub == start.hub:
         return start
-    return Position(start.batch + 1, start.round + rounds, since, "" if end is None else end.value, tuple(idle), hub,
-                    hub is not None and hub_end is InputEnd.EOF)
+    return Position(
+        start.batch + 1,
+        start.round + rounds,
+        since,
+        "" if end is None else end.value,
+        tuple(idle),
+        hub,
+        hub is not None and hub_end is InputEnd.EOF,
+    )
 
 
 def tick(start: Position, inputs: ExecutorInputs) -> Position:
@@ -290,7 +314,9 @@ class PartReader:
         except (StopIteration, AbortExecution, StepFailure):
             raise
         except Exception as ex:
-            raise StepFailure(f"error calling `{what}` in step {self._spec.step_id!r} for partition {self._spec.name!r}", ex) from ex
+            raise StepFailure(
+                f"error calling `{what}` in step {self._spec.step_id!r} for partition {self._spec.name!r}", ex
+            ) from ex
 
     def _ask_awake(self) -> None:
         self.awake = self._call("next_awake", lambda: aware_or_none(self._partition.next_awake()))
@@ -342,8 +368,9 @@ class PartReader:
         is there), so its items must not be used: read again, as a replay.
         """
         state = self._call("snapshot", self._partition.snapshot)
-        record = PartRecord(state, self.items, self.batches_read, self.eof, self.abort, self.awake, self.caught_up,
-                            self._inputs.run)
+        record = PartRecord(
+            state, self.items, self.batches_read, self.eof, self.abort, self.awake, self.caught_up, self._inputs.run
+        )
         if self._replay is None:
             self.recorded = self._store.write_once(self._spec.folder, self._batch, record)
         fraction: Optional[float] = 1.0 if self.eof else None

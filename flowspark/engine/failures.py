@@ -103,7 +103,9 @@ def user_traceback(error: BaseException) -> str:
             parts.append(format_frames(frames))
         for note in notes:  # the worker's frames, printed where Python prints a traceback
             if note.startswith(WORKER_TRACEBACK):
-                parts.append("Traceback (most recent call last, in a Spark worker):\n" + note[len(WORKER_TRACEBACK) :] + "\n")
+                parts.append(
+                    "Traceback (most recent call last, in a Spark worker):\n" + note[len(WORKER_TRACEBACK) :] + "\n"
+                )
         summary = traceback.TracebackException(type(ex), ex, None)
         summary.__notes__ = [n for n in notes if not n.startswith(WORKER_TRACEBACK)] or None
         parts.extend(summary.format_exception_only())
@@ -159,7 +161,8 @@ def built(build: Callable[..., T], *args: Any) -> T:
 
 
 def aware_or_none(moment: Any) -> Optional[datetime]:
-    """A wake-up time user code returned (`next_awake`, `notify_at`): a timezone-aware `datetime` or `None`, as Bytewax requires."""
+    """A wake-up time user code returned (`next_awake`, `notify_at`): a timezone-aware `datetime` or `None`, as
+    Bytewax requires."""
     if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
         raise TypeError(f"expected a datetime with non-None tzinfo or None; got {moment!r}")
     return moment
@@ -167,8 +170,10 @@ def aware_or_none(moment: Any) -> Optional[datetime]:
 
 def unloadable_items(message: str, error: Exception) -> StepFailure:
     """The failure for items that pickled in one Spark worker but won't load in the next."""
-    error.add_note("items cross Spark's workers pickled: their class must load again from its pickle "
-                   "(a `__reduce__` or `__setstate__` that raises can't)")
+    error.add_note(
+        "items cross Spark's workers pickled: their class must load again from its pickle "
+        "(a `__reduce__` or `__setstate__` that raises can't)"
+    )
     return StepFailure(message, error)
 
 
@@ -228,14 +233,17 @@ def refuse_after_failure(link: DriverLink) -> None:
         return
     token = link.call(RUN_FAILED_CALL)
     if token is not None:
-        raise RunAlreadyFailed(f"the run already failed; attempt {context.attemptNumber()} of task {context.partitionId()} "
-                               f"in stage {context.stageId()} runs no user code (flowspark-failure-{token})")
+        raise RunAlreadyFailed(
+            f"the run already failed; attempt {context.attemptNumber()} of task {context.partitionId()} "
+            f"in stage {context.stageId()} runs no user code (flowspark-failure-{token})"
+        )
     _CLEARED.attempt = attempt
 
 
 @contextmanager
 def reported_to(link: DriverLink) -> Iterator[None]:
-    """In a Spark worker, while user code runs: its prints go to the driver, and so does any `StepFailure`, before Spark turns it into text.
+    """In a Spark worker, while user code runs: its prints go to the driver, and so does any `StepFailure`, before
+    Spark turns it into text.
 
     On a Spark the run did not start, the code also runs with the run's
     directory and variables, and its standard error goes to the driver
@@ -275,7 +283,12 @@ def _home_class(cls: type) -> type:
     found: Any = sys.modules.get(cls.__module__)
     for name in cls.__qualname__.split("."):
         found = getattr(found, name, None)
-    if isinstance(found, type) and found is not cls and found.__name__ == cls.__name__ and issubclass(found, BaseException):
+    if (
+        isinstance(found, type)
+        and found is not cls
+        and found.__name__ == cls.__name__
+        and issubclass(found, BaseException)
+    ):
         return found
     return cls
 

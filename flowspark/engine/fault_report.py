@@ -50,8 +50,11 @@ class SparkFault:
         """The run's error: the line, what to do, and Spark's own error attached only with `FLOWSPARK_FULL_TRACEBACK=1`."""
         from flowspark.errors import FlowsparkRuntimeError
 
-        todo = ("start it again with the same recovery directory to resume after the last completed micro-batch"
-                if resumable else "run it again (with -r/--recovery-directory a run resumes instead of starting over)")
+        todo = (
+            "start it again with the same recovery directory to resume after the last completed micro-batch"
+            if resumable
+            else "run it again (with -r/--recovery-directory a run resumes instead of starting over)"
+        )
         error = FlowsparkRuntimeError(f"flow {flow_id!r} stopped: {self.line}; {todo}")
         if os.environ.get(FULL_TRACEBACK_ENV) == "1":
             error.__cause__ = self.error
@@ -137,8 +140,10 @@ def spark_fault(error: BaseException) -> Optional[SparkFault]:
         executor, host = failed.group("executor"), failed.group("host")
         attempts = int(failed.group("attempts"))
         tried = "after 1 attempt" if attempts == 1 else f"after {attempts} attempts"
-        line = (f"{_what_failed(failed.group('reason'), executor, host)}, and Spark gave up {tried} of task "
-                f"{failed.group('task')} in stage {failed.group('stage')}")
+        line = (
+            f"{_what_failed(failed.group('reason'), executor, host)}, and Spark gave up {tried} of task "
+            f"{failed.group('task')} in stage {failed.group('stage')}"
+        )
         url = _log_url(executor)
         line += f"; see the executor's log at {url}" if url else f"; see executor {executor}'s log on {host}"
         return SparkFault(line, error)
@@ -146,11 +151,15 @@ def spark_fault(error: BaseException) -> Optional[SparkFault]:
     if gave_up is not None:
         reason = gave_up.group("reason").strip()
         source = _FETCH_FROM.search(reason)
-        what = (f"shuffle data of executor {source.group('executor')} on {source.group('host')} could not be fetched"
-                if "FetchFailed" in reason and source else reason[:300])
-        return SparkFault(f"{what}, and Spark gave up after {gave_up.group('attempts')} attempts of "
-                          f"{gave_up.group('stage')}", error)
+        what = (
+            f"shuffle data of executor {source.group('executor')} on {source.group('host')} could not be fetched"
+            if "FetchFailed" in reason and source
+            else reason[:300]
+        )
+        return SparkFault(
+            f"{what}, and Spark gave up after {gave_up.group('attempts')} attempts of {gave_up.group('stage')}", error
+        )
     lines = [line.strip() for line in text.strip().splitlines() if line.strip() and not line.lstrip().startswith("at ")]
     causes = [line for line in lines if line.startswith("Caused by:")]
-    summary = causes[-1][len("Caused by:"):].strip() if causes else (lines[0] if lines else repr(error))
+    summary = causes[-1][len("Caused by:") :].strip() if causes else (lines[0] if lines else repr(error))
     return SparkFault(f"Spark failed: {summary[:500]}", error)

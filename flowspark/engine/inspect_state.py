@@ -19,8 +19,8 @@ from flowspark.engine.destinations import parse
 from flowspark.engine.resume_check import META
 from flowspark.engine.session import get_session
 from flowspark.engine.sink_ledger import LEDGER, read_ledger
-from flowspark.engine.storage import Location
 from flowspark.engine.slots import decoded, slot_keys
+from flowspark.engine.storage import Location
 
 
 @dataclass
@@ -68,8 +68,11 @@ def _slots(directory: Location) -> List[Tuple[str, bytes]]:
             os.symlink(query.path, readable)
         for operator in operators:
             frame = (
-                spark.read.format("statestore").option("path", readable).option("operatorId", int(operator))
-                .option("stateVarName", "slots").load()
+                spark.read.format("statestore")
+                .option("path", readable)
+                .option("operatorId", int(operator))
+                .option("stateVarName", "slots")
+                .load()
             )
             rows.extend((r.key.grp, bytes(r.user_map_value.entries)) for r in frame.collect())
     return rows

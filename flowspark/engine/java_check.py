@@ -20,8 +20,10 @@ from flowspark.errors import FlowsparkRuntimeError
 MIN_JAVA = 17
 """The oldest Java that Spark 4 runs on."""
 
-_INSTALL = (f"Install a Java {MIN_JAVA} or later runtime (Debian/Ubuntu: apt-get install openjdk-{MIN_JAVA}-jre-headless) "
-            "and put it on PATH or set JAVA_HOME.")
+_INSTALL = (
+    f"Install a Java {MIN_JAVA} or later runtime (Debian/Ubuntu: apt-get install openjdk-{MIN_JAVA}-jre-headless) "
+    "and put it on PATH or set JAVA_HOME."
+)
 
 
 def java_binary() -> Optional[str]:
@@ -49,8 +51,11 @@ def check_java() -> None:
     java = java_binary()
     if java is None:
         home = os.environ.get("JAVA_HOME")
-        where = (f"JAVA_HOME is {home!r}, which has no bin/java" if home
-                 else "JAVA_HOME is not set and there is no `java` on PATH")
+        where = (
+            f"JAVA_HOME is {home!r}, which has no bin/java"
+            if home
+            else "JAVA_HOME is not set and there is no `java` on PATH"
+        )
         msg = f"Spark needs Java {MIN_JAVA} or later, and none was found: {where}. {_INSTALL}"
         raise FlowsparkRuntimeError(msg)
     try:

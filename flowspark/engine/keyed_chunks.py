@@ -66,7 +66,9 @@ class KeyedChunk:
 
     def dumps(self) -> bytes:
         self.flush()
-        return pickle.dumps((self.keys, self.ids.tobytes(), self.ends, self.orders, self._pieces), pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(
+            (self.keys, self.ids.tobytes(), self.ends, self.orders, self._pieces), pickle.HIGHEST_PROTOCOL
+        )
 
 
 _Chunk = Tuple[List[str], "array[int]", List[int], List[Order], List[Any]]

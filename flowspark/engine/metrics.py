@@ -198,22 +198,42 @@ class FlowMetrics:
         except Exception:
             progress = None
         if progress:
-            found.append(Gauge("flowspark_micro_batch_id", "id of the query's last completed micro-batch",
-                               int(progress.get("batchId", 0))))
+            found.append(
+                Gauge(
+                    "flowspark_micro_batch_id",
+                    "id of the query's last completed micro-batch",
+                    int(progress.get("batchId", 0)),
+                )
+            )
             millis = (progress.get("durationMs") or {}).get("triggerExecution")
             if millis is not None:
-                found.append(Gauge("flowspark_micro_batch_duration_seconds",
-                                   "duration of the query's last completed micro-batch", millis / 1000))
+                found.append(
+                    Gauge(
+                        "flowspark_micro_batch_duration_seconds",
+                        "duration of the query's last completed micro-batch",
+                        millis / 1000,
+                    )
+                )
             rows = state_rows(progress)
             if rows is not None:
-                found.append(Gauge("flowspark_state_rows", "rows in Spark's state stores after the last micro-batch", rows))
+                found.append(
+                    Gauge("flowspark_state_rows", "rows in Spark's state stores after the last micro-batch", rows)
+                )
         try:
             fraction = watch.fraction_done()
         except Exception:
             fraction = None
         if fraction is not None:
-            found.append(Gauge("flowspark_input_fraction_done", "how far the flow's sources got, from 0 to 1", fraction))
+            found.append(
+                Gauge("flowspark_input_fraction_done", "how far the flow's sources got, from 0 to 1", fraction)
+            )
         for (step_id, partition), lag in sorted(watch.lags().items()):
-            found.append(Gauge("flowspark_input_lag_items", "items a source partition had yet to read at its last poll",
-                               lag, (("step_id", step_id), ("partition", partition))))
+            found.append(
+                Gauge(
+                    "flowspark_input_lag_items",
+                    "items a source partition had yet to read at its last poll",
+                    lag,
+                    (("step_id", step_id), ("partition", partition)),
+                )
+            )
         return found

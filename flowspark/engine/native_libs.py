@@ -28,7 +28,12 @@ LIBRARY = "librocksdbjni-linux64.so"
 
 def rocksdb_library_dir(spark_home: Optional[str]) -> Optional[str]:
     """A private folder holding Spark's RocksDB library, unpacked if need be; `None` where that can't be done."""
-    if spark_home is None or platform.system() != "Linux" or platform.machine() != "x86_64" or platform.libc_ver()[0] != "glibc":
+    if (
+        spark_home is None
+        or platform.system() != "Linux"
+        or platform.machine() != "x86_64"
+        or platform.libc_ver()[0] != "glibc"
+    ):
         return None
     jars = glob.glob(os.path.join(spark_home, "jars", "rocksdbjni-*.jar"))
     if len(jars) != 1:

@@ -64,7 +64,9 @@ class PassSinks:
         if partition is None:
             sink = self._plan.outputs[index].config.sink
             assert isinstance(sink, DynamicSink), f"step {step_id!r} lost its sink on its way to the workers"
-            partition = self._built[slot] = self._call(step_id, "build", built, sink.build, step_id, worker, self._plan.workers)
+            partition = self._built[slot] = self._call(
+                step_id, "build", built, sink.build, step_id, worker, self._plan.workers
+            )
         started = time.perf_counter()
         self._call(step_id, "write_batch", partition.write_batch, items)
         if self._meter is not None:
@@ -109,8 +111,9 @@ class PassSinks:
     def __enter__(self) -> PassSinks:
         return self
 
-    def __exit__(self, kind: Optional[Type[BaseException]], error: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self, kind: Optional[Type[BaseException]], error: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
         if error is None:
             self.close()
         else:

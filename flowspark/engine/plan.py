@@ -124,7 +124,8 @@ class Plan:
     eof_delays: List[int] = field(default_factory=list)
     """For each stateful step, how many of a Bytewax worker's steps after the input's end its `on_eof` runs (`_eof_delays`)."""
     positions: Dict[str, int] = field(default_factory=dict)
-    """Each core step's place in the order the flow created them: within a round, one Bytewax worker runs its steps in that order."""
+    """Each core step's place in the order the flow created them: within a round, one Bytewax worker runs its steps
+    in that order."""
 
     @property
     def depth(self) -> int:
@@ -133,7 +134,7 @@ class Plan:
 
     def steps_in_layer(self, layer: int) -> List[int]:
         """Indexes of the stateful steps of `layer`."""
-        return [i for i, l in enumerate(self.layers) if l == layer]
+        return [i for i, step_layer in enumerate(self.layers) if step_layer == layer]
 
 
 def _flow_error(flow_id: str, cause: Exception) -> Exception:
@@ -152,7 +153,10 @@ def _check_io(step: CoreStep[CoreConfig]) -> None:
             msg = f"step {step.step_id!r}: source must subclass `flowspark.inputs.Source`; got a {type(source)!r}"
             raise TypeError(msg)
         if not isinstance(source, (FixedPartitionedSource, DynamicSource)):
-            msg = f"step {step.step_id!r}: unknown source type {type(source)!r}; subclass `FixedPartitionedSource` or `DynamicSource`"
+            msg = (
+                f"step {step.step_id!r}: unknown source type {type(source)!r}; subclass "
+                f"`FixedPartitionedSource` or `DynamicSource`"
+            )
             raise TypeError(msg)
     if isinstance(config, OutputConfig):
         sink = config.sink

@@ -27,7 +27,14 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, List, Optional, Tuple
 
-__all__ = ["BEAT_SECONDS", "LINGER_SECONDS", "REACH_SECONDS", "StatusBeacon", "announce_status", "wait_for_process_zero"]
+__all__ = [
+    "BEAT_SECONDS",
+    "LINGER_SECONDS",
+    "REACH_SECONDS",
+    "StatusBeacon",
+    "announce_status",
+    "wait_for_process_zero",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -191,7 +198,7 @@ def _follow(address: Tuple[str, int]) -> Tuple[bool, Optional[int]]:
                 line = lines.readline(_LINE)
                 if line == BEAT:
                     continue
-                number = line[len(STATUS):].strip()
+                number = line[len(STATUS) :].strip()
                 if line.startswith(STATUS) and number.lstrip(b"-").isdigit():
                     return True, int(number)
                 return True, None  # it went away without a status
@@ -203,7 +210,9 @@ def wait_for_process_zero(address: str, process_id: int, reach_seconds: float = 
     """In a process other than 0: wait for process 0's run at `address` to end, and return its exit status."""
     parts = _split(address)
     if parts is None:
-        _log.warning("process %d: process 0's address %r is not host:port, so there is no run to wait for", process_id, address)
+        _log.warning(
+            "process %d: process 0's address %r is not host:port, so there is no run to wait for", process_id, address
+        )
         return 0
     last_seen = time.monotonic()
     told = False
@@ -214,10 +223,16 @@ def wait_for_process_zero(address: str, process_id: int, reach_seconds: float = 
             return status
         if reached:
             last_seen = time.monotonic()
-            _log.warning("process %d: process 0 at %s went away without a status; waiting for it to come back", process_id, address)
+            _log.warning(
+                "process %d: process 0 at %s went away without a status; waiting for it to come back",
+                process_id,
+                address,
+            )
         elif not told:
             _log.info("process %d: waiting for process 0 at %s", process_id, address)
             told = True
         time.sleep(1.0)
-    _log.error("process %d: process 0 at %s could not be reached for %.0f s; giving up", process_id, address, reach_seconds)
+    _log.error(
+        "process %d: process 0 at %s could not be reached for %.0f s; giving up", process_id, address, reach_seconds
+    )
     return 1

@@ -16,17 +16,18 @@ import json
 from datetime import datetime, timedelta
 from typing import Any, Dict, List
 
+from flowspark.engine import storage
 from flowspark.engine.executor_source import reads_in_executors
 from flowspark.engine.groups import Groups
 from flowspark.engine.plan import Plan
-from flowspark.engine import storage
 from flowspark.engine.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
 
 META = "flowspark-meta.json"
 DEFAULT_BUCKETS = 16
 STATE_LAYOUT = 4
-"""How stateful steps store their keys (`engine.slots`): recorded, so that a directory of another layout is refused, not misread."""
+"""How stateful steps store their keys (`engine.slots`): recorded, so that a directory of another layout is refused,
+not misread."""
 SOURCE_LAYOUT = 2
 """How the inputs' offsets and snapshots are kept (`executor_source.Position`, the snapshot store): recorded likewise."""
 
@@ -44,13 +45,20 @@ def describe(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         return {str(k): describe(v, depth + 1) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: describe(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value) if f.name != "step_id"}
+        fields = {
+            f.name: describe(getattr(value, f.name), depth + 1)
+            for f in dataclasses.fields(value)
+            if f.name != "step_id"
+        }
         return {"type": type(value).__qualname__, **fields}
     if callable(value):
         return getattr(value, "__qualname__", type(value).__qualname__)
     attrs = getattr(value, "__dict__", None)
     if attrs is not None:
-        return {"type": type(value).__qualname__, **{k: describe(v, depth + 1) for k, v in sorted(attrs.items()) if not k.startswith("__")}}
+        return {
+            "type": type(value).__qualname__,
+            **{k: describe(v, depth + 1) for k, v in sorted(attrs.items()) if not k.startswith("__")},
+        }
     return type(value).__qualname__
 
 
@@ -77,15 +85,23 @@ def _differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
     else:
         for before, after in zip(old["stateful"], new["stateful"]):
             if before["layer"] != after["layer"]:
-                changes.append(f"step {after['step']!r} moved from stateful layer {before['layer']} to {after['layer']}")
+                changes.append(
+                    f"step {after['step']!r} moved from stateful layer {before['layer']} to {after['layer']}"
+                )
             if before["params"] != after["params"]:
-                changes.append(f"parameters of step {after['step']!r} changed: was {before['params']}, now {after['params']}")
+                changes.append(
+                    f"parameters of step {after['step']!r} changed: was {before['params']}, now {after['params']}"
+                )
     if [i["step"] for i in old["inputs"]] != [i["step"] for i in new["inputs"]]:
-        changes.append(f"input steps were {[i['step'] for i in old['inputs']]}, now {[i['step'] for i in new['inputs']]}")
+        changes.append(
+            f"input steps were {[i['step'] for i in old['inputs']]}, now {[i['step'] for i in new['inputs']]}"
+        )
     else:
         for before, after in zip(old["inputs"], new["inputs"]):
             if before["partitions"] != after["partitions"]:
-                changes.append(f"partitions of input {after['step']!r} were {before['partitions']}, now {after['partitions']}")
+                changes.append(
+                    f"partitions of input {after['step']!r} were {before['partitions']}, now {after['partitions']}"
+                )
             if before.get("in_executors") != after["in_executors"]:
                 where = "Spark's executors" if after["in_executors"] else "the driver"
                 changes.append(f"input {after['step']!r} is now read in {where}, and its snapshots were kept elsewhere")
@@ -105,8 +121,14 @@ def check_or_record(place: Location, plan: Plan, parts: List[List[str]]) -> Grou
     if not storage.exists(meta_place):
         storage.private_dir(place)
         groups = new_groups(plan)
-        meta = {"flow": plan.flow_id, "buckets": groups.buckets, "groups": groups.names, "shape": current,
-                "state_layout": STATE_LAYOUT, "source_layout": SOURCE_LAYOUT}
+        meta = {
+            "flow": plan.flow_id,
+            "buckets": groups.buckets,
+            "groups": groups.names,
+            "shape": current,
+            "state_layout": STATE_LAYOUT,
+            "source_layout": SOURCE_LAYOUT,
+        }
         storage.write_private(meta_place, json.dumps(meta, indent=1).encode())
         return groups
     try:

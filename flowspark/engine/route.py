@@ -105,7 +105,9 @@ class Collector:
         return ticket
 
 
-def split_by_part(step_id: str, part_fn: Callable[[str], int], items: List[Tuple[str, Any]], count: int) -> Dict[int, List[Any]]:
+def split_by_part(
+    step_id: str, part_fn: Callable[[str], int], items: List[Tuple[str, Any]], count: int
+) -> Dict[int, List[Any]]:
     """The values of `(key, value)` items by the partition `part_fn(key)` picks, modulo `count`; failures name the step and key.
 
     `part_fn` must return an `int`, as Bytewax requires; that is checked
@@ -165,7 +167,9 @@ class Router:
     task that makes their items; a plan with such outputs needs it.
     """
 
-    def __init__(self, plan: Plan, groups: Groups, meter: Optional[Meter] = None, sinks: Optional[PassSinks] = None) -> None:
+    def __init__(
+        self, plan: Plan, groups: Groups, meter: Optional[Meter] = None, sinks: Optional[PassSinks] = None
+    ) -> None:
         self._plan = plan
         self._groups = groups
         self._meter = meter
@@ -222,8 +226,9 @@ class Router:
                     )
                 sink.extend([value for _, value in batch] if drop_keys else batch)
 
-    def _to_sink_parts(self, step_id: str, index: int, layout: SinkLayout, config: OutputConfig, batch: List[Any],
-                       out: Collector) -> None:
+    def _to_sink_parts(
+        self, step_id: str, index: int, layout: SinkLayout, config: OutputConfig, batch: List[Any], out: Collector
+    ) -> None:
         """Split a batch bound for a partitioned sink written by the sink job: by `part_fn(key)` modulo its partition count."""
         check_keyed(step_id, batch)
         if layout.routing is SinkRouting.ONE_PART:
@@ -236,7 +241,9 @@ class Router:
             self._sink_part(step_id, index, layout, part, out).extend(values)
 
     @staticmethod
-    def _sink_part(step_id: str, index: int, layout: SinkLayout, part: int, out: Collector) -> Union[chunks.ItemChunk, LineChunk]:
+    def _sink_part(
+        step_id: str, index: int, layout: SinkLayout, part: int, out: Collector
+    ) -> Union[chunks.ItemChunk, LineChunk]:
         items = out.sink_parts.get((index, part))
         if items is None:
             items = out.sink_parts[index, part] = (

@@ -1,4 +1,5 @@
-"""Which Spark a run uses: a Spark Connect server it names, the process's own session, the warm local server, or a new session here.
+"""Which Spark a run uses: a Spark Connect server it names, the process's own session, the warm local server, or a
+new session here.
 
 A run given a Spark Connect server (`--remote sc://...`, `SPARK_REMOTE`)
 runs there.  A process that already has a Spark session (an earlier run
@@ -22,12 +23,12 @@ from pyspark.sql import SparkSession
 
 from flowspark.engine.client_environment import ClientEnvironment
 from flowspark.engine.cluster import is_local_master
+from flowspark.engine.connect_client import connect, driver_link_host, server_host
 from flowspark.engine.plan import Plan
 from flowspark.engine.session import default_master, get_session, spark_home
 from flowspark.engine.spark_defaults import started_by_spark_submit, user_defaults
 from flowspark.engine.spark_version import check_spark
 from flowspark.engine.storage import Scheme, parse_location
-from flowspark.engine.connect_client import connect, driver_link_host, server_host
 from flowspark.engine.warm_session import WarmMode, warm_mode, warm_spark
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -84,9 +85,17 @@ def local_parallelism(parallelism: Optional[int], master: Optional[str]) -> Opti
     return parallelism or os.cpu_count() or 2
 
 
-def spark_for(plan: Plan, parallelism: Optional[int], master: Optional[str], conf: Dict[str, str],
-              own_conf: bool, recovery_dir: Optional[str], streaming: bool, remote: Optional[str] = None,
-              single_run: bool = False) -> RunSpark:
+def spark_for(
+    plan: Plan,
+    parallelism: Optional[int],
+    master: Optional[str],
+    conf: Dict[str, str],
+    own_conf: bool,
+    recovery_dir: Optional[str],
+    streaming: bool,
+    remote: Optional[str] = None,
+    single_run: bool = False,
+) -> RunSpark:
     """The Spark a run uses (see the module doc): `conf` for a session started here, `own_conf` if the user gave settings.
 
     A `streaming` run (one whose input did not end within its first read)
@@ -103,12 +112,23 @@ def spark_for(plan: Plan, parallelism: Optional[int], master: Optional[str], con
     allowed = mode is WarmMode.ALL or (mode is WarmMode.AUTO and (single_run or not streaming))
     if allowed and SparkSession.getActiveSession() is None and _may_run_warm(plan, master, own_conf, recovery_dir):
         warm = warm_spark(parallelism)
-        return RunSpark(warm.session, warm.parallelism, True, True, ClientEnvironment.of_this_process(),
-                        ui_url=f"http://127.0.0.1:{warm.record.ui_port}")
+        return RunSpark(
+            warm.session,
+            warm.parallelism,
+            True,
+            True,
+            ClientEnvironment.of_this_process(),
+            ui_url=f"http://127.0.0.1:{warm.record.ui_port}",
+        )
     spark = get_session(master, conf, app_name=f"flowspark: {plan.flow_id}")
     context = spark.sparkContext
-    return RunSpark(spark, parallelism or context.defaultParallelism, is_local_master(context.master),
-                    settings=dict(context.getConf().getAll()), ui_url=context.uiWebUrl)
+    return RunSpark(
+        spark,
+        parallelism or context.defaultParallelism,
+        is_local_master(context.master),
+        settings=dict(context.getConf().getAll()),
+        ui_url=context.uiWebUrl,
+    )
 
 
 def _may_run_warm(plan: Plan, master: Optional[str], own_conf: bool, recovery_dir: Optional[str]) -> bool:
@@ -129,8 +149,10 @@ def _connected(plan: Plan, url: str, parallelism: Optional[int]) -> RunSpark:
     """A run on the Spark Connect server at `url`; a flow whose connectors drive Spark themselves is refused."""
     steps = spark_driving_steps(plan)
     if steps:
-        msg = (f"step {steps[0]!r} drives Spark itself through a classic Spark session, which a run through Spark Connect "
-               f"({url.split(';')[0]}) does not have: run it without --remote/SPARK_REMOTE")
+        msg = (
+            f"step {steps[0]!r} drives Spark itself through a classic Spark session, which a run through Spark Connect "
+            f"({url.split(';')[0]}) does not have: run it without --remote/SPARK_REMOTE"
+        )
         raise FlowsparkRuntimeError(msg)
     connected = connect(url, parallelism)
     check_spark(connected.session.version, f"Spark (the Spark Connect server at {url.split(';')[0]})")

@@ -20,33 +20,32 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
 
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import serving_api
+from flowspark.engine import driver_fence, shutdown, snapshot_store, storage
+from flowspark.engine.batch_query import run_batch
 from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
 from flowspark.engine.cluster import check_recovery_dir_visible
+from flowspark.engine.connect_client import check_reachable
+from flowspark.engine.driver_link import DriverLink, DriverServer
+from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
 from flowspark.engine.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.fault_report import spark_fault
-from flowspark.engine.metrics import FlowMetrics, QueryWatch
 from flowspark.engine.groups import Groups
+from flowspark.engine.input_end import InputEnd, recorded_end
+from flowspark.engine.metrics import FlowMetrics, QueryWatch
+from flowspark.engine.plan import Plan, build_plan, for_workers, placed_for_machines
 from flowspark.engine.progress import BatchReport, Progress, state_rows
 from flowspark.engine.proxy_log import quiet_proxy_failures
-from flowspark.engine.plan import Plan, build_plan, for_workers, placed_for_machines
 from flowspark.engine.recovery_dir import check_recovery_dir
+from flowspark.engine.remote_writer import ForwardedBatches, serve_writer
 from flowspark.engine.resume_check import check_or_record
 from flowspark.engine.run_context import RunContext, running
+from flowspark.engine.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import OutputStash, SinkWriter
-from flowspark.engine import driver_fence, shutdown, snapshot_store
-from flowspark.engine.batch_query import run_batch
-from flowspark.engine.connect_client import check_reachable
-from flowspark.engine.remote_writer import ForwardedBatches, serve_writer
-from flowspark.engine.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
-from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
-from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.source_hub import Offset, SourceHub
-from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.spark_format import FORMAT, SCHEMA
 from flowspark.engine.spark_source import encode_options
 from flowspark.engine.stateful import LayerProcessor
-from flowspark.engine import storage
 from flowspark.engine.storage import Location, Scheme, parse_location
 from flowspark.engine.wake_ups import DUE_CALL, WakeUps
 from flowspark.engine.warm_up import warm_python_workers
@@ -63,7 +62,8 @@ class RunConfig:
 
     parallelism: Optional[int] = None
     interval_seconds: float = 0.0
-    """Seconds between micro-batch starts (Spark's processing-time trigger); 0: the next starts once there is input and the last is done."""
+    """Seconds between micro-batch starts (Spark's processing-time trigger); 0: the next starts once there is input
+    and the last is done."""
     recovery_dir: Optional[str] = None
     master: Optional[str] = None
     conf: Dict[str, str] = field(default_factory=dict)
@@ -105,8 +105,14 @@ class _SparkHiccup(Exception):
         self.error = error
 
 
-def _failure(plan: Plan, checkpoint: Location, box: FailureBox, query_error: Optional[BaseException], *others: Optional[BaseException],
-             resumable: bool = False) -> Optional[BaseException]:
+def _failure(
+    plan: Plan,
+    checkpoint: Location,
+    box: FailureBox,
+    query_error: Optional[BaseException],
+    *others: Optional[BaseException],
+    resumable: bool = False,
+) -> Optional[BaseException]:
     """The error to raise for a failed run: the user's as Bytewax would raise it, else Spark's in one line (`fault_report`)."""
     for err in (query_error, *others):
         if err is None:
@@ -123,8 +129,10 @@ def _failure(plan: Plan, checkpoint: Location, box: FailureBox, query_error: Opt
         if looks_damaged(str(err)):
             fault = spark_fault(err)
             summary = fault.line if fault is not None else str(err).strip().splitlines()[0]
-            msg = (f"flow {plan.flow_id!r} can't resume: its checkpoint in {str(checkpoint)!r} is damaged ({summary}); "
-                   "restore the recovery directory from a backup, or start with an empty one")
+            msg = (
+                f"flow {plan.flow_id!r} can't resume: its checkpoint in {str(checkpoint)!r} is damaged ({summary}); "
+                "restore the recovery directory from a backup, or start with an empty one"
+            )
             return FlowsparkRuntimeError(msg)
         fault = spark_fault(err)
         if fault is not None:
@@ -134,8 +142,18 @@ def _failure(plan: Plan, checkpoint: Location, box: FailureBox, query_error: Opt
     return None
 
 
-def _start_query(spark: RunSpark, plan: Plan, link: DriverLink, writer: SinkWriter, checkpoint: Location, groups: Groups,
-                 interval: float, inputs: ExecutorInputs, hub: bool, metered: bool = False) -> Any:
+def _start_query(
+    spark: RunSpark,
+    plan: Plan,
+    link: DriverLink,
+    writer: SinkWriter,
+    checkpoint: Location,
+    groups: Groups,
+    interval: float,
+    inputs: ExecutorInputs,
+    hub: bool,
+    metered: bool = False,
+) -> Any:
     """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items.
 
     Through Spark Connect, Spark calls `foreachBatch` in its server, which
@@ -145,7 +163,9 @@ def _start_query(spark: RunSpark, plan: Plan, link: DriverLink, writer: SinkWrit
     session = spark.session
     if not spark.remote:
         session.conf.set("spark.sql.shuffle.partitions", str(spark.parallelism))
-    frame = session.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
+    frame = (
+        session.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
+    )
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
             LayerProcessor(workers, layer, groups, link, metered), SCHEMA, "Append", "ProcessingTime"
@@ -182,7 +202,11 @@ def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) 
         now = time.monotonic()
         written[0] += items_out
         last_progress = queries[0].lastProgress if queries else None
-        progress.batch(BatchReport(batch_id + 1, hub.items_read, written[0], now - last[0], state_rows(last_progress), hub.fraction_done()))
+        progress.batch(
+            BatchReport(
+                batch_id + 1, hub.items_read, written[0], now - last[0], state_rows(last_progress), hub.fraction_done()
+            )
+        )
         last[0] = now
 
     return report
@@ -203,9 +227,18 @@ def _await_commit(query: Any, checkpoint: Location, batch_id: int, timeout: floa
         time.sleep(0.02 if entry.is_local else 0.2)  # S3 and HDFS: a request or two per look
 
 
-def _wait(plan: Plan, query: Any, checkpoint: Location, server: DriverServer, box: FailureBox, writer: SinkWriter,
-          sees_commits: bool = True, resumable: bool = False) -> None:
-    """Wait for the end of input, a failure (a user's stops the query at once) or a SIGTERM; stop the query; raise the failure, if any.
+def _wait(
+    plan: Plan,
+    query: Any,
+    checkpoint: Location,
+    server: DriverServer,
+    box: FailureBox,
+    writer: SinkWriter,
+    sees_commits: bool = True,
+    resumable: bool = False,
+) -> None:
+    """Wait for the end of input, a failure (a user's stops the query at once) or a SIGTERM; stop the query; raise
+    the failure, if any.
 
     `sees_commits`: this process can read Spark's commit log (not so for a
     temporary checkpoint of a Spark Connect server elsewhere).
@@ -259,9 +292,17 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
     ship_by_value(user_packages())
     driver = _read_first(plan, config, metrics)
     try:
-        spark = spark_for(plan, config.parallelism, config.master, config.session_conf(), bool(config.conf),
-                          config.recovery_dir, streaming=driver is None or not driver.ends_at_once, remote=config.remote,
-                          single_run=config.single_run)
+        spark = spark_for(
+            plan,
+            config.parallelism,
+            config.master,
+            config.session_conf(),
+            bool(config.conf),
+            config.recovery_dir,
+            streaming=driver is None or not driver.ends_at_once,
+            remote=config.remote,
+            single_run=config.single_run,
+        )
         _check_shared_recovery(spark, config)
         if driver is not None:
             _reachable(spark, config, driver.server)
@@ -302,7 +343,12 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
                 except _SparkHiccup as hiccup:
                     if attempt == RESTARTS:
                         raise hiccup.error from hiccup.error.__cause__  # Spark's own error only with FLOWSPARK_FULL_TRACEBACK=1
-                    _log.warning("%s; restarting from the last completed micro-batch (restart %d of %d)", hiccup, attempt + 1, RESTARTS)
+                    _log.warning(
+                        "%s; restarting from the last completed micro-batch (restart %d of %d)",
+                        hiccup,
+                        attempt + 1,
+                        RESTARTS,
+                    )
     finally:
         if config.recovery_dir is None:
             shutil.rmtree(checkpoint.path, ignore_errors=True)
@@ -329,15 +375,23 @@ class _DriverSide:
         self.hub.close()
 
 
-def _driver_side(server: DriverServer, plan: Plan, config: RunConfig, parallelism: int,
-                 metrics: Optional[FlowMetrics]) -> _DriverSide:
+def _driver_side(
+    server: DriverServer, plan: Plan, config: RunConfig, parallelism: int, metrics: Optional[FlowMetrics]
+) -> _DriverSide:
     if metrics is not None:
         server.register("metrics", metrics.add)
     server.register(PRINT_CALL, write_prints)
     server.register(ERROR_PRINT_CALL, write_error_prints)
     box = FailureBox(server)
-    hub = SourceHub(plan, server, config.max_items_per_batch, config.max_seconds_per_poll, pieces=parallelism,
-                    workers=config.workers, meter=None if metrics is None else metrics.driver_meter())
+    hub = SourceHub(
+        plan,
+        server,
+        config.max_items_per_batch,
+        config.max_seconds_per_poll,
+        pieces=parallelism,
+        workers=config.workers,
+        meter=None if metrics is None else metrics.driver_meter(),
+    )
     wake_ups = WakeUps()
     server.register(DUE_CALL, wake_ups.due)
     return _DriverSide(server, box, hub, wake_ups)
@@ -367,21 +421,39 @@ def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -
     return driver
 
 
-def _run_as_batch(plan: Plan, config: RunConfig, spark: RunSpark, driver: _DriverSide, metrics: Optional[FlowMetrics]) -> None:
+def _run_as_batch(
+    plan: Plan, config: RunConfig, spark: RunSpark, driver: _DriverSide, metrics: Optional[FlowMetrics]
+) -> None:
     """Run a flow whose input ended within the first read as one batch query (`batch_query`)."""
     assert driver.first_read is not None
     plan = placed_for_machines(plan, one_machine=True)
     checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
     writer: Optional[SinkWriter] = None
     try:
-        inputs = list_executor_inputs(plan, checkpoint.join("query", snapshot_store.FOLDER), config.max_items_per_batch,
-                                      config.max_seconds_per_poll, report=False)
+        inputs = list_executor_inputs(
+            plan,
+            checkpoint.join("query", snapshot_store.FOLDER),
+            config.max_items_per_batch,
+            config.max_seconds_per_poll,
+            report=False,
+        )
         groups = check_or_record(checkpoint, plan, driver.hub.partition_names())
         writer = _writer(plan, config, checkpoint, driver, spark.parallelism, metrics, [], write_behind=False)
         with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
             try:
-                run_batch(spark.session, plan, for_workers(plan), driver.server.link, driver.hub, driver.first_read, writer,
-                          groups, inputs, spark.parallelism, metered=metrics is not None)
+                run_batch(
+                    spark.session,
+                    plan,
+                    for_workers(plan),
+                    driver.server.link,
+                    driver.hub,
+                    driver.first_read,
+                    writer,
+                    groups,
+                    inputs,
+                    spark.parallelism,
+                    metered=metrics is not None,
+                )
             except (FlowsparkRuntimeError, StepFailure):
                 raise  # flowspark's own, already naming the step
             except Exception as ex:
@@ -400,13 +472,31 @@ def _run_as_batch(plan: Plan, config: RunConfig, spark: RunSpark, driver: _Drive
     _close(driver, writer)
 
 
-def _writer(plan: Plan, config: RunConfig, checkpoint: Location, driver: _DriverSide, parallelism: int,
-            metrics: Optional[FlowMetrics], queries: List[Any], write_behind: bool) -> SinkWriter:
+def _writer(
+    plan: Plan,
+    config: RunConfig,
+    checkpoint: Location,
+    driver: _DriverSide,
+    parallelism: int,
+    metrics: Optional[FlowMetrics],
+    queries: List[Any],
+    write_behind: bool,
+) -> SinkWriter:
     """The run's writer; `write_behind` writes each micro-batch while Spark computes the next (`write_behind`)."""
-    return SinkWriter(plan, checkpoint, OutputStash(driver.server), _reporter(config.progress, driver.hub, queries),
-                      None if metrics is None else metrics.driver_meter(), workers=config.workers,
-                      epoch_per_round=config.epoch_per_round, link=driver.server.link, parallelism=parallelism,
-                      write_behind=write_behind, wake_ups=driver.wake_ups, resumable=config.recovery_dir is not None)
+    return SinkWriter(
+        plan,
+        checkpoint,
+        OutputStash(driver.server),
+        _reporter(config.progress, driver.hub, queries),
+        None if metrics is None else metrics.driver_meter(),
+        workers=config.workers,
+        epoch_per_round=config.epoch_per_round,
+        link=driver.server.link,
+        parallelism=parallelism,
+        write_behind=write_behind,
+        wake_ups=driver.wake_ups,
+        resumable=config.recovery_dir is not None,
+    )
 
 
 def _driver_server(spark: RunSpark, port: int) -> DriverServer:
@@ -430,9 +520,11 @@ def _check_shared_recovery(spark: RunSpark, config: RunConfig) -> None:
     if not spark.remote or spark.local or config.recovery_dir is None:
         return
     if parse_location(config.recovery_dir).scheme is Scheme.LOCAL:
-        msg = (f"recovery directory {config.recovery_dir!r} is on this machine, but the Spark Connect server at "
-               f"{(config.remote or '').split(';')[0]} runs elsewhere and keeps the flow's state there: give -r an "
-               "s3:// or hdfs:// URI both reach")
+        msg = (
+            f"recovery directory {config.recovery_dir!r} is on this machine, but the Spark Connect server at "
+            f"{(config.remote or '').split(';')[0]} runs elsewhere and keeps the flow's state there: give -r an "
+            "s3:// or hdfs:// URI both reach"
+        )
         raise FlowsparkRuntimeError(msg)
 
 
@@ -442,8 +534,14 @@ def _reachable(spark: RunSpark, config: RunConfig, server: DriverServer) -> None
         check_reachable(spark.session, server.link.host, server.link.port, config.remote)
 
 
-def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Location,
-             metrics: Optional[FlowMetrics] = None, driver: Optional[_DriverSide] = None) -> None:
+def _attempt(
+    spark: RunSpark,
+    plan: Plan,
+    config: RunConfig,
+    checkpoint: Location,
+    metrics: Optional[FlowMetrics] = None,
+    driver: Optional[_DriverSide] = None,
+) -> None:
     """Run the flow's query once, from wherever its checkpoint stands; feed `metrics`, if given.
 
     `driver` is the driver side with the first micro-batch already read
@@ -458,8 +556,13 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
     writer: Optional[SinkWriter] = None
     try:
         store = checkpoint.join("query", snapshot_store.FOLDER)
-        inputs = list_executor_inputs(plan, store, config.max_items_per_batch, config.max_seconds_per_poll,
-                                      report=metrics is not None or config.progress is not None)
+        inputs = list_executor_inputs(
+            plan,
+            store,
+            config.max_items_per_batch,
+            config.max_seconds_per_poll,
+            report=metrics is not None or config.progress is not None,
+        )
         hub.expect_remote([(part.step_id, part.name) for part in inputs.parts])
         if config.recovery_dir is not None:
             hub.keep_input_in(checkpoint.join(INPUT_LOG))
@@ -468,20 +571,45 @@ def _attempt(spark: RunSpark, plan: Plan, config: RunConfig, checkpoint: Locatio
         queries: List[Any] = []
         # Without a recovery directory nothing can resume a killed run, so
         # nothing is lost by writing a micro-batch while Spark computes the next.
-        writer = _writer(plan, config, checkpoint, driver, spark.parallelism, metrics, queries,
-                         write_behind=config.recovery_dir is None)
+        writer = _writer(
+            plan,
+            config,
+            checkpoint,
+            driver,
+            spark.parallelism,
+            metrics,
+            queries,
+            write_behind=config.recovery_dir is None,
+        )
         if spark.remote:
             serve_writer(driver.server, writer)
         if config.progress is not None and spark.ui_url:
             config.progress.announce(f"Spark UI at {spark.ui_url}")
-        query = _start_query(spark, plan, driver.server.link, writer, checkpoint, groups, config.interval_seconds,
-                             inputs, hub.has_parts(), metered=metrics is not None)
+        query = _start_query(
+            spark,
+            plan,
+            driver.server.link,
+            writer,
+            checkpoint,
+            groups,
+            config.interval_seconds,
+            inputs,
+            hub.has_parts(),
+            metered=metrics is not None,
+        )
         queries.append(query)
         if metrics is not None:
             metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))
-        _wait(plan, query, checkpoint, driver.server, driver.box, writer,
-              sees_commits=spark.local or not spark.remote or config.recovery_dir is not None,
-              resumable=config.recovery_dir is not None)
+        _wait(
+            plan,
+            query,
+            checkpoint,
+            driver.server,
+            driver.box,
+            writer,
+            sees_commits=spark.local or not spark.remote or config.recovery_dir is not None,
+            resumable=config.recovery_dir is not None,
+        )
         if config.progress is not None:
             config.progress.finish()
     except BaseException as ex:

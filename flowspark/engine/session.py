@@ -45,7 +45,10 @@ from flowspark.errors import FlowsparkRuntimeError
 
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 _CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-_JAVA_OPTIONS = f"-Xss16m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:MetaspaceSize=256m -Dlog4j2.configurationFile=file:{_LOG_CONFIG}"
+_JAVA_OPTIONS = (
+    "-Xss16m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:MetaspaceSize=256m "
+    f"-Dlog4j2.configurationFile=file:{_LOG_CONFIG}"
+)
 
 
 def _spark_home_without_zip() -> Optional[str]:
@@ -84,12 +87,14 @@ def spark_home() -> str:
 
 def default_master(parallelism: int) -> str:
     """`FLOWSPARK_MASTER`, else the master spark-submit or `spark-defaults.conf` gives, else `local[parallelism]`."""
-    return (os.environ.get("FLOWSPARK_MASTER") or user_defaults(spark_home()).get("spark.master")
-            or f"local[{parallelism}]")
+    return (
+        os.environ.get("FLOWSPARK_MASTER") or user_defaults(spark_home()).get("spark.master") or f"local[{parallelism}]"
+    )
 
 
-def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = None,
-                app_name: str = "flowspark") -> SparkSession:
+def get_session(
+    master: Optional[str] = None, conf: Optional[Dict[str, str]] = None, app_name: str = "flowspark"
+) -> SparkSession:
     """The process's session, created on first use with flowspark's settings once a usable Java is found.
 
     The user's settings (`conf`, over spark-submit's or `spark-defaults.conf`'s:
@@ -122,8 +127,10 @@ def get_session(master: Optional[str] = None, conf: Optional[Dict[str, str]] = N
         # Spark gives up on an unreachable master after about a minute of
         # retries (logged, but the log is off) and stops the context.
         if not url.startswith("local") and "stopped SparkContext" in str(ex):
-            msg = (f"could not connect to the Spark master {url!r}: it did not answer Spark's retries. "
-                   "Check that the master is running and reachable from this machine.")
+            msg = (
+                f"could not connect to the Spark master {url!r}: it did not answer Spark's retries. "
+                "Check that the master is running and reachable from this machine."
+            )
             raise FlowsparkRuntimeError(msg) from None
         raise
     check_spark(spark.version, f"Spark (SPARK_HOME={home})")
@@ -143,7 +150,9 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
     `java_options` goes with flowspark's driver JVM options.
     """
     settings = {
-        "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
@@ -185,17 +194,19 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
         # Python workers talk to the JVM over Unix sockets in a directory
         # only the user can enter: on TCP, any local process could take a
         # state server's one connection before the worker does.
-        settings.update({
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.python.unix.domain.socket.enabled": "true",
-            "spark.python.unix.domain.socket.dir": _private_dir(),
-            # Loopback is still shared with every local user: Spark's RPC
-            # and block transfers then take only peers with this secret,
-            # and the UI (CLI runs) offers no "kill" buttons.
-            "spark.authenticate": "true",
-            "spark.ui.killEnabled": "false",
-        })
+        settings.update(
+            {
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.python.unix.domain.socket.enabled": "true",
+                "spark.python.unix.domain.socket.dir": _private_dir(),
+                # Loopback is still shared with every local user: Spark's RPC
+                # and block transfers then take only peers with this secret,
+                # and the UI (CLI runs) offers no "kill" buttons.
+                "spark.authenticate": "true",
+                "spark.ui.killEnabled": "false",
+            }
+        )
         library_dir = rocksdb_library_dir(os.environ.get("SPARK_HOME"))
         if library_dir is not None and "spark.driver.extraLibraryPath" not in conf:
             settings["spark.driver.extraLibraryPath"] = library_dir
@@ -288,7 +299,8 @@ runs on that session, as it is.
 
 
 def jvm_environment(local: bool) -> Dict[str, str]:
-    """The environment a driver JVM starts with: no driver Python for it and, for a local master, its UI on loopback and a fresh secret.
+    """The environment a driver JVM starts with: no driver Python for it and, for a local master, its UI on loopback
+    and a fresh secret.
 
     The UI binds to `SPARK_LOCAL_IP`, or to every interface without it; a
     user's own `SPARK_LOCAL_IP` wins.  The secret goes in the environment
@@ -346,8 +358,11 @@ def _spark_hangup(block: List[bytes], chained: bool) -> bool:
     """
     frames = [line.lstrip() for line in block if line.lstrip().startswith(b'File "')]
     spark = [f for f in frames if b"/pyspark/" in f]
-    return bool(spark) and all(b"/pyspark/" in f or f.startswith(_STDLIB) for f in frames) and (
-        chained or block[-1].startswith(_HANGUPS))
+    return (
+        bool(spark)
+        and all(b"/pyspark/" in f or f.startswith(_STDLIB) for f in frames)
+        and (chained or block[-1].startswith(_HANGUPS))
+    )
 
 
 def _forward(pipe: BinaryIO) -> None:
@@ -404,5 +419,7 @@ def _with_filtered_stderr(start: Callable[[], SparkSession]) -> SparkSession:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(write_fd)
-    threading.Thread(target=_forward, args=(os.fdopen(read_fd, "rb"),), name="flowspark-jvm-stderr", daemon=True).start()
+    threading.Thread(
+        target=_forward, args=(os.fdopen(read_fd, "rb"),), name="flowspark-jvm-stderr", daemon=True
+    ).start()
     return spark

@@ -54,10 +54,15 @@ def stop_requested() -> bool:
 
 def _handle(signum: int, frame: Optional[FrameType]) -> None:
     if _REQUEST.asked.is_set():
-        raise RunStopped("the run stopped at once on a second SIGTERM; started again with the same recovery directory, "
-                         "it reads the micro-batch this cut short again", STOPPED_STATUS)
+        raise RunStopped(
+            "the run stopped at once on a second SIGTERM; started again with the same recovery directory, "
+            "it reads the micro-batch this cut short again",
+            STOPPED_STATUS,
+        )
     _REQUEST.asked.set()
-    _log.warning("SIGTERM: stopping once the micro-batch being written is committed (a second SIGTERM or Ctrl-C stops at once)")
+    _log.warning(
+        "SIGTERM: stopping once the micro-batch being written is committed (a second SIGTERM or Ctrl-C stops at once)"
+    )
 
 
 @contextmanager
@@ -67,7 +72,10 @@ def stop_on_sigterm() -> Iterator[None]:
     Does nothing outside the main thread or when SIGTERM already has a
     handler other than Python's default.
     """
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         yield
         return
     _REQUEST.asked.clear()
@@ -81,10 +89,16 @@ def stop_on_sigterm() -> Iterator[None]:
 
 def stopped(flow_id: str, last_batch: int, resumable: bool) -> RunStopped:
     """The error that ends a run stopped on SIGTERM after micro-batch `last_batch` was committed."""
-    done = (f"after micro-batch {last_batch} (epoch {last_batch + 1}) was written and committed" if last_batch >= 0
-            else "before it wrote any micro-batch")
-    then = ("start it again with the same recovery directory to resume" if resumable
-            else "it has no recovery directory, so a new run starts over")
+    done = (
+        f"after micro-batch {last_batch} (epoch {last_batch + 1}) was written and committed"
+        if last_batch >= 0
+        else "before it wrote any micro-batch"
+    )
+    then = (
+        "start it again with the same recovery directory to resume"
+        if resumable
+        else "it has no recovery directory, so a new run starts over"
+    )
     return RunStopped(f"flow {flow_id!r} stopped on SIGTERM {done}; {then}", STOPPED_STATUS)
 
 
@@ -119,8 +133,8 @@ def jvm_ignores_sigterm() -> Iterator[None]:
         kwargs["preexec_fn"] = in_child
         return original(*args, **kwargs)
 
-    setattr(java_gateway, "Popen", popen)
+    setattr(java_gateway, "Popen", popen)  # noqa: B010 (mypy: the module does not export Popen)
     try:
         yield
     finally:
-        setattr(java_gateway, "Popen", original)
+        setattr(java_gateway, "Popen", original)  # noqa: B010

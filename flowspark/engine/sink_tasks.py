@@ -155,13 +155,17 @@ class BatchWrite:
         meter = Meter(self._report) if self.metered and self.link is not None else None
         guard: ContextManager[None] = nullcontext() if self.link is None else reported_to(self.link)
         with guard, writing(self.batch):
-            written = [self._write_part(index, part, sorted(rows, key=_row_order), meter)
-                       for (index, part), rows in sorted(mine.items())]
+            written = [
+                self._write_part(index, part, sorted(rows, key=_row_order), meter)
+                for (index, part), rows in sorted(mine.items())
+            ]
         if meter is not None:
             meter.flush()
         yield chunks.to_arrow([(WRITTEN_GROUP, 0, chunks.DATA, chunks.dumps(written))])
 
-    def _write_part(self, index: int, part: int, rows: List[Tuple[str, int, bytes]], meter: Optional[Meter]) -> PartWritten:
+    def _write_part(
+        self, index: int, part: int, rows: List[Tuple[str, int, bytes]], meter: Optional[Meter]
+    ) -> PartWritten:
         out = self.outputs[index]
         name = out.parts[part]
 
@@ -171,7 +175,9 @@ class BatchWrite:
             except Exception as ex:
                 raise StepFailure(f"error calling `{what}` in step {out.step_id!r} for partition {name!r}", ex) from ex
 
-        partition = call("build_part", built, out.sink.build_part, out.step_id, name, self.resume.get(out.step_id, {}).get(name))
+        partition = call(
+            "build_part", built, out.sink.build_part, out.step_id, name, self.resume.get(out.step_id, {}).get(name)
+        )
         items = 0
         try:
             for _, _, payload in rows:
@@ -219,7 +225,8 @@ class SinkJob:
     """Each sink partition's route value (`route_keys`), by its group prefix."""
     default_route: int
     stale: Tuple[Tuple[int, int], ...]
-    """`(output, partition)` of the partitions to build though no item reaches them: they cut back what an interrupted batch left."""
+    """`(output, partition)` of the partitions to build though no item reaches them: they cut back what an
+    interrupted batch left."""
 
     def run(self, frame: Any) -> Tuple[pa.Table, List[PartWritten]]:
         """Run the job on the micro-batch `frame`: the rows bound for the driver, and what the tasks wrote."""
@@ -230,8 +237,13 @@ class SinkJob:
         # SQL text, which a classic and a Spark Connect frame read alike; the
         # prefixes are flowspark's own group names (`sink_part_prefix`).
         routes = ", ".join(f"'{prefix}', {value}" for prefix, value in self.route.items())
-        route = f"cast(coalesce(try_element_at(map({routes}), substring_index(grp, '@', 1)), {self.default_route}) as int) as route"
-        table = frame.selectExpr("*", route).repartition(self.tasks, "route").mapInArrow(self.work, SCHEMA_DDL).toArrow()
+        route = (
+            f"cast(coalesce(try_element_at(map({routes}), substring_index(grp, '@', 1)), "
+            f"{self.default_route}) as int) as route"
+        )
+        table = (
+            frame.selectExpr("*", route).repartition(self.tasks, "route").mapInArrow(self.work, SCHEMA_DDL).toArrow()
+        )
         grps = table.column("grp")
         reports = table.filter(pc.equal(grps, WRITTEN_GROUP))
         written: List[PartWritten] = [w for blob in reports.column("payload").to_pylist() for w in chunks.loads(blob)]
@@ -241,8 +253,14 @@ class SinkJob:
 class SinkTasks:
     """The driver's side: plans each micro-batch's job (`SinkJob`) and keeps what the tasks wrote."""
 
-    def __init__(self, plan: Plan, parallelism: int, link: Optional[DriverLink] = None, metered: bool = False,
-                 fence: Optional[DriverFence] = None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        parallelism: int,
+        link: Optional[DriverLink] = None,
+        metered: bool = False,
+        fence: Optional[DriverFence] = None,
+    ) -> None:
         self._link = link
         self._metered = metered
         self._fence = fence

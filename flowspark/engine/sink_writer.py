@@ -41,9 +41,12 @@ from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.order import EOF_ROUND, Order
 from flowspark.engine.plan import Plan, SinkLayout, SinkPlace, SinkRouting
 from flowspark.engine.route import check_keyed, split_by_part
-from flowspark.engine.sink_batch import SinkBatch, writing
-from flowspark.engine.sink_ledger import LEDGER as LEDGER, RUN_ID as RUN_ID, Ledger, read_ledger as read_ledger
 from flowspark.engine.shutdown import StopAtBoundary
+from flowspark.engine.sink_batch import SinkBatch, writing
+from flowspark.engine.sink_ledger import LEDGER as LEDGER
+from flowspark.engine.sink_ledger import RUN_ID as RUN_ID
+from flowspark.engine.sink_ledger import Ledger
+from flowspark.engine.sink_ledger import read_ledger as read_ledger
 from flowspark.engine.sink_tasks import PartWritten, SinkJob, SinkTasks
 from flowspark.engine.storage import Location
 from flowspark.engine.wake_ups import WakeUps
@@ -93,7 +96,9 @@ class _Output:
         """The partition `name`, built from its snapshot the first time it is needed."""
         part = self.parts.get(name)
         if part is None:
-            part = self.parts[name] = self._call("build_part", built, self.sink.build_part, self.step_id, name, self._resume.get(name))
+            part = self.parts[name] = self._call(
+                "build_part", built, self.sink.build_part, self.step_id, name, self._resume.get(name)
+            )
         return part
 
     def write(self, items: Union[List[Any], EncodedLines], origin: str) -> int:
@@ -179,7 +184,8 @@ class OutputStash:
 
 
 _Part = Tuple[Destination, Optional[Order], int, Union[List[Any], EncodedLines]]
-"""What the writer handles at once: a destination (with its origin, if known), the items' order if known, the kind and the items (or their encoded lines)."""
+"""What the writer handles at once: a destination (with its origin, if known), the items' order if known, the kind
+and the items (or their encoded lines)."""
 
 _LAST: Order = (2 * EOF_ROUND, 0, 0, "")
 """Order of items a chunk holds beyond its last marked run: after all others."""
@@ -194,11 +200,21 @@ class SinkWriter:
     that the run still owns the directory (`driver_fence`).
     """
 
-    def __init__(self, plan: Plan, checkpoint: str | Location, stash: Optional[OutputStash] = None,
-                 on_batch: Optional[Callable[[int, int], None]] = None, meter: Optional[Meter] = None,
-                 workers: int = 1, epoch_per_round: bool = False, link: Optional[DriverLink] = None,
-                 parallelism: int = 1, write_behind: bool = False, wake_ups: Optional[WakeUps] = None,
-                 resumable: bool = False) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        checkpoint: str | Location,
+        stash: Optional[OutputStash] = None,
+        on_batch: Optional[Callable[[int, int], None]] = None,
+        meter: Optional[Meter] = None,
+        workers: int = 1,
+        epoch_per_round: bool = False,
+        link: Optional[DriverLink] = None,
+        parallelism: int = 1,
+        write_behind: bool = False,
+        wake_ups: Optional[WakeUps] = None,
+        resumable: bool = False,
+    ) -> None:
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch
@@ -214,7 +230,9 @@ class SinkWriter:
         ]
         # Only a recovery directory is storage every task sees, and only a
         # run that resumes from one can meet an earlier run's tasks.
-        tasks = SinkTasks(plan, parallelism, link, metered=meter is not None, fence=self._ledger.fence if resumable else None)
+        tasks = SinkTasks(
+            plan, parallelism, link, metered=meter is not None, fence=self._ledger.fence if resumable else None
+        )
         self._tasks = tasks if tasks.outputs else None
         self.finished = threading.Event()
         self.ending: Optional[InputEnd] = None
@@ -320,8 +338,9 @@ class SinkWriter:
         if self._behind is not None:
             self._behind.join()
 
-    def _write_table(self, table: Any, batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes],
-                     trace: BatchTrace) -> None:
+    def _write_table(
+        self, table: Any, batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes], trace: BatchTrace
+    ) -> None:
         """Write a batch's rows (`table`) and what the tasks wrote (`away`); end its span."""
         try:
             with trace.active(), collector_paused(), writing(SinkBatch(self._ledger.run_id, batch_id)):
@@ -333,7 +352,9 @@ class SinkWriter:
             raise
         trace.end()
 
-    def _write(self, rows: Iterable[chunks.Row], batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes]) -> None:
+    def _write(
+        self, rows: Iterable[chunks.Row], batch_id: int, away: List[PartWritten], stashed: Dict[bytes, bytes]
+    ) -> None:
         """Write the driver's rows of a batch and commit it with what the tasks wrote (`away`)."""
         ordered = sorted(rows, key=lambda r: (r[0] == CONTROL_GROUP, r[0], r[1]))
         if self._wake_ups is not None:
@@ -346,7 +367,9 @@ class SinkWriter:
         if not fresh:
             return
         written = sum(w.items for w in away)
-        for dest, order, kind, items in self._in_order(ordered, stashed) if self._plan.ordered else self._as_sent(ordered, stashed):
+        for dest, order, kind, items in (
+            self._in_order(ordered, stashed) if self._plan.ordered else self._as_sent(ordered, stashed)
+        ):
             if dest.kind is DestinationKind.OUTPUT:
                 started = time.perf_counter()
                 count = self._outputs[dest.index].write(items, dest.origin)

@@ -286,7 +286,9 @@ class SlottedState:
         for slot, loaded in self._loaded.items():
             stored = loaded.stored
             if slot in self._dirty:
-                stored = self._write(slot, loaded.wakes, loaded.snapshots, loaded.earliest_before, registered, register_timer)
+                stored = self._write(
+                    slot, loaded.wakes, loaded.snapshots, loaded.earliest_before, registered, register_timer
+                )
                 self._versions[slot] = version
             self._cache.keep(self._bucket, self._slot_count, slot, self._versions[slot], stored)
         self._dirty.clear()
@@ -298,8 +300,15 @@ class SlottedState:
             self._layout.update((self._slot_count, self._key_count, _versions_blob(self._versions)))
             self._stored_layout = (self._slot_count, self._key_count, list(self._versions))
 
-    def _write(self, slot: int, wakes: Dict[str, int], snapshots: Dict[str, Any], before: Optional[int],
-               registered: Set[int], register_timer: Callable[[int], None]) -> bytes:
+    def _write(
+        self,
+        slot: int,
+        wakes: Dict[str, int],
+        snapshots: Dict[str, Any],
+        before: Optional[int],
+        registered: Set[int],
+        register_timer: Callable[[int], None],
+    ) -> bytes:
         """Store one slot, and its earliest wake-up (with a timer for it) if that changed; the slot's bytes (empty: no keys)."""
         stored = _encoded(self._step_id, wakes, snapshots) if snapshots else b""
         if stored:

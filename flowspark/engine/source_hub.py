@@ -25,8 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import cloudpickle
 
-from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
-from flowspark.engine import chunks
+from flowspark.engine import chunks, storage
 from flowspark.engine.destinations import source_origin
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.executor_source import ReadNote, reads_in_executors
@@ -36,8 +35,8 @@ from flowspark.engine.line_blocks import GivesLineBlocks, LineBlock, batch_items
 from flowspark.engine.metrics import Count, Meter, Timing
 from flowspark.engine.plan import Plan, input_ranks
 from flowspark.engine.read_ahead import ReadAhead
-from flowspark.engine import storage
 from flowspark.engine.storage import Location
+from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
 
 _log = logging.getLogger(__name__)
 
@@ -94,7 +93,9 @@ def _decode(text: str) -> Any:
 class _Part:
     """One live source partition and where it stands."""
 
-    def __init__(self, input_index: int, name: str, step_id: str, source: Any, resume: Any, fixed: bool, workers: int = 1) -> None:
+    def __init__(
+        self, input_index: int, name: str, step_id: str, source: Any, resume: Any, fixed: bool, workers: int = 1
+    ) -> None:
         self.input_index = input_index
         self.workers = workers
         """For a dynamic source's partition (named `*<worker index>`): how many workers build one."""
@@ -125,7 +126,9 @@ class _Part:
         except (StopIteration, AbortExecution, StepFailure):
             raise
         except Exception as ex:
-            raise StepFailure(f"error calling `{what}` in step {self.step_id!r} for partition {self.name!r}", ex) from ex
+            raise StepFailure(
+                f"error calling `{what}` in step {self.step_id!r} for partition {self.name!r}", ex
+            ) from ex
 
     def read(self) -> Batch:
         """The next batch, pickled, or as its lines' bytes if the partition can hand them over (`line_blocks`)."""
@@ -153,9 +156,13 @@ class _Part:
         try:
             return _encode(snapshot)
         except Exception as ex:
-            ex.add_note("flowspark keeps each source partition's snapshot in Spark's offsets after every micro-batch, "
-                        "so it must pickle even without recovery")
-            raise StepFailure(f"error pickling the snapshot of partition {self.name!r} of step {self.step_id!r}", ex) from ex
+            ex.add_note(
+                "flowspark keeps each source partition's snapshot in Spark's offsets after every micro-batch, "
+                "so it must pickle even without recovery"
+            )
+            raise StepFailure(
+                f"error pickling the snapshot of partition {self.name!r} of step {self.step_id!r}", ex
+            ) from ex
 
     def finish(self) -> None:
         """The partition ended: keep its last snapshot, then close it."""
@@ -174,8 +181,16 @@ class _Part:
 class SourceHub:
     """Serves offsets and data to Spark's source through the driver's server; owns the partitions."""
 
-    def __init__(self, plan: Plan, server: DriverServer, max_items: int, max_seconds: float, pieces: int,
-                 workers: int = 1, meter: Optional[Meter] = None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        server: DriverServer,
+        max_items: int,
+        max_seconds: float,
+        pieces: int,
+        workers: int = 1,
+        meter: Optional[Meter] = None,
+    ) -> None:
         self._plan = plan
         self._meter = meter
         """Times `next_batch` and counts the items each input emits, if the run is metered."""
@@ -347,10 +362,16 @@ class SourceHub:
         """The micro-batch after `start` that carries only the abort, standing where `start` stands."""
         return self._advance(start, InputEnd.ABORT, start["parts"], 0, [])
 
-    def _advance(self, start: Offset, end: Optional[InputEnd], parts: Dict[str, Any], rounds: int,
-                 data: List[PartData]) -> Offset:
+    def _advance(
+        self, start: Offset, end: Optional[InputEnd], parts: Dict[str, Any], rounds: int, data: List[PartData]
+    ) -> Offset:
         """Record the micro-batch after `start`, with what it read, and return its offset."""
-        new = {"n": start["n"] + 1, "end": "" if end is None else end.value, "parts": parts, "r": start.get("r", 0) + rounds}
+        new = {
+            "n": start["n"] + 1,
+            "end": "" if end is None else end.value,
+            "parts": parts,
+            "r": start.get("r", 0) + rounds,
+        }
         if self._log is not None and data:
             storage.write_private(self._log.join(str(new["n"])), pickle.dumps(data, pickle.HIGHEST_PROTOCOL))
         with self._lock:
@@ -401,7 +422,9 @@ class SourceHub:
                 except StepFailure:
                     raise
                 except Exception as ex:
-                    raise StepFailure(f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
+                    raise StepFailure(
+                        f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex
+                    ) from ex
                 count = batch[0]
                 if self._meter is not None:
                     self._meter.time(Timing.NEXT_BATCH, part.step_id, time.perf_counter() - started)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
@@ -49,8 +49,11 @@ def _key_end(line: str) -> int:
 
 
 def _unescaped(text: str) -> str:
-    return re.sub(r"\\u([0-9a-fA-F]{4})|\\(.)", lambda m: chr(int(m.group(1), 16)) if m.group(1)
-                  else _ESCAPES.get(m.group(2), m.group(2)), text)
+    return re.sub(
+        r"\\u([0-9a-fA-F]{4})|\\(.)",
+        lambda m: chr(int(m.group(1), 16)) if m.group(1) else _ESCAPES.get(m.group(2), m.group(2)),
+        text,
+    )
 
 
 def parse_properties(text: str) -> Dict[str, str]:

@@ -15,8 +15,14 @@ FORMAT = "flowspark"
 SCHEMA_DDL = "grp string, seq long, kind int, payload binary"
 """The rows of every Spark stage (`chunks`), in Spark's words."""
 
-SCHEMA = StructType([StructField("grp", StringType()), StructField("seq", LongType()), StructField("kind", IntegerType()),
-                     StructField("payload", BinaryType())])
+SCHEMA = StructType(
+    [
+        StructField("grp", StringType()),
+        StructField("seq", LongType()),
+        StructField("kind", IntegerType()),
+        StructField("payload", BinaryType()),
+    ]
+)
 """`SCHEMA_DDL` as a type, which a Spark Connect client can use without asking its server to parse DDL."""
 
 

@@ -28,25 +28,36 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from flowspark.engine import chunks
 from flowspark.engine.destinations import CONTROL_GROUP, source_origin
 from flowspark.engine.driver_link import DriverLink
-from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartTask, Position, next_position, prune, tasks, tick
-from flowspark.engine.wake_ups import DUE_CALL, Ping
+from flowspark.engine.executor_source import (
+    ExecutorInputs,
+    PartReader,
+    PartTask,
+    Position,
+    next_position,
+    prune,
+    tasks,
+    tick,
+)
 from flowspark.engine.failures import lent_by_driver, reported_to, unloadable_items
+from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.groups import Groups
 from flowspark.engine.input_end import InputEnd, recorded_end
 from flowspark.engine.line_blocks import batch_items
-from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.metrics import Meter, Reading, worker_index
 from flowspark.engine.order import SOURCE
 from flowspark.engine.pass_sinks import PassSinks
 from flowspark.engine.plan import Plan, core_steps, input_ranks
 from flowspark.engine.route import Collector, Router
+from flowspark.engine.wake_ups import DUE_CALL, Ping
 from flowspark.errors import FlowsparkRuntimeError
 
 if TYPE_CHECKING:
     from flowspark.engine.source_hub import Piece
 
-def encode_options(link: DriverLink, plan: Plan, groups: Groups, inputs: ExecutorInputs, hub: bool,
-                   metered: bool = False) -> Dict[str, str]:
+
+def encode_options(
+    link: DriverLink, plan: Plan, groups: Groups, inputs: ExecutorInputs, hub: bool, metered: bool = False
+) -> Dict[str, str]:
     """The options Spark passes to the source: how to reach the driver, the worker plan, the state groups.
 
     `inputs` are the partitions read in the executors, `hub` says whether
@@ -73,16 +84,19 @@ def _shipped(plan: Plan) -> bytes:
             try:
                 cloudpickle.dumps(step.config)
             except Exception as culprit:
-                culprit.add_note("a step's functions, and what they use, are pickled to reach Spark's workers: create "
-                                 "locks, connections and open files inside them (or in a source's or sink's build), "
-                                 "not around them")
+                culprit.add_note(
+                    "a step's functions, and what they use, are pickled to reach Spark's workers: create "
+                    "locks, connections and open files inside them (or in a source's or sink's build), "
+                    "not around them"
+                )
                 msg = f"step {step.step_id!r} can't be pickled for Spark's workers"
                 raise FlowsparkRuntimeError(msg) from culprit
         raise
 
 
 class ReadTask(InputPartition):
-    """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`), the end, or a ping (`wake_ups`)."""
+    """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`), the end, or a
+    ping (`wake_ups`)."""
 
     def __init__(self, value: Union[PartTask, Piece, InputEnd, Ping]) -> None:
         super().__init__(value)
@@ -149,7 +163,11 @@ class Reader(DataSourceStreamReader):
         now = datetime.now(timezone.utc)
         with lent_by_driver(self._link):  # a source's `has_news` warns on the run's standard error
             after = next_position(position, self._inputs, self._poll_hub if self._hub else None, now)
-        if after == position and self._groups.names and (not self._pinged or self._call(DUE_CALL, int(now.timestamp() * 1000))):
+        if (
+            after == position
+            and self._groups.names
+            and (not self._pinged or self._call(DUE_CALL, int(now.timestamp() * 1000)))
+        ):
             after = tick(position, self._inputs)  # a micro-batch without input: for due timers, or the first ping
         self._seen = after.offset()
         return self._seen
@@ -186,7 +204,9 @@ class Reader(DataSourceStreamReader):
             yield chunks.to_arrow(self._end_rows(value))
             return
         if isinstance(value, Ping):
-            yield chunks.to_arrow([(grp, chunks.LAST_SEQ, chunks.PING, b"") for names in self._groups.names for grp in names])
+            yield chunks.to_arrow(
+                [(grp, chunks.LAST_SEQ, chunks.PING, b"") for names in self._groups.names for grp in names]
+            )
             return
         if isinstance(value, PartTask):
             yield chunks.to_arrow(self._read_part(value))
@@ -200,8 +220,9 @@ class Reader(DataSourceStreamReader):
             meter.flush()
         yield batch
 
-    def _fused_pass(self, origin: str, seq_base: int, payload: bytes, first_round: int, rank: int,
-                    meter: Optional[Meter]) -> List[chunks.Row]:
+    def _fused_pass(
+        self, origin: str, seq_base: int, payload: bytes, first_round: int, rank: int, meter: Optional[Meter]
+    ) -> List[chunks.Row]:
         """Push the piece's batches, one at a time as they are unpickled (or decoded: `line_blocks`), through the fused steps.
 
         Each batch is one run, placed at its round and partition (`order`).
@@ -257,10 +278,7 @@ class Reader(DataSourceStreamReader):
     def _end_rows(self, end: InputEnd) -> List[chunks.Row]:
         """The end's marker for every stateful bucket, and the control row that ends the run."""
         rows: List[chunks.Row] = [
-            (grp, chunks.LAST_SEQ, end.marker, b"")
-            for names in self._groups.names
-            for grp in names
+            (grp, chunks.LAST_SEQ, end.marker, b"") for names in self._groups.names for grp in names
         ]
         rows.append((CONTROL_GROUP, chunks.LAST_SEQ, chunks.CONTROL, chunks.dumps(end.value)))
         return rows
-

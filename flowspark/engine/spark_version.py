@@ -33,13 +33,16 @@ def minor_release(version: str) -> Optional[Tuple[int, int]]:
 
 
 def unsupported(version: str, what: str) -> Optional[str]:
-    """Why `what` at `version` can't run a flow, or None if it can (a version that can't be read is given the benefit of the doubt)."""
+    """Why `what` at `version` can't run a flow, or None if it can (a version that can't be read is given the benefit
+    of the doubt)."""
     release = minor_release(version)
     if release is None or release >= OLDEST:
         return None
-    return (f"flowspark needs {what} >= {OLDEST_TEXT}, found {version}: Spark {'.'.join(map(str, release))} has no "
-            f"Python transformWithState on rows. Install a newer one (pip install 'pyspark>={OLDEST_TEXT}') or run on a "
-            f"Spark {OLDEST_TEXT} or later.")
+    return (
+        f"flowspark needs {what} >= {OLDEST_TEXT}, found {version}: Spark {'.'.join(map(str, release))} has no "
+        f"Python transformWithState on rows. Install a newer one (pip install 'pyspark>={OLDEST_TEXT}') or run on a "
+        f"Spark {OLDEST_TEXT} or later."
+    )
 
 
 def installed_pyspark() -> Optional[str]:

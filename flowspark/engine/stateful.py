@@ -38,8 +38,8 @@ from pyspark.sql.streaming.stateful_processor import (
 from flowspark.engine import chunks, slots
 from flowspark.engine.destinations import CONTROL_GROUP, DestinationKind, parse
 from flowspark.engine.driver_link import DriverLink
-from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.failures import StepFailure, aware_or_none, guarded, reported_to, unloadable_items
+from flowspark.engine.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.groups import Groups
 from flowspark.engine.keyed_chunks import Arrivals
 from flowspark.engine.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
@@ -100,8 +100,9 @@ class _Bucket:
     its snapshot).
     """
 
-    def __init__(self, step_id: str, builder: Callable[[Any], Any], state: slots.SlottedState,
-                 meter: Optional[Meter] = None) -> None:
+    def __init__(
+        self, step_id: str, builder: Callable[[Any], Any], state: slots.SlottedState, meter: Optional[Meter] = None
+    ) -> None:
         self.step_id = step_id
         self._meter = meter
         self._builder = builder
@@ -328,7 +329,9 @@ class LayerProcessor(StatefulProcessor):
                 if kind == chunks.DATA:
                     arrivals.add(payload)
         except Exception as ex:  # an item whose class pickles but won't load (a `__reduce__` that raises)
-            raise unloadable_items(f"error unpickling the items that reached step {self._plan.stateful[step].step_id!r}", ex) from ex
+            raise unloadable_items(
+                f"error unpickling the items that reached step {self._plan.stateful[step].step_id!r}", ex
+            ) from ex
         keys = arrivals.keys()
         # A step's logics are all of one class: the first key's tells.
         if keys and not self._plan.ordered and getattr(bucket.logic(keys[0]), "MERGE_BATCHES", False):
@@ -368,7 +371,9 @@ class LayerProcessor(StatefulProcessor):
             self._calls(step, bucket, keys, "on_eof", tick, out)
             bucket.persist(self._handle, now_ms)
 
-    def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[Row]:
         grp = key[0]
         step = self._mine(grp)
         if step is None:
@@ -385,7 +390,9 @@ class LayerProcessor(StatefulProcessor):
         bucket = _Bucket(step_id, config.builder, slots.SlottedState(self._state, grp, step_id), self._meter)
         return bucket, Collector(grp, self._link, self._plan.ordered)
 
-    def _merged(self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector, now_ms: int) -> None:
+    def _merged(
+        self, step: int, bucket: _Bucket, keys: List[str], arrivals: Arrivals, out: Collector, now_ms: int
+    ) -> None:
         """Feed each key all its values of the micro-batch in one `on_batch` (after its overdue `on_notify`).
 
         For logics that declare `MERGE_BATCHES` (their output does not
@@ -457,12 +464,16 @@ class LayerProcessor(StatefulProcessor):
                 self._call(step, bucket, k, "on_notify", (round_, self._notify_phase), out)
                 ran(k)
 
-    def _call(self, step: int, bucket: _Bucket, key: str, method: str, tick: Tuple[int, int], out: Collector, *args: Any) -> None:
+    def _call(
+        self, step: int, bucket: _Bucket, key: str, method: str, tick: Tuple[int, int], out: Collector, *args: Any
+    ) -> None:
         """Run one logic method and pass its output on as one run placed at `tick` and `key`."""
         self._router.push(self._plan.stateful[step].config.downs[0], bucket.call(key, method, *args), out)
         out.end_run((tick[0], tick[1], self._ranks[step], key if self._plan.ordered else ""))
 
-    def _calls(self, step: int, bucket: _Bucket, keys: List[str], method: str, tick: Tuple[int, int], out: Collector) -> None:
+    def _calls(
+        self, step: int, bucket: _Bucket, keys: List[str], method: str, tick: Tuple[int, int], out: Collector
+    ) -> None:
         """Run one logic method for each of `keys` (sorted); a run per key if order is kept, else one for all."""
         if self._plan.ordered:
             for k in keys:
@@ -471,9 +482,15 @@ class LayerProcessor(StatefulProcessor):
         self._push(step, [kv for k in keys for kv in bucket.call(k, method)], tick, out)
 
     def _finish(self, bucket: _Bucket, out: Collector, now_ms: int) -> List[Row]:
-        """Save the bucket's state; the rows of what its keys emitted, and the bucket's report of its earliest wake-up (`wake_ups`)."""
+        """Save the bucket's state; the rows of what its keys emitted, and the bucket's report of its earliest
+        wake-up (`wake_ups`)."""
         bucket.persist(self._handle, now_ms)
-        report = Row(grp=CONTROL_GROUP, seq=next(_seq), kind=chunks.WAKE_UPS, payload=chunks.dumps({bucket.group: bucket.earliest()}))
+        report = Row(
+            grp=CONTROL_GROUP,
+            seq=next(_seq),
+            kind=chunks.WAKE_UPS,
+            payload=chunks.dumps({bucket.group: bucket.earliest()}),
+        )
         return self._rows(out) + [report]
 
     def _rows(self, out: Collector) -> List[Row]:

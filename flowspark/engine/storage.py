@@ -102,10 +102,16 @@ _S3_CONF = "spark.hadoop.fs.s3a."
 
 def _s3_endpoint(spark_conf: Mapping[str, str]) -> S3Endpoint:
     """The S3 service named by Spark's s3a settings, else by the standard AWS environment variables."""
-    url = (spark_conf.get(_S3_CONF + "endpoint") or os.environ.get("AWS_ENDPOINT_URL_S3")
-           or os.environ.get("AWS_ENDPOINT_URL"))
-    region = (spark_conf.get(_S3_CONF + "endpoint.region") or os.environ.get("AWS_REGION")
-              or os.environ.get("AWS_DEFAULT_REGION"))
+    url = (
+        spark_conf.get(_S3_CONF + "endpoint")
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    region = (
+        spark_conf.get(_S3_CONF + "endpoint.region")
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+    )
     if not url:
         return S3Endpoint(region=region)
     if "://" in url:
@@ -115,7 +121,9 @@ def _s3_endpoint(spark_conf: Mapping[str, str]) -> S3Endpoint:
     return S3Endpoint(url.rstrip("/"), "https" if secure else "http", region)
 
 
-def parse_location(text: str, spark_conf: Optional[Mapping[str, str]] = None, what: str = "recovery directory") -> Location:
+def parse_location(
+    text: str, spark_conf: Optional[Mapping[str, str]] = None, what: str = "recovery directory"
+) -> Location:
     """The location a recovery directory (or the `what` of an error message) names: a path, or a `file://`,
     `s3://`, `s3a://` or `hdfs://` URI.
 
@@ -162,8 +170,9 @@ def _arrow(scheme: Scheme, authority: str, s3: Optional[S3Endpoint]) -> Any:
         endpoint = s3 or S3Endpoint()
         # Without a delayed open, every write failed against an S3-compatible
         # server (moto) at `CompleteMultipartUpload`.
-        return fs.S3FileSystem(region=endpoint.region, scheme=endpoint.scheme, endpoint_override=endpoint.host,
-                               allow_delayed_open=True)
+        return fs.S3FileSystem(
+            region=endpoint.region, scheme=endpoint.scheme, endpoint_override=endpoint.host, allow_delayed_open=True
+        )
     host, _, port = authority.partition(":")
     try:
         return fs.HadoopFileSystem(host or "default", int(port or 0))

@@ -20,7 +20,18 @@ from enum import Enum
 from typing import IO, Any, Dict, Optional
 
 from flowspark.engine.connect_client import connect, forget
-from flowspark.engine.connect_server import LEASE, LOCK, LOG, READY_SECONDS, FileLock, ServerRecord, open_private, read_record, server_dir, start_supervisor
+from flowspark.engine.connect_server import (
+    LEASE,
+    LOCK,
+    LOG,
+    READY_SECONDS,
+    FileLock,
+    ServerRecord,
+    open_private,
+    read_record,
+    server_dir,
+    start_supervisor,
+)
 from flowspark.engine.java_check import check_java
 from flowspark.engine.private_files import make_dirs, others_can_write
 from flowspark.errors import FlowsparkRuntimeError
@@ -101,8 +112,9 @@ def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
     want = parallelism or record.parallelism
     found = _sessions.get(want)
     if found is None:
-        found = _sessions[want] = WarmSpark(_session(record, shared=want == record.parallelism, parallelism=want),
-                                            want, record, directory)
+        found = _sessions[want] = WarmSpark(
+            _session(record, shared=want == record.parallelism, parallelism=want), want, record, directory
+        )
     return found
 
 

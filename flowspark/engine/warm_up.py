@@ -68,7 +68,9 @@ def warm_python_workers(spark: Any, stateful: bool) -> None:
         if context in _warmed[kind]:
             continue
         _warmed[kind].add(context)
-        threading.Thread(target=_run_job, args=(spark, _JOBS[kind]), name=f"flowspark-warm-up-{kind.value}", daemon=True).start()
+        threading.Thread(
+            target=_run_job, args=(spark, _JOBS[kind]), name=f"flowspark-warm-up-{kind.value}", daemon=True
+        ).start()
 
 
 def _run_job(spark: Any, job: Callable[[Any, int], None]) -> None:

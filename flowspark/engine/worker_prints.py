@@ -36,7 +36,8 @@ _GATHER = 1 << 16
 
 
 class _DriverStdout(io.TextIOBase):
-    """A text stream whose writes reach one of the driver's output streams (its `call`); `fallback` takes what the driver can't."""
+    """A text stream whose writes reach one of the driver's output streams (its `call`); `fallback` takes what the
+    driver can't."""
 
     encoding = "utf-8"
 

@@ -23,7 +23,12 @@ SCHEMA = "user string, item string, amount double, at timestamp, user_total doub
 
 
 def typed(row: Dict[str, str]) -> Dict[str, Any]:
-    return {"user": row["user"], "item": row["item"], "amount": float(row["amount"]), "at": datetime.fromisoformat(row["at"])}
+    return {
+        "user": row["user"],
+        "item": row["item"],
+        "amount": float(row["amount"]),
+        "at": datetime.fromisoformat(row["at"]),
+    }
 
 
 def by_user(purchase: Dict[str, Any]) -> str:

@@ -58,7 +58,9 @@ def to_message(user_window: Tuple[str, Tuple[int, int]]) -> KafkaSinkMessage[byt
 flow = Dataflow("kafka_windowed")
 raw = kop.input("inp", flow, brokers=BROKERS, topics=[IN_TOPIC], tail=TAIL)
 op.inspect("read_errors", raw.errs).then(op.raises, "crash_on_read_error")
-decoded = kop.deserialize("decode", raw.oks, key_deserializer=StringDeserializer(), val_deserializer=StringDeserializer())
+decoded = kop.deserialize(
+    "decode", raw.oks, key_deserializer=StringDeserializer(), val_deserializer=StringDeserializer()
+)
 op.inspect("decode_errors", decoded.errs).then(op.raises, "crash_on_decode_error")
 clicks = op.map("user_and_time", decoded.oks, user_and_time)
 clock = win.EventClock(click_time, wait_for_system_duration=timedelta(seconds=10))

@@ -47,7 +47,8 @@ def project_files(paths: Iterable[Path]) -> Iterator[Path]:
             continue
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(
-                d for d in dirs
+                d
+                for d in dirs
                 if not d.startswith(".") and d not in _SKIPPED_DIRS and not (Path(root, d) / "pyvenv.cfg").exists()
             )
             for name in sorted(files):

@@ -13,10 +13,14 @@ from flowspark.migrate import FileChange, migrate_paths
 
 def _diff(change: FileChange) -> str:
     name = change.path.as_posix().lstrip("/")
-    return "".join(difflib.unified_diff(
-        change.before.splitlines(keepends=True), change.after.splitlines(keepends=True),
-        fromfile=f"a/{name}", tofile=f"b/{name}",
-    ))
+    return "".join(
+        difflib.unified_diff(
+            change.before.splitlines(keepends=True),
+            change.after.splitlines(keepends=True),
+            fromfile=f"a/{name}",
+            tofile=f"b/{name}",
+        )
+    )
 
 
 def _write(change: FileChange) -> None:
@@ -28,7 +32,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m flowspark.migrate",
         description="Rewrite a Bytewax project's imports and run commands to flowspark's; "
-                    "report what flowspark does not support.",
+        "report what flowspark does not support.",
     )
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or directories to migrate")
     parser.add_argument("--diff", action="store_true", help="print a unified diff instead of changing the files")

@@ -13,48 +13,52 @@ from typing import FrozenSet, Optional
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
-BYTEWAX_MODULES: FrozenSet[str] = frozenset({
-    "bytewax",
-    "bytewax.connectors",
-    "bytewax.connectors.demo",
-    "bytewax.connectors.files",
-    "bytewax.connectors.kafka",
-    "bytewax.connectors.kafka.operators",
-    "bytewax.connectors.kafka.serde",
-    "bytewax.connectors.stdio",
-    "bytewax.dataflow",
-    "bytewax.errors",
-    "bytewax.inputs",
-    "bytewax.operators",
-    "bytewax.operators.helpers",
-    "bytewax.operators.windowing",
-    "bytewax.outputs",
-    "bytewax.recovery",
-    "bytewax.run",
-    "bytewax.testing",
-    "bytewax.tracing",
-    "bytewax.visualize",
-})
+BYTEWAX_MODULES: FrozenSet[str] = frozenset(
+    {
+        "bytewax",
+        "bytewax.connectors",
+        "bytewax.connectors.demo",
+        "bytewax.connectors.files",
+        "bytewax.connectors.kafka",
+        "bytewax.connectors.kafka.operators",
+        "bytewax.connectors.kafka.serde",
+        "bytewax.connectors.stdio",
+        "bytewax.dataflow",
+        "bytewax.errors",
+        "bytewax.inputs",
+        "bytewax.operators",
+        "bytewax.operators.helpers",
+        "bytewax.operators.windowing",
+        "bytewax.outputs",
+        "bytewax.recovery",
+        "bytewax.run",
+        "bytewax.testing",
+        "bytewax.tracing",
+        "bytewax.visualize",
+    }
+)
 """The public modules of the `bytewax` 0.21 distribution; other `bytewax.*`
 modules come from connector packages (bytewax-redis, ...)."""
 
 RUNNABLE = frozenset({"run", "recovery", "visualize"})
 """Modules both packages run with `python -m`."""
 
-RUN_ENV_VARS = frozenset({
-    "BYTEWAX_ADDRESSES",
-    "BYTEWAX_PROCESS_ID",
-    "BYTEWAX_RECOVERY_BACKUP_INTERVAL",
-    "BYTEWAX_RECOVERY_DIRECTORY",
-    "BYTEWAX_SNAPSHOT_INTERVAL",
-    "BYTEWAX_WORKERS_PER_PROCESS",
-})
+RUN_ENV_VARS = frozenset(
+    {
+        "BYTEWAX_ADDRESSES",
+        "BYTEWAX_PROCESS_ID",
+        "BYTEWAX_RECOVERY_BACKUP_INTERVAL",
+        "BYTEWAX_RECOVERY_DIRECTORY",
+        "BYTEWAX_SNAPSHOT_INTERVAL",
+        "BYTEWAX_WORKERS_PER_PROCESS",
+    }
+)
 """`BYTEWAX_*` variables `python -m flowspark.run` reads, with the same meaning."""
 
 
 def flowspark_name(bytewax_module: str) -> str:
     """`bytewax.x.y` -> `flowspark.x.y`."""
-    return "flowspark" + bytewax_module[len("bytewax"):]
+    return "flowspark" + bytewax_module[len("bytewax") :]
 
 
 def _source_file(module: str) -> Optional[Path]:

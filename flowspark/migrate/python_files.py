@@ -70,8 +70,11 @@ class _Scan:
         if module in BYTEWAX_MODULES:
             self.note(line, f"flowspark has no `{flowspark_name(module)}` (Bytewax's `{module}`); import left as is")
         else:
-            self.note(line, f"`{module}` is not part of Bytewax itself (a connector package?); import left as is: "
-                            "flowspark's `op.input`/`op.output` run its sources and sinks while bytewax is installed")
+            self.note(
+                line,
+                f"`{module}` is not part of Bytewax itself (a connector package?); import left as is: "
+                "flowspark's `op.input`/`op.output` run its sources and sinks while bytewax is installed",
+            )
         return False
 
     def edit_at(self, line: int, byte_col: int) -> None:
@@ -127,11 +130,13 @@ def _scan_names(scan: _Scan, tree: ast.Module) -> None:
         if isinstance(node, ast.Name) and node.id == OLD and scan.plain_imports:
             parts, line = _dotted(node, parents)
             prefixes = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
-            module = next((m for m in prefixes if m in BYTEWAX_MODULES or m in scan.plain_imports or m in scan.kept_imports), OLD)
+            module = next(
+                (m for m in prefixes if m in BYTEWAX_MODULES or m in scan.plain_imports or m in scan.kept_imports), OLD
+            )
             if not has_module(flowspark_name(module)):
                 continue  # its import is left as is, and reported
             scan.edit_at(node.lineno, node.col_offset)
-            rest = parts[len(module.split(".")):]
+            rest = parts[len(module.split(".")) :]
             if rest and not has_name(flowspark_name(module), rest[0]):
                 scan.note(line, f"flowspark's `{flowspark_name(module)}` has no `{rest[0]}`")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in scan.aliases:
@@ -143,8 +148,11 @@ def _scan_names(scan: _Scan, tree: ast.Module) -> None:
             if _MODULE_STRING.search(text):
                 scan.note(node.lineno, f"string {text[:60]!r} names a Bytewax module; not rewritten, check it by hand")
             elif _DEPENDENCY_STRING.match(text):
-                scan.note(node.lineno, f"depends on {text!r}: depend on flowspark instead "
-                                       "(keep bytewax beside it only for Bytewax connector packages)")
+                scan.note(
+                    node.lineno,
+                    f"depends on {text!r}: depend on flowspark instead "
+                    "(keep bytewax beside it only for Bytewax connector packages)",
+                )
 
 
 def _from_module_edits(source: str, from_starts: Set[Position]) -> Set[Position]:
@@ -179,7 +187,7 @@ def migrate_python(path: Path, source: str) -> Migrated:
     lines = list(scan.lines)
     for line, col in sorted(edits, reverse=True):
         text = lines[line - 1]
-        if text[col:col + len(OLD)] == OLD:
-            lines[line - 1] = text[:col] + NEW + text[col + len(OLD):]
+        if text[col : col + len(OLD)] == OLD:
+            lines[line - 1] = text[:col] + NEW + text[col + len(OLD) :]
     scan.findings.sort(key=lambda f: f.line)
     return Migrated("".join(lines), scan.findings)

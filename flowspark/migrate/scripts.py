@@ -16,9 +16,23 @@ from typing import List
 from flowspark.migrate.inventory import RUN_ENV_VARS, RUNNABLE
 from flowspark.migrate.report import Finding, Migrated
 
-_SCRIPT_SUFFIXES = frozenset({
-    ".sh", ".bash", ".zsh", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".env", ".conf", ".service", ".json", ".dockerfile",
-})
+_SCRIPT_SUFFIXES = frozenset(
+    {
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".cfg",
+        ".ini",
+        ".env",
+        ".conf",
+        ".service",
+        ".json",
+        ".dockerfile",
+    }
+)
 _SCRIPT_NAMES = frozenset({"dockerfile", "makefile", "procfile", "justfile", "containerfile"})
 
 _RUN_MODULE = re.compile(r"""(-m["']?(?:\s*,\s*["']?|\s+))bytewax\.(\w+)\b""")
@@ -44,23 +58,47 @@ def _line(path: Path, number: int, text: str, findings: List[Finding]) -> str:
         module = match.group(2)
         if module in RUNNABLE:
             return f"{match.group(1)}flowspark.{module}"
-        findings.append(Finding(path, number, f"`python -m bytewax.{module}` has no flowspark counterpart; not rewritten"))
+        findings.append(
+            Finding(path, number, f"`python -m bytewax.{module}` has no flowspark counterpart; not rewritten")
+        )
         return match.group(0)
 
     text = _RUN_MODULE.sub(run_module, text)
     for var in sorted(set(_ENV_VAR.findall(text))):
         if var not in RUN_ENV_VARS:
-            findings.append(Finding(path, number, f"flowspark ignores `{var}`: Spark places the processes "
-                                                  "(`--master`, see the README's cluster section)"))
+            findings.append(
+                Finding(
+                    path,
+                    number,
+                    f"flowspark ignores `{var}`: Spark places the processes "
+                    "(`--master`, see the README's cluster section)",
+                )
+            )
     if _WAXCTL.search(text):
-        findings.append(Finding(path, number, "`waxctl` deploys Bytewax only; deploy flowspark like any Spark "
-                                              "application (`--master`, spark-submit)"))
+        findings.append(
+            Finding(
+                path,
+                number,
+                "`waxctl` deploys Bytewax only; deploy flowspark like any Spark application (`--master`, spark-submit)",
+            )
+        )
     if _IMAGE.search(text):
-        findings.append(Finding(path, number, "Bytewax's Docker image runs Bytewax only; use a Python image "
-                                              "with Java 17+ and install flowspark"))
+        findings.append(
+            Finding(
+                path,
+                number,
+                "Bytewax's Docker image runs Bytewax only; use a Python image with Java 17+ and install flowspark",
+            )
+        )
     if _DEPENDENCY.match(text):
-        findings.append(Finding(path, number, "depends on bytewax: depend on flowspark instead "
-                                              "(keep bytewax beside it only for Bytewax connector packages)"))
+        findings.append(
+            Finding(
+                path,
+                number,
+                "depends on bytewax: depend on flowspark instead "
+                "(keep bytewax beside it only for Bytewax connector packages)",
+            )
+        )
     return text
 
 

@@ -7,7 +7,6 @@ translates; everything else here is composed from them in plain Python.
 
 from flowspark.dataflow import Dataflow, KeyedStream, Stream, f_repr, operator
 from flowspark.inputs import Source
-from flowspark.outputs import DynamicSink, Sink, StatelessSinkPartition
 from flowspark.operators._core import (
     BranchOut,
     StatefulBatchLogic,
@@ -54,6 +53,7 @@ from flowspark.operators._stateless import (
     map_value,
     raises,
 )
+from flowspark.outputs import DynamicSink, Sink, StatelessSinkPartition
 
 __all__ = [
     "BranchOut",

@@ -157,7 +157,9 @@ def branch(step_id: str, up: Stream[X], predicate: Callable[[X], bool]) -> Branc
 @operator
 def branch(step_id: str, up: Stream[X], predicate: Callable[[X], bool]) -> BranchOut[Any, Any]:
     """Send each item to `trues` or `falses` by `predicate`, keeping order."""
-    trues, falses = core_step(BranchConfig(ups=(up.stream_id,), downs=port_ids(step_id, "trues", "falses"), predicate=predicate))
+    trues, falses = core_step(
+        BranchConfig(ups=(up.stream_id,), downs=port_ids(step_id, "trues", "falses"), predicate=predicate)
+    )
     return BranchOut(trues, falses)
 
 
@@ -187,4 +189,3 @@ def inspect_debug(
     """Call `inspector(step_id, item, epoch, worker_index)` on each item; pass items on."""
     (down,) = core_step(InspectDebugConfig(ups=(up.stream_id,), downs=port_ids(step_id, "down"), inspector=inspector))
     return down
-

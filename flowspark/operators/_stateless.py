@@ -107,10 +107,7 @@ def key_on(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[
     def shim_mapper(x: X) -> Tuple[str, X]:
         k = key(x)
         if not isinstance(k, str):
-            msg = (
-                f"return value of `key` {f_repr(key)} in step {step_id!r} "
-                f"must be a `str`; got a {type(k)!r} instead"
-            )
+            msg = f"return value of `key` {f_repr(key)} in step {step_id!r} must be a `str`; got a {type(k)!r} instead"
             raise TypeError(msg)
         return (k, x)
 
@@ -156,8 +153,7 @@ def flat_map_value(
             k, v = k_v
         except TypeError as ex:
             msg = (
-                f"step {step_id!r} requires `(key, value)` 2-tuple as upstream "
-                f"for routing; got a {type(k_v)!r} instead"
+                f"step {step_id!r} requires `(key, value)` 2-tuple as upstream for routing; got a {type(k_v)!r} instead"
             )
             raise TypeError(msg) from ex
         return [(k, w) for w in mapper(v)]

@@ -62,9 +62,25 @@ from typing import (
 )
 
 from flowspark.dataflow import KeyedStream, Stream, operator
-from flowspark.operators._core import S, StatefulBatchLogic, V, W, W_co, X, stateful_batch
+from flowspark.operators._core import S, StatefulBatchLogic, V, W, W_co, X, stateful_batch  # noqa: F401  (Bytewax has it here)
 from flowspark.operators._join import JoinEmitMode, JoinInsertMode, JoinState, _join_label_merge, check_join_modes
 from flowspark.operators._stateless import filter_map_value, key_on
+
+# flowspark's additions: emit modes, panes, allowed lateness, triggers, aggregations.
+from flowspark.operators._windowing.aggregations import (  # noqa: E402
+    Aggregation,
+    AggregationSet,
+    Collect,
+    Count,
+    First,
+    Last,
+    Max,
+    Mean,
+    Min,
+    Sum,
+    mean_builder,
+    sum_builder,
+)
 from flowspark.operators._windowing.base import (
     LATE_SESSION_ID,
     SC,
@@ -86,9 +102,40 @@ from flowspark.operators._windowing.clocks import (
     SystemClock,
     SystemClockLogic,
 )
+
+# flowspark's additional windowers: hopping, count, record sliding, dynamic sessions.
+from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindower  # noqa: E402
+from flowspark.operators._windowing.firing import FiringWindowConfig  # noqa: E402
+from flowspark.operators._windowing.hopping import (  # noqa: E402
+    CountHoppingWindower,
+    CountTumblingWindower,
+    HoppingWindower,
+)
 from flowspark.operators._windowing.join import JoinWindowLogic, SideValueClock
 from flowspark.operators._windowing.logics import FoldBuilder, collect_callbacks
-from flowspark.operators._windowing.per_key import Closed, Emitted, Late, WindowConfig, WindowEvent
+from flowspark.operators._windowing.panes import (  # noqa: E402
+    EmitMode,
+    Pane,
+    PaneTiming,
+    check_allowed_lateness,
+    check_emit,
+)
+from flowspark.operators._windowing.per_key import (
+    Closed,
+    Emitted,
+    Fired,  # noqa: E402
+    Late,
+    WindowConfig,
+    WindowEvent,
+)
+from flowspark.operators._windowing.record_sliding import RecordSlidingWindower  # noqa: E402
+from flowspark.operators._windowing.triggers import (  # noqa: E402
+    CountTrigger,
+    PredicateTrigger,
+    ProcessingTimeTrigger,
+    Trigger,
+    check_trigger,
+)
 from flowspark.operators._windowing.windowers import (
     SessionWindower,
     SessionWindowerLogic,
@@ -99,47 +146,6 @@ from flowspark.operators._windowing.windowers import (
     TumblingWindower,
     _merge_sessions,
     check_windower,
-)
-
-# flowspark's additional windowers: hopping, count, record sliding, dynamic sessions.
-from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindower  # noqa: E402
-from flowspark.operators._windowing.hopping import (  # noqa: E402
-    CountHoppingWindower,
-    CountTumblingWindower,
-    HoppingWindower,
-)
-from flowspark.operators._windowing.record_sliding import RecordSlidingWindower  # noqa: E402
-
-# flowspark's additions: emit modes, panes, allowed lateness, triggers, aggregations.
-from flowspark.operators._windowing.aggregations import (  # noqa: E402
-    Aggregation,
-    AggregationSet,
-    Collect,
-    Count,
-    First,
-    Last,
-    Max,
-    Mean,
-    Min,
-    Sum,
-    mean_builder,
-    sum_builder,
-)
-from flowspark.operators._windowing.firing import FiringWindowConfig  # noqa: E402
-from flowspark.operators._windowing.panes import (  # noqa: E402
-    EmitMode,
-    Pane,
-    PaneTiming,
-    check_allowed_lateness,
-    check_emit,
-)
-from flowspark.operators._windowing.per_key import Fired  # noqa: E402
-from flowspark.operators._windowing.triggers import (  # noqa: E402
-    CountTrigger,
-    PredicateTrigger,
-    ProcessingTimeTrigger,
-    Trigger,
-    check_trigger,
 )
 
 __all__ = [
@@ -285,7 +291,7 @@ class WindowOut(Generic[V, W_co]):
         if self._panes is None:
             msg = (
                 f"step {self._step_id!r} has no `panes` stream: it is built only when the window "
-                "operator gets `emit=\"current\"` or `emit=\"current_and_final\"`, a positive "
+                'operator gets `emit="current"` or `emit="current_and_final"`, a positive '
                 "`allowed_lateness` or a `trigger` (without them the step is wired as in Bytewax)"
             )
             raise AttributeError(msg)
@@ -433,8 +439,15 @@ def fold_window(
 
     fold = FoldBuilder(builder, folder, merger)
     return window(
-        "window", up, clock, windower, fold, ordered,
-        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+        "window",
+        up,
+        clock,
+        windower,
+        fold,
+        ordered,
+        emit=emit,
+        allowed_lateness=allowed_lateness,
+        trigger=trigger,
     )
 
 
@@ -534,8 +547,17 @@ def collect_window(
     """
     coll_builder, coll_folder, coll_merger = collect_callbacks(step_id, into)
     return fold_window(
-        "fold_window", up, clock, windower, coll_builder, coll_folder, coll_merger, ordered,
-        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+        "fold_window",
+        up,
+        clock,
+        windower,
+        coll_builder,
+        coll_folder,
+        coll_merger,
+        ordered,
+        emit=emit,
+        allowed_lateness=allowed_lateness,
+        trigger=trigger,
     )
 
 
@@ -570,8 +592,17 @@ def count_window(
     """
     keyed = key_on("keyed", up, key)
     return fold_window(
-        "sum", keyed, clock, windower, _zero, _plus_one, _sum, ordered=False,
-        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+        "sum",
+        keyed,
+        clock,
+        windower,
+        _zero,
+        _plus_one,
+        _sum,
+        ordered=False,
+        emit=emit,
+        allowed_lateness=allowed_lateness,
+        trigger=trigger,
     )
 
 
@@ -602,8 +633,17 @@ def reduce_window(
         return value if acc is None else reducer(acc, value)
 
     return fold_window(
-        "fold_window", up, clock, windower, _nothing, shim_folder, reducer, ordered=False,
-        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+        "fold_window",
+        up,
+        clock,
+        windower,
+        _nothing,
+        shim_folder,
+        reducer,
+        ordered=False,
+        emit=emit,
+        allowed_lateness=allowed_lateness,
+        trigger=trigger,
     )
 
 
@@ -632,8 +672,14 @@ def max_window(
         return max(acc, value, key=by)
 
     return reduce_window(
-        "reduce_window", up, clock, windower, bigger,
-        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+        "reduce_window",
+        up,
+        clock,
+        windower,
+        bigger,
+        emit=emit,
+        allowed_lateness=allowed_lateness,
+        trigger=trigger,
     )
 
 
@@ -658,8 +704,14 @@ def min_window(
         return min(acc, value, key=by)
 
     return reduce_window(
-        "reduce_window", up, clock, windower, smaller,
-        emit=emit, allowed_lateness=allowed_lateness, trigger=trigger,
+        "reduce_window",
+        up,
+        clock,
+        windower,
+        smaller,
+        emit=emit,
+        allowed_lateness=allowed_lateness,
+        trigger=trigger,
     )
 
 

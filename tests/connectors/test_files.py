@@ -504,7 +504,9 @@ def _file_sinks_flow(e: Engine, directory: Path, file_path: Union[Path, str]) ->
     """Running counts per key to a three-file `DirSink`, and every count's line to a `FileSink`."""
     flow = e.Dataflow("sinks")
     words = e.op.input("inp", flow, e.TestingSource([f"w{n % 5}" for n in range(60)], 4))
-    counts = e.op.stateful_map("count", e.op.key_on("key", words, lambda w: w), lambda n, w: ((n or 0) + 1, f"{w}:{(n or 0) + 1}"))
+    counts = e.op.stateful_map(
+        "count", e.op.key_on("key", words, lambda w: w), lambda n, w: ((n or 0) + 1, f"{w}:{(n or 0) + 1}")
+    )
     e.op.output("dir", counts, importlib.import_module(f"{e.name}.connectors.files").DirSink(directory, 3))
     e.op.output("file", counts, importlib.import_module(f"{e.name}.connectors.files").FileSink(file_path))
     return flow

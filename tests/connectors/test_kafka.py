@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
-from conftest import KafkaBroker
+
 from conftest import KafkaRecord as Record
-from conftest import Outage
-from conftest import free_port
+from conftest import Outage, free_port
 from conftest import new_topic as _topic
 from conftest import produce as _produce
 from conftest import read_back as _read_back
@@ -104,8 +103,10 @@ def _records(n: int, partitions: int, tag: str = "") -> List[Record]:
 def test_source_reads_like_bytewax(broker: str) -> None:
     from bytewax.connectors.kafka import KafkaSource as BytewaxKafkaSource
     from bytewax.dataflow import Dataflow as BytewaxDataflow
-    from bytewax.operators import input as bw_input, output as bw_output
-    from bytewax.testing import TestingSink as BytewaxTestingSink, run_main as bytewax_run_main
+    from bytewax.operators import input as bw_input
+    from bytewax.operators import output as bw_output
+    from bytewax.testing import TestingSink as BytewaxTestingSink
+    from bytewax.testing import run_main as bytewax_run_main
 
     topic = _topic(broker, 3)
     _produce(broker, topic, _records(40, 3))
@@ -259,8 +260,11 @@ def test_partitions_are_read_in_spark_tasks_and_their_lag_reaches_the_driver(bro
     log = tmp_path / "where.log"
     flow = Dataflow("kafka_where")
     out: List[Any] = []
-    op.output("out", op.input("inp", flow, _WhereKafkaSource(log, [broker], [topic], tail=False, batch_size=4)),
-              TestingSink(out))
+    op.output(
+        "out",
+        op.input("inp", flow, _WhereKafkaSource(log, [broker], [topic], tail=False, batch_size=4)),
+        TestingSink(out),
+    )
     run_main(flow)
 
     assert sorted((m.partition, m.offset) for m in out) == sorted((p, i // 3) for i, (p, *_) in enumerate(records))
@@ -277,8 +281,9 @@ def test_partitions_are_read_in_spark_tasks_and_their_lag_reaches_the_driver(bro
 
 
 def _executor_inputs(tmp_path: Path, source: KafkaSource, topic: str, max_items: int) -> ExecutorInputs:
-    return ExecutorInputs((PartSpec(0, 0, "f.inp", f"0-{topic}"),), {0: source}, str(tmp_path / "store"),
-                          max_items, 5.0)
+    return ExecutorInputs(
+        (PartSpec(0, 0, "f.inp", f"0-{topic}"),), {0: source}, str(tmp_path / "store"), max_items, 5.0
+    )
 
 
 def _read(inputs: ExecutorInputs, batch: int) -> Tuple[List[int], ReadNote]:
@@ -288,7 +293,8 @@ def _read(inputs: ExecutorInputs, batch: int) -> Tuple[List[int], ReadNote]:
 
 
 def test_a_replay_stops_at_the_recorded_count_and_a_caught_up_partition_waits_for_news(
-        broker: str, tmp_path: Path) -> None:
+    broker: str, tmp_path: Path
+) -> None:
     topic = _topic(broker)
     _produce(broker, topic, _records(10, 1))
     source = KafkaSource([broker], [topic], batch_size=2)
@@ -354,8 +360,9 @@ def test_brokers_and_topics_must_not_be_strings(broker: str) -> None:
 def _stored_offset_source(broker: str, topic: str, raise_on_errors: bool) -> KafkaSource:
     """A source whose partition fails to start: no committed offset, and no reset allowed."""
     config = {"auto.offset.reset": "error", "group.id": f"g-{uuid.uuid4().hex[:8]}"}
-    return KafkaSource([broker], [topic], tail=False, starting_offset=OFFSET_STORED, add_config=config,
-                       raise_on_errors=raise_on_errors)
+    return KafkaSource(
+        [broker], [topic], tail=False, starting_offset=OFFSET_STORED, add_config=config, raise_on_errors=raise_on_errors
+    )
 
 
 def _first_items(part: Any, timeout: float = 10) -> List[Any]:
@@ -379,8 +386,9 @@ def test_read_error_becomes_an_item_or_raises(broker: str) -> None:
     assert (item.msg.topic, item.msg.partition) == (topic, 0)
 
     part = _stored_offset_source(broker, topic, raise_on_errors=True).build_part("inp", f"0-{topic}", None)
-    with pytest.raises(RuntimeError, match=f"error consuming from Kafka topic '{topic}' partition 0: .*"
-                                           "_AUTO_OFFSET_RESET"):
+    with pytest.raises(
+        RuntimeError, match=f"error consuming from Kafka topic '{topic}' partition 0: .*_AUTO_OFFSET_RESET"
+    ):
         _first_items(part)
     part.close()
 
@@ -665,8 +673,9 @@ def test_resume_after_kill_loses_and_repeats_nothing_and_idles_cheaply(broker: s
     cmd = [sys.executable, "-m", "flowspark.run", f"{tmp_path / 'kill_flow.py'}:flow", "-r", str(tmp_path / "rec")]
 
     def start() -> "subprocess.Popen[bytes]":
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
 
     def kill(proc: "subprocess.Popen[bytes]") -> None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -705,21 +714,30 @@ def test_resume_after_kill_loses_and_repeats_nothing_and_idles_cheaply(broker: s
     assert set(sunk) == set(values)
 
 
-def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(broker_behind_outage: Tuple[str, Outage],
-                                                              tmp_path: Path) -> None:
+def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(
+    broker_behind_outage: Tuple[str, Outage], tmp_path: Path
+) -> None:
     """The broker cut off for longer than any Kafka timeout: the run waits, says so in a line, and reads on after."""
     broker, outage = broker_behind_outage
     src, dst = _topic(broker, 2), _topic(broker)
     (tmp_path / "kill_flow.py").write_text(KILL_FLOW)
     out_file = tmp_path / "out.txt"
     env = dict(os.environ, KILL_BROKER=broker, KILL_IN=src, KILL_OUT=dst, KILL_FILE=str(out_file))
-    cmd = [sys.executable, "-m", "flowspark.run", f"{tmp_path / 'kill_flow.py'}:flow", "-r", str(tmp_path / "rec"),
-           "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "flowspark.run",
+        f"{tmp_path / 'kill_flow.py'}:flow",
+        "-r",
+        str(tmp_path / "rec"),
+        "--no-progress",
+    ]
     values = [f"m{i}" for i in range(40)]
     records: List[Record] = [(i % 2, None, v.encode(), []) for i, v in enumerate(values)]
     _produce(broker, src, records[:20])
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         _wait_for_lines(out_file, 20, proc)
         outage.cut()
@@ -749,15 +767,19 @@ def test_a_sink_waits_out_a_broker_outage(broker_behind_outage: Tuple[str, Outag
     threading.Timer(12, outage.restore).start()
     part.write_batch([KafkaSinkMessage(None, f"during {i}".encode()) for i in range(5)])
     part.close()
-    assert sorted(m.value() for m in _read_back(broker, topic, 6)) == [b"before", *(f"during {i}".encode() for i in range(5))]
+    assert sorted(m.value() for m in _read_back(broker, topic, 6)) == [
+        b"before",
+        *(f"during {i}".encode() for i in range(5)),
+    ]
 
 
 # -- example --------------------------------------------------------------
 
 
 def _run_module(args: List[str], env: Dict[str, str], cwd: Path) -> str:
-    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
+
 from conftest import new_topic, produce, read_back, where_am_i
 
 pytest.importorskip("confluent_kafka")
@@ -35,20 +36,24 @@ from flowspark.connectors.kafka.serde import PlainAvroSerializer  # noqa: E402
 from flowspark.dataflow import Dataflow  # noqa: E402
 from flowspark.testing import TestingSink, TestingSource, cluster_main, run_main  # noqa: E402
 
-USER = json.dumps({
-    "type": "record",
-    "name": "User",
-    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": ["null", "int"], "default": None}],
-})
-USER_V2 = json.dumps({
-    "type": "record",
-    "name": "User",
-    "fields": [
-        {"name": "name", "type": "string"},
-        {"name": "age", "type": ["null", "int"], "default": None},
-        {"name": "team", "type": "string", "default": "none"},
-    ],
-})
+USER = json.dumps(
+    {
+        "type": "record",
+        "name": "User",
+        "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": ["null", "int"], "default": None}],
+    }
+)
+USER_V2 = json.dumps(
+    {
+        "type": "record",
+        "name": "User",
+        "fields": [
+            {"name": "name", "type": "string"},
+            {"name": "age", "type": ["null", "int"], "default": None},
+            {"name": "team", "type": "string", "default": "none"},
+        ],
+    }
+)
 
 
 def _mock_url() -> str:
@@ -109,15 +114,21 @@ def test_from_dict_and_to_dict_convert_as_confluents_do() -> None:
     assert RegistryAvroDeserializer(url, from_dict=from_dict)(data, _value("users")) == ("bo", 7)
 
 
-@pytest.mark.parametrize(("make", "error", "match"), [
-    (lambda url: RegistryAvroSerializer(url, USER, conf={"auto.register.schema": True}), ValueError,
-     "Unrecognized properties: auto.register.schema"),
-    (lambda url: RegistryAvroSerializer(url, "{not json"), ValueError, "Expecting property name"),
-    (lambda url: RegistryAvroSerializer(url, USER, to_dict="nope"), ValueError, "to_dict must be callable"),
-    (lambda url: RegistryAvroDeserializer(url, from_dict="nope"), ValueError, "from_dict must be callable"),
-    (lambda url: RegistryAvroDeserializer({"uri": url}), ValueError, "configuration has no `url`"),
-    (lambda url: RegistryAvroDeserializer(42), TypeError, "registry must be a URL"),
-])
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (
+            lambda url: RegistryAvroSerializer(url, USER, conf={"auto.register.schema": True}),
+            ValueError,
+            "Unrecognized properties: auto.register.schema",
+        ),
+        (lambda url: RegistryAvroSerializer(url, "{not json"), ValueError, "Expecting property name"),
+        (lambda url: RegistryAvroSerializer(url, USER, to_dict="nope"), ValueError, "to_dict must be callable"),
+        (lambda url: RegistryAvroDeserializer(url, from_dict="nope"), ValueError, "from_dict must be callable"),
+        (lambda url: RegistryAvroDeserializer({"uri": url}), ValueError, "configuration has no `url`"),
+        (lambda url: RegistryAvroDeserializer(42), TypeError, "registry must be a URL"),
+    ],
+)
 def test_bad_arguments_fail_where_the_wrapper_is_made(make: Any, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         make(_mock_url())
@@ -150,7 +161,9 @@ class UsersRegistry:
 
 
 def _builds(where: Path) -> List[Tuple[int, bool]]:
-    return [(int(pid), in_task == "True") for pid, in_task, _ in (line.split() for line in where.read_text().splitlines())]
+    return [
+        (int(pid), in_task == "True") for pid, in_task, _ in (line.split() for line in where.read_text().splitlines())
+    ]
 
 
 def _confluents_error(deserializer: AvroDeserializer, value: bytes, topic: str) -> str:
@@ -173,8 +186,12 @@ def test_serialize_and_deserialize_steps_run_in_spark_tasks(broker: str, tmp_pat
 
     flow = Dataflow("registry_out")
     messages = op.map("message", op.input("inp", flow, TestingSource(users)), lambda item: _sink_message(item, topic))
-    kop.output("out", kop.serialize_value("ser", messages, RegistryAvroSerializer(registry, USER)), brokers=[broker],
-               topic=topic)
+    kop.output(
+        "out",
+        kop.serialize_value("ser", messages, RegistryAvroSerializer(registry, USER)),
+        brokers=[broker],
+        topic=topic,
+    )
     cluster_main(flow, [], 0, worker_count_per_proc=2)
 
     written = read_back(broker, topic, len(users))
@@ -211,8 +228,12 @@ def test_a_value_that_does_not_fit_the_schema_fails_the_run_naming_the_step(brok
     flow = Dataflow("registry_bad")
     users = [("k0", {"name": "ann"}), ("k1", {"name": 42})]
     messages = op.map("message", op.input("inp", flow, TestingSource(users)), lambda item: _sink_message(item, topic))
-    kop.output("out", kop.serialize_value("ser", messages, RegistryAvroSerializer(_mock_url(), USER)), brokers=[broker],
-               topic=topic)
+    kop.output(
+        "out",
+        kop.serialize_value("ser", messages, RegistryAvroSerializer(_mock_url(), USER)),
+        brokers=[broker],
+        topic=topic,
+    )
     with pytest.raises(Exception, match="registry_bad.ser") as info:
         cluster_main(flow, [], 0, worker_count_per_proc=2)
     assert "must be string" in repr(info.value.__cause__)

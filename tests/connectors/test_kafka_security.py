@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+
 from conftest import KafkaBroker, new_topic, produce, read_back, run_module
 
 pytest.importorskip("confluent_kafka")
@@ -28,8 +29,11 @@ def test_source_and_sink_over_sasl_ssl(kafka: KafkaBroker, workers: int) -> None
     topic = new_topic(kafka.address, 2)
     messages = [KafkaSinkMessage(f"k{i}".encode(), f"v{i}".encode(), partition=i % 2) for i in range(6)]
     flow = Dataflow("kafka_secure_out")
-    op.output("out", op.input("inp", flow, TestingSource(messages)),
-              KafkaSink([kafka.secure_address], topic, kafka.secure_config))
+    op.output(
+        "out",
+        op.input("inp", flow, TestingSource(messages)),
+        KafkaSink([kafka.secure_address], topic, kafka.secure_config),
+    )
     cluster_main(flow, [], 0, worker_count_per_proc=workers)
 
     flow = Dataflow("kafka_secure_in")
@@ -38,16 +42,20 @@ def test_source_and_sink_over_sasl_ssl(kafka: KafkaBroker, workers: int) -> None
     op.output("out", op.input("inp", flow, source), TestingSink(got))
     cluster_main(flow, [], 0, worker_count_per_proc=workers)
 
-    assert sorted((m.partition, m.key, m.value) for m in got) == [(i % 2, f"k{i}".encode(), f"v{i}".encode())
-                                                                  for i in (0, 2, 4, 1, 3, 5)]
+    assert sorted((m.partition, m.key, m.value) for m in got) == [
+        (i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in (0, 2, 4, 1, 3, 5)
+    ]
 
 
 def test_a_wrong_password_fails_the_run_naming_the_partition(kafka: KafkaBroker) -> None:
     topic = new_topic(kafka.address)
     config: Dict[str, str] = {**kafka.secure_config, "sasl.password": "wrong"}
     flow = Dataflow("kafka_secure_in")
-    op.output("out", op.input("inp", flow, KafkaSource([kafka.secure_address], [topic], tail=False,
-                                                       add_config=config)), TestingSink([]))
+    op.output(
+        "out",
+        op.input("inp", flow, KafkaSource([kafka.secure_address], [topic], tail=False, add_config=config)),
+        TestingSink([]),
+    )
     with pytest.raises(Exception) as info:
         cluster_main(flow, [], 0)
     chain: List[str] = []
@@ -67,7 +75,8 @@ def test_a_certificate_shipped_with_the_job_is_found_by_its_name(kafka: KafkaBro
     source_topic, sink_topic = new_topic(kafka.address, 2), new_topic(kafka.address)
     produce(kafka.address, source_topic, [(i % 2, None, f"m{i}".encode(), []) for i in range(4)])
     config = {**kafka.secure_config, "ssl.ca.location": "team-ca.pem"}
-    (tmp_path / "secure_flow.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "secure_flow.py").write_text(
+        textwrap.dedent(f"""
         import flowspark.operators as op
         from flowspark.connectors.kafka import KafkaSink, KafkaSinkMessage, KafkaSource
         from flowspark.dataflow import Dataflow
@@ -78,8 +87,10 @@ def test_a_certificate_shipped_with_the_job_is_found_by_its_name(kafka: KafkaBro
                                                      add_config=config))
         upper = op.map("upper", messages, lambda m: KafkaSinkMessage(None, m.value.upper()))
         op.output("out", upper, KafkaSink([{kafka.secure_address!r}], {sink_topic!r}, config))
-    """))
-    done = run_module("flowspark.run", "secure_flow:flow", "-w", "2", "--conf", f"spark.files={shipped}",
-                      cwd=tmp_path, timeout=240)
+    """)
+    )
+    done = run_module(
+        "flowspark.run", "secure_flow:flow", "-w", "2", "--conf", f"spark.files={shipped}", cwd=tmp_path, timeout=240
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(m.value() for m in read_back(kafka.address, sink_topic, 4)) == [b"M0", b"M1", b"M2", b"M3"]

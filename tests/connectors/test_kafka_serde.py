@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
+
 from conftest import new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
@@ -20,8 +21,10 @@ from bytewax.connectors.kafka import serde as bw_serde  # noqa: E402
 from confluent_kafka import KafkaError as ConfluentKafkaError  # noqa: E402
 from confluent_kafka.schema_registry import Schema  # noqa: E402
 
-from flowspark.connectors.kafka import KafkaSinkMessage  # noqa: E402
-from flowspark.connectors.kafka import serde  # noqa: E402
+from flowspark.connectors.kafka import (
+    KafkaSinkMessage,  # noqa: E402
+    serde,  # noqa: E402
+)
 
 USER = {
     "type": "record",
@@ -54,15 +57,34 @@ CASES: List[Tuple[str, Any, List[Any]]] = [
     ("string", {"type": "string"}, ["", "héllo", "x" * 300]),
     ("long", {"type": "long"}, [0, -1, 2**62, -(2**40)]),
     ("union", ["null", "double", "string"], [None, 1.5, "s"]),
-    ("record", USER, [
-        {"name": "ann", "age": 41, "tags": ["a", "b"], "scores": {"x": 1.0}, "kind": "A", "raw": b"\x00\xff",
-         "id": b"abcd"},
-        {"name": "bo", "tags": [], "scores": {}, "kind": "B", "raw": b"", "id": b"\x00\x00\x00\x01"},
-    ]),
-    ("logical", LOGICAL, [
-        {"at": datetime(2024, 5, 1, 12, 30, 1, 250000, tzinfo=timezone.utc), "day": date(2024, 2, 29),
-         "amount": Decimal("1234.50"), "ref": uuid.UUID("12345678-1234-5678-1234-567812345678")},
-    ]),
+    (
+        "record",
+        USER,
+        [
+            {
+                "name": "ann",
+                "age": 41,
+                "tags": ["a", "b"],
+                "scores": {"x": 1.0},
+                "kind": "A",
+                "raw": b"\x00\xff",
+                "id": b"abcd",
+            },
+            {"name": "bo", "tags": [], "scores": {}, "kind": "B", "raw": b"", "id": b"\x00\x00\x00\x01"},
+        ],
+    ),
+    (
+        "logical",
+        LOGICAL,
+        [
+            {
+                "at": datetime(2024, 5, 1, 12, 30, 1, 250000, tzinfo=timezone.utc),
+                "day": date(2024, 2, 29),
+                "amount": Decimal("1234.50"),
+                "ref": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+            },
+        ],
+    ),
 ]
 
 
@@ -70,8 +92,9 @@ def _text(schema: Any) -> str:
     return json.dumps(schema)
 
 
-@pytest.mark.parametrize(("schema", "values"), [(schema, values) for _, schema, values in CASES],
-                         ids=[name for name, _, _ in CASES])
+@pytest.mark.parametrize(
+    ("schema", "values"), [(schema, values) for _, schema, values in CASES], ids=[name for name, _, _ in CASES]
+)
 def test_bytes_and_values_are_bytewaxs(schema: Any, values: List[Any]) -> None:
     ours_out, theirs_out = serde.PlainAvroSerializer(_text(schema)), bw_serde.PlainAvroSerializer(_text(schema))
     ours_in, theirs_in = serde.PlainAvroDeserializer(_text(schema)), bw_serde.PlainAvroDeserializer(_text(schema))
@@ -105,15 +128,18 @@ def _failure(call: Callable[[], Any]) -> Tuple[str, str]:
     return type(info.value).__name__, str(info.value)
 
 
-@pytest.mark.parametrize(("name", "call"), [
-    ("bad JSON", lambda m: m.PlainAvroSerializer("{not json")),
-    ("unknown type", lambda m: m.PlainAvroDeserializer('{"type": "nope"}')),
-    ("not a schema", lambda m: m.PlainAvroSerializer(42)),
-    ("missing field", lambda m: m.PlainAvroSerializer(_text(POINT))({"x": 1})),
-    ("wrong type", lambda m: m.PlainAvroSerializer(_text(POINT))({"x": "one", "y": 2})),
-    ("None to decode", lambda m: m.PlainAvroDeserializer(_text(POINT))(None)),
-    ("truncated", lambda m: m.PlainAvroDeserializer(_text(POINT))(b"\x02")),
-])
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("bad JSON", lambda m: m.PlainAvroSerializer("{not json")),
+        ("unknown type", lambda m: m.PlainAvroDeserializer('{"type": "nope"}')),
+        ("not a schema", lambda m: m.PlainAvroSerializer(42)),
+        ("missing field", lambda m: m.PlainAvroSerializer(_text(POINT))({"x": 1})),
+        ("wrong type", lambda m: m.PlainAvroSerializer(_text(POINT))({"x": "one", "y": 2})),
+        ("None to decode", lambda m: m.PlainAvroDeserializer(_text(POINT))(None)),
+        ("truncated", lambda m: m.PlainAvroDeserializer(_text(POINT))(b"\x02")),
+    ],
+)
 def test_errors_are_bytewaxs(name: str, call: Callable[[Any], Any]) -> None:
     assert _failure(lambda: call(serde)) == _failure(lambda: call(bw_serde))
 
@@ -134,8 +160,15 @@ def test_they_pickle_and_work_after() -> None:
 
 
 def _user(i: int) -> Dict[str, Any]:
-    return {"name": f"u{i}", "age": None if i % 3 == 0 else i, "tags": [f"t{i}"] * (i % 3), "scores": {"s": i / 2},
-            "kind": "AB"[i % 2], "raw": bytes([i]), "id": i.to_bytes(4, "big")}
+    return {
+        "name": f"u{i}",
+        "age": None if i % 3 == 0 else i,
+        "tags": [f"t{i}"] * (i % 3),
+        "scores": {"s": i / 2},
+        "kind": "AB"[i % 2],
+        "raw": bytes([i]),
+        "id": i.to_bytes(4, "big"),
+    }
 
 
 def _to_message(item: Tuple[str, Dict[str, Any]]) -> KafkaSinkMessage[bytes, Dict[str, Any]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+
 from conftest import free_port, pg_query, pg_table, where_am_i
 
 pytest.importorskip("psycopg")
@@ -64,7 +65,9 @@ def test_rows_are_written_in_spark_tasks_with_a_marker_per_partition(postgres: s
     sink = WhereSink(tmp_path / "where.txt", postgres, table, ["id", "name", "visits"], partitions=3)
     cluster_main(_flow(items, sink), [], 0, worker_count_per_proc=2)
 
-    assert _rows(postgres, table) == [(i, f"u{i}", i % 4) for i in range(30)] + [(i, f"t{i}", None) for i in range(30, 40)]
+    assert _rows(postgres, table) == [(i, f"u{i}", i % 4) for i in range(30)] + [
+        (i, f"t{i}", None) for i in range(30, 40)
+    ]
     builds = [line.split() for line in (tmp_path / "where.txt").read_text().splitlines()]
     assert builds and all(in_task == "True" and int(pid) != os.getpid() for pid, in_task, _ in builds)
     markers = pg_query(postgres, "SELECT step_id, part, batch_id FROM flowspark_sink_progress WHERE step_id = 'pg.out'")
@@ -95,8 +98,9 @@ def test_upserts_replace_rows_by_key_and_the_last_write_wins(postgres: str) -> N
     assert _rows(postgres, ids) == [(1,), (2,)]
 
 
-def _write(sink: PostgresSink, batch: SinkBatch, rows: List[Row], resume: Optional[int] = None,
-           step_id: str = "flow.out") -> Optional[int]:
+def _write(
+    sink: PostgresSink, batch: SinkBatch, rows: List[Row], resume: Optional[int] = None, step_id: str = "flow.out"
+) -> Optional[int]:
     """Write `rows` as micro-batch `batch` through a partition built from `resume`, as a sink task does; its snapshot."""
     part = sink.build_part(step_id, "part_0", resume)
     try:
@@ -125,14 +129,22 @@ def test_a_replayed_micro_batch_writes_nothing_and_a_new_run_writes_again(postgr
 def test_values_are_adapted_as_psycopg_adapts_them(postgres: str, upsert_on: List[str]) -> None:
     from psycopg.types.json import Jsonb
 
-    table = pg_table(postgres, "id uuid PRIMARY KEY, at timestamptz, amount numeric(9, 2), tags text[], doc jsonb, "
-                               "note text DEFAULT 'default'")
-    row = (uuid.UUID(int=7), datetime(2024, 5, 1, 12, tzinfo=timezone.utc), Decimal("12.50"), ["a", "b"],
-           Jsonb({"n": [1, 2]}))
+    table = pg_table(
+        postgres,
+        "id uuid PRIMARY KEY, at timestamptz, amount numeric(9, 2), tags text[], doc jsonb, "
+        "note text DEFAULT 'default'",
+    )
+    row = (
+        uuid.UUID(int=7),
+        datetime(2024, 5, 1, 12, tzinfo=timezone.utc),
+        Decimal("12.50"),
+        ["a", "b"],
+        Jsonb({"n": [1, 2]}),
+    )
     sink = PostgresSink(postgres, table, ["id", "at", "amount", "tags", "doc", "note"], upsert_on=upsert_on)
-    _write(sink, SinkBatch(uuid.uuid4().hex, 0), [(*row, "it's \\ \"quoted\"\ttabbed\n"), {"id": uuid.UUID(int=8)}])
+    _write(sink, SinkBatch(uuid.uuid4().hex, 0), [(*row, 'it\'s \\ "quoted"\ttabbed\n'), {"id": uuid.UUID(int=8)}])
     assert _rows(postgres, table) == [
-        (*row[:4], {"n": [1, 2]}, "it's \\ \"quoted\"\ttabbed\n"),
+        (*row[:4], {"n": [1, 2]}, 'it\'s \\ "quoted"\ttabbed\n'),
         (uuid.UUID(int=8), None, None, None, None, None),
     ]
 
@@ -159,10 +171,14 @@ def test_a_database_and_a_recovery_directory_that_disagree_are_refused(postgres:
     run = uuid.uuid4().hex
     table = pg_table(postgres, "n int")
     sink = PostgresSink(postgres, table, ["n"])
-    with pytest.raises(RuntimeError, match=f"step 'flow.out', table '{table}': .*wrote micro-batch 4, the database .* only none"):
+    with pytest.raises(
+        RuntimeError, match=f"step 'flow.out', table '{table}': .*wrote micro-batch 4, the database .* only none"
+    ):
         _write(sink, SinkBatch(run, 5), [(1,)], resume=4)
     _write(sink, SinkBatch(run, 7), [(1,)])
-    with pytest.raises(RuntimeError, match="already wrote micro-batch 7, later than 6: the recovery directory is older"):
+    with pytest.raises(
+        RuntimeError, match="already wrote micro-batch 7, later than 6: the recovery directory is older"
+    ):
         _write(sink, SinkBatch(run, 6), [(2,)], resume=None)
     assert pg_query(postgres, f"SELECT n FROM {table}") == [(1,)]
 
@@ -171,8 +187,12 @@ def test_a_constraint_violation_fails_the_run_naming_the_step_and_table(postgres
     table = pg_table(postgres, USERS)
     items: List[Tuple[str, Row]] = [("a", (1, "ann", 1)), ("a", (2, "bo", 1)), ("a", (1, "again", 1))]
     with pytest.raises(FlowsparkRuntimeError, match="step 'pg.out'") as info:
-        cluster_main(_flow(items, PostgresSink(postgres, table, ["id", "name", "visits"]), batch_size=3), [], 0,
-                     worker_count_per_proc=2)
+        cluster_main(
+            _flow(items, PostgresSink(postgres, table, ["id", "name", "visits"]), batch_size=3),
+            [],
+            0,
+            worker_count_per_proc=2,
+        )
     cause = info.value.__cause__
     assert isinstance(cause, RuntimeError)
     assert f"step 'pg.out', table '{table}': a row of micro-batch 0 violates a constraint" in str(cause)
@@ -180,16 +200,18 @@ def test_a_constraint_violation_fails_the_run_naming_the_step_and_table(postgres
     assert _rows(postgres, table) == []
 
 
-@pytest.mark.parametrize(("row", "error"), [
-    ({"id": 1, "nmae": "x"}, "has keys that are not among its `columns` \\['id', 'name'\\]: \\['nmae'\\]"),
-    ((1, "x", 3), "has 3 values for its 2 `columns`"),
-    ("1,x", "must be a mapping or a sequence of 2 values; got str"),
-])
+@pytest.mark.parametrize(
+    ("row", "error"),
+    [
+        ({"id": 1, "nmae": "x"}, "has keys that are not among its `columns` \\['id', 'name'\\]: \\['nmae'\\]"),
+        ((1, "x", 3), "has 3 values for its 2 `columns`"),
+        ("1,x", "must be a mapping or a sequence of 2 values; got str"),
+    ],
+)
 def test_a_bad_row_names_the_step_and_table(postgres: str, row: Any, error: str) -> None:
     table = pg_table(postgres, USERS)
     with pytest.raises(FlowsparkRuntimeError) as info:
-        cluster_main(_flow([("a", row)], PostgresSink(postgres, table, ["id", "name"])), [], 0,
-                     worker_count_per_proc=2)
+        cluster_main(_flow([("a", row)], PostgresSink(postgres, table, ["id", "name"])), [], 0, worker_count_per_proc=2)
     assert "error calling `write_batch` in step 'pg.out'" in str(info.value)
     assert f"step 'pg.out': a row for table '{table}'" in str(info.value.__cause__)
     assert re.search(error, str(info.value.__cause__))
@@ -204,8 +226,11 @@ def test_a_lost_connection_is_made_again_and_the_batch_written_once(postgres: st
         part.snapshot()
     with writing(SinkBatch(run, 1)):
         part.write_batch([(2,), (3,)])
-        ended = pg_query(postgres, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                   "WHERE application_name = 'flowspark flow.lost part_0'")
+        ended = pg_query(
+            postgres,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'flowspark flow.lost part_0'",
+        )
         assert ended == [(True,)]
         assert part.snapshot() == 1
     part.close()
@@ -217,21 +242,27 @@ def test_a_server_that_is_gone_fails_after_the_retries_naming_the_step_and_table
     gone = f"host=127.0.0.1 port={free_port()} user=flowspark dbname=postgres connect_timeout=2"
     sink = PostgresSink(gone, "users", ["n"], retries=2)
     started = time.monotonic()
-    with pytest.raises(RuntimeError, match="step 'flow.out', table 'users': writing micro-batch 0 failed after 3 "
-                                           "tries \\(could not connect\\): .*refused") as info:
+    with pytest.raises(
+        RuntimeError,
+        match="step 'flow.out', table 'users': writing micro-batch 0 failed after 3 "
+        "tries \\(could not connect\\): .*refused",
+    ) as info:
         _write(sink, SinkBatch(run, 0), [(1,)])
     assert time.monotonic() - started >= 1.5  # waited 0.5 s, then 1 s
     assert info.value.__cause__ is not None
 
 
-@pytest.mark.parametrize(("kwargs", "error"), [
-    ({"columns": []}, "columns must name each column once"),
-    ({"columns": ["a", "a"]}, "columns must name each column once"),
-    ({"columns": "ab"}, "not a string"),
-    ({"columns": ["a"], "upsert_on": ["b"]}, "upsert_on must be among columns"),
-    ({"columns": ["a"], "partitions": 0}, "partitions must be 1 or more"),
-    ({"columns": ["a"], "conninfo": "nonsense"}, "missing \"=\""),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"columns": []}, "columns must name each column once"),
+        ({"columns": ["a", "a"]}, "columns must name each column once"),
+        ({"columns": "ab"}, "not a string"),
+        ({"columns": ["a"], "upsert_on": ["b"]}, "upsert_on must be among columns"),
+        ({"columns": ["a"], "partitions": 0}, "partitions must be 1 or more"),
+        ({"columns": ["a"], "conninfo": "nonsense"}, 'missing "="'),
+    ],
+)
 def test_bad_arguments_fail_where_the_sink_is_made(kwargs: Dict[str, Any], error: str) -> None:
     args = {"conninfo": "host=127.0.0.1", "table": "t", **kwargs}
     with pytest.raises(Exception, match=error):

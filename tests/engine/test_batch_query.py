@@ -6,9 +6,9 @@ from datetime import timedelta
 from typing import Any, Iterator, List
 
 import pytest
+from oracle import Engine, run_both, run_on
 
 from conftest import ALIGN
-from oracle import Engine, run_both, run_on
 
 STALL = timedelta(seconds=0.05)
 """A pause before the end: the first read stops there, so the run is a streaming query."""
@@ -26,8 +26,12 @@ def _windows_and_chains(stall: bool) -> Any:
         counts = e.op.count_final("count", nums, lambda kv: kv[0])
         keyed = e.op.key_on("again", e.op.map("key", counts, lambda kc: kc[1]), lambda n: f"n{n % 7}")
         sums = e.op.stateful_map("sum", keyed, lambda total, n: ((total or 0) + n, (total or 0) + n))
-        clock = e.win.EventClock(lambda kv: ALIGN + timedelta(seconds=kv[1] % 100), wait_for_system_duration=timedelta(0))
-        windowed = e.win.count_window("win", nums, clock, e.win.TumblingWindower(timedelta(seconds=10), ALIGN), lambda kv: kv[0][:2])
+        clock = e.win.EventClock(
+            lambda kv: ALIGN + timedelta(seconds=kv[1] % 100), wait_for_system_duration=timedelta(0)
+        )
+        windowed = e.win.count_window(
+            "win", nums, clock, e.win.TumblingWindower(timedelta(seconds=10), ALIGN), lambda kv: kv[0][:2]
+        )
         taps: List[Any] = []
         e.op.inspect_debug("tap", sums, lambda step_id, item, epoch, worker: taps.append((step_id, item, epoch)))
         sums_out: List[Any] = []

@@ -42,7 +42,9 @@ def test_big_values_are_cut_into_pieces() -> None:
     assert not chunks.dumps([("k", i) for i in range(10)]).startswith(b"FSP")
 
 
-@pytest.mark.parametrize("pushes", [[], [[1]], [[i] * 10 for i in range(3)], [list(range(BIG))], [list(range(100))] * 200])
+@pytest.mark.parametrize(
+    "pushes", [[], [[1]], [[i] * 10 for i in range(3)], [list(range(BIG))], [list(range(100))] * 200]
+)
 def test_an_item_chunk_gives_back_every_item_in_order(pushes: Any) -> None:
     chunk = chunks.ItemChunk("out")
     for items in pushes:
@@ -50,7 +52,7 @@ def test_an_item_chunk_gives_back_every_item_in_order(pushes: Any) -> None:
     assert chunks.loads(chunk.dumps()) == [item for items in pushes for item in items]
 
 
-MODULE_SOURCE = '''
+MODULE_SOURCE = """
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Event:
 
 def double(x):
     return 2 * x
-'''
+"""
 
 
 @pytest.fixture

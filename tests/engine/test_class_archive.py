@@ -13,7 +13,7 @@ import pytest
 
 from flowspark.engine import class_archive
 
-SCRIPT = '''
+SCRIPT = """
 from pathlib import Path
 
 import flowspark.operators as op
@@ -28,7 +28,7 @@ run_main(flow)
 jvm = get_session().sparkContext._gateway.proc.pid
 maps = Path(f"/proc/{jvm}/maps").read_text()
 print("archive mapped" if "class-archives" in maps else "archive not mapped")
-'''
+"""
 
 
 def _archives(home: Path) -> list[str]:
@@ -45,8 +45,15 @@ def test_first_run_writes_the_archive_and_the_next_run_maps_it(tmp_path: Path) -
     env.pop("FLOWSPARK_CLASS_ARCHIVE", None)
 
     def run() -> list[str]:
-        done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()
 
@@ -78,8 +85,9 @@ def test_only_one_live_run_writes_and_a_dead_runs_lock_and_leftovers_are_taken_o
 
     assert class_archive.java_options(_spark_home()) == ("", None), "a second writer while this one lives"
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     lock.write_text(f"{socket.gethostname()} {dead}")
     leftover = directory / (lock.name[: -len(".lock")] + f".{dead}.tmp")
     leftover.write_bytes(b"half an archive")

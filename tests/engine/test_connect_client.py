@@ -21,7 +21,7 @@ from flowspark.errors import FlowsparkRuntimeError
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FLOWS = '''
+FLOWS = """
 import os
 from datetime import timedelta
 import flowspark.operators as op
@@ -43,7 +43,7 @@ def kafka_flow():
     out = op.map("msg", counts, lambda kv: KafkaSinkMessage(kv[0].encode(), str(kv[1]).encode()))
     op.output("out", out, KafkaSink([broker], topic_out))
     return flow
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +64,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _run(tmp_path: Path, target: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "remote_flows.py").write_text(FLOWS)
-    return subprocess.run([sys.executable, "-m", "flowspark.run", target, "--no-progress", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, **env}, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "flowspark.run", target, "--no-progress", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        check=False,
+    )
 
 
 def _classic(tmp_path: Path, target: str, **env: str) -> List[str]:
@@ -100,10 +107,15 @@ def test_a_kafka_flow_gives_the_same_output_through_the_server(server: str, brok
     env = {"BROKER": broker, "TOPIC_IN": topics["in"]}
     remote = _run(tmp_path, "remote_flows:kafka_flow()", "--remote", server, TOPIC_OUT=topics["out-remote"], **env)
     assert remote.returncode == 0, remote.stderr
-    classic = _run(tmp_path, "remote_flows:kafka_flow()", TOPIC_OUT=topics["out-classic"], FLOWSPARK_WARM_SPARK="0", **env)
+    classic = _run(
+        tmp_path, "remote_flows:kafka_flow()", TOPIC_OUT=topics["out-classic"], FLOWSPARK_WARM_SPARK="0", **env
+    )
     assert classic.returncode == 0, classic.stderr
-    assert _read(broker, topics["out-remote"], 3) == _read(broker, topics["out-classic"], 3) == [
-        (b"a", b"3"), (b"b", b"2"), (b"c", b"1")]
+    assert (
+        _read(broker, topics["out-remote"], 3)
+        == _read(broker, topics["out-classic"], 3)
+        == [(b"a", b"3"), (b"b", b"2"), (b"c", b"1")]
+    )
 
 
 def _read(broker: str, topic: str, expect: int) -> List[tuple[bytes, bytes]]:
@@ -121,14 +133,19 @@ def _read(broker: str, topic: str, expect: int) -> List[tuple[bytes, bytes]]:
 
 def test_a_run_whose_tasks_cant_reach_it_is_refused_before_it_starts(server: str) -> None:
     session = connect(server).session
-    with pytest.raises(FlowsparkRuntimeError, match=r"can't reach this process at 127\.0\.0\.1:\d+ .*FLOWSPARK_DRIVER_LINK_HOST"):
+    with pytest.raises(
+        FlowsparkRuntimeError, match=r"can't reach this process at 127\.0\.0\.1:\d+ .*FLOWSPARK_DRIVER_LINK_HOST"
+    ):
         check_reachable(session, "127.0.0.1", free_port(), server)
 
 
-@pytest.mark.parametrize(("args", "error"), [
-    (["--remote", "http://example.com"], "is not a Spark Connect URL"),
-    (["--remote", "sc://127.0.0.1:1"], "could not reach the Spark Connect server at sc://127.0.0.1:1"),
-])
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--remote", "http://example.com"], "is not a Spark Connect URL"),
+        (["--remote", "sc://127.0.0.1:1"], "could not reach the Spark Connect server at sc://127.0.0.1:1"),
+    ],
+)
 def test_a_bad_server_is_named_in_one_line(tmp_path: Path, args: List[str], error: str) -> None:
     done = _run(tmp_path, "flowspark.examples.wordcount:flow", *args)
     assert done.returncode == 1
@@ -137,6 +154,8 @@ def test_a_bad_server_is_named_in_one_line(tmp_path: Path, args: List[str], erro
 
 
 def test_master_and_remote_do_not_go_together(tmp_path: Path) -> None:
-    done = _run(tmp_path, "flowspark.examples.wordcount:flow", "--remote", "sc://localhost:15002", "--master", "local[1]")
+    done = _run(
+        tmp_path, "flowspark.examples.wordcount:flow", "--remote", "sc://localhost:15002", "--master", "local[1]"
+    )
     assert done.returncode == 2
     assert "--remote runs on the Spark Connect server's own Spark" in done.stderr

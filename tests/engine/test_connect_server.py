@@ -17,7 +17,7 @@ import pytest
 
 from flowspark.engine.connect_server import DIR_ENV, IDLE_ENV, RECORD, ServerRecord, read_record, server_dir
 
-FLOW = '''
+FLOW = """
 import os
 import flowspark.operators as op
 from flowspark.connectors.stdio import StdOutSink
@@ -49,7 +49,7 @@ def nap(item):
 
 slow = Dataflow("slow")
 op.output("out", op.map("nap", op.input("inp", slow, TestingSource(["x"])), nap), StdOutSink())
-'''
+"""
 
 
 @pytest.fixture
@@ -68,8 +68,15 @@ def warm_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def _run(tmp_path: Path, target: str = "warm_flows:flow", **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flowspark.run", target, "--no-progress"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, **env}, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "flowspark.run", target, "--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        check=False,
+    )
 
 
 def _record() -> Optional[ServerRecord]:
@@ -132,7 +139,9 @@ def test_the_server_stops_once_no_run_has_used_it_for_the_idle_time(warm_dir: Pa
     assert not (Path(server_dir()) / RECORD).exists()
 
 
-def test_a_run_on_a_server_another_process_started_keeps_it_from_stopping_as_idle(warm_dir: Path, tmp_path: Path) -> None:
+def test_a_run_on_a_server_another_process_started_keeps_it_from_stopping_as_idle(
+    warm_dir: Path, tmp_path: Path
+) -> None:
     started = _run(tmp_path, **{IDLE_ENV: "2"})
     assert started.returncode == 0, started.stderr
     record = _record()
@@ -181,18 +190,27 @@ def test_a_client_without_the_token_is_refused(warm_dir: Path, tmp_path: Path) -
         "    print('served')\n"
     )
     for url in (f"sc://127.0.0.1:{record.port}", f"sc://localhost:{record.port}/;token=guess"):
-        done = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, check=False
+        )
         assert "served" not in done.stdout, url
         assert done.stdout.strip(), done.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user"
+)
 def test_another_user_cannot_read_the_servers_token(warm_dir: Path, tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o755)
     os.chmod(warm_dir.parent, 0o755)
     assert _run(tmp_path).returncode == 0
     record_file = Path(server_dir()) / RECORD
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", str(record_file)],
-                          capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", str(record_file)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert done.returncode != 0
     assert "Permission denied" in done.stderr

@@ -6,9 +6,9 @@ import pytest
 
 from flowspark.engine.destinations import (
     CONTROL_GROUP,
+    WRITTEN_GROUP,
     Destination,
     DestinationKind,
-    WRITTEN_GROUP,
     origin_worker,
     output_group,
     parse,

@@ -8,8 +8,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import LineSink
 
+from conftest import LineSink
 from flowspark.engine import chunks
 from flowspark.engine.destinations import sink_part_group
 from flowspark.engine.driver_fence import FENCE, DriverFence, FencedOut, claim_for, owning
@@ -47,12 +47,28 @@ def test_a_sink_task_of_a_driver_that_lost_the_directory_writes_nothing(tmp_path
     rows = chunks.to_arrow([(sink_part_group(0, 0, "0.0"), 0, chunks.DATA, chunks.dumps(["c"]))])
     stale = DriverFence.claim(str(tmp_path))
     DriverFence.claim(str(tmp_path))  # a restarted driver took over
-    write = BatchWrite({0: TaskOutput("flow.out", sink, ("p0", "p1"))}, SinkBatch("run", 1), True, {"flow.out": {"p0": 2}}, None, False, stale)
+    write = BatchWrite(
+        {0: TaskOutput("flow.out", sink, ("p0", "p1"))},
+        SinkBatch("run", 1),
+        True,
+        {"flow.out": {"p0": 2}},
+        None,
+        False,
+        stale,
+    )
     with pytest.raises(FencedOut):
         list(write(iter([rows])))
     assert sink.lines("p0") == ["a", "b"] and sink.builds() == []
     owner = DriverFence.claim(str(tmp_path))
-    write = BatchWrite({0: TaskOutput("flow.out", sink, ("p0", "p1"))}, SinkBatch("run", 1), True, {"flow.out": {"p0": 4}}, None, False, owner)
+    write = BatchWrite(
+        {0: TaskOutput("flow.out", sink, ("p0", "p1"))},
+        SinkBatch("run", 1),
+        True,
+        {"flow.out": {"p0": 4}},
+        None,
+        False,
+        owner,
+    )
     list(write(iter([rows])))
     assert sink.lines("p0") == ["a", "b", "c"]
 

@@ -13,8 +13,7 @@ from typing import Any, List
 
 import pytest
 
-from flowspark.engine import chunks
-from flowspark.engine import driver_link
+from flowspark.engine import chunks, driver_link
 from flowspark.engine.driver_link import DriverLink, DriverServer
 from flowspark.engine.sink_writer import OutputStash
 
@@ -26,7 +25,9 @@ def test_calls_reach_the_driver_from_another_process(server: DriverServer) -> No
         "import pickle, sys; link = pickle.loads(sys.stdin.buffer.read()); "
         "print(link.call('echo', 1, 'two'), link.call('echo'))"
     )
-    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(server.link), capture_output=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(server.link), capture_output=True, check=True
+    )
     assert done.stdout.decode().strip() == "[1, 'two'] []"
     assert seen == [(1, "two"), ()]
 
@@ -59,7 +60,9 @@ def test_a_link_pickles_with_its_key_and_the_server_rejects_a_wrong_key_but_serv
     with pytest.raises(Exception, match="digest"):
         stranger.call("ping")
     code = "import pickle, sys; print(pickle.loads(sys.stdin.buffer.read()).call('ping'))"
-    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(server.link), capture_output=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(server.link), capture_output=True, check=True
+    )
     assert done.stdout.decode().strip() == "pong"
 
 

@@ -48,7 +48,9 @@ def test_encoded_lines_go_to_the_partitions_write_lines_and_a_partition_without_
     partition = _Appender()
     write_lines("f.out", partition, b"a\nb\n")
     assert partition.data == b"a\nb\n"
-    with pytest.raises(TypeError, match="step 'f.out': its sink offers a line format, but its partition has no `write_lines`") as info:
+    with pytest.raises(
+        TypeError, match="step 'f.out': its sink offers a line format, but its partition has no `write_lines`"
+    ) as info:
         write_lines("f.out", object(), b"a\n")
     assert "`line_format()` return None" in str(info.value)
 

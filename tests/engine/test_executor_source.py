@@ -196,7 +196,9 @@ def test_a_directory_is_refused_once_an_input_moved_or_if_an_earlier_flowspark_w
 
 
 def test_an_error_in_next_batch_names_the_step_and_partition_and_reaches_the_driver(tmp_path: Path) -> None:
-    with pytest.raises(FlowsparkRuntimeError, match="error calling `next_batch` in step 'f.inp' for partition '[ab]'") as info:
+    with pytest.raises(
+        FlowsparkRuntimeError, match="error calling `next_batch` in step 'f.inp' for partition '[ab]'"
+    ) as info:
         _run(_LoggedSource(tmp_path / "calls.log", fail=True))
     assert isinstance(info.value.__cause__, ValueError)
 
@@ -204,7 +206,9 @@ def test_an_error_in_next_batch_names_the_step_and_partition_and_reaches_the_dri
 # -- the planner and one task's reading, without Spark ---------------------
 
 
-def _inputs(tmp_path: Path, source: FixedPartitionedSource[str, int], parts: int = 2, max_items: int = 100) -> ExecutorInputs:
+def _inputs(
+    tmp_path: Path, source: FixedPartitionedSource[str, int], parts: int = 2, max_items: int = 100
+) -> ExecutorInputs:
     specs = tuple(PartSpec(i, 0, "f.inp", name) for i, name in enumerate("ab"[:parts]))
     return ExecutorInputs(specs, {0: source}, parse_location(str(tmp_path / "store")), max_items, 5.0)
 
@@ -347,7 +351,9 @@ def _read(inputs: ExecutorInputs, batch: int) -> List[int]:
     return items
 
 
-def test_a_partition_is_asked_when_to_wake_once_built_and_after_each_batch_and_its_answer_holds_for_the_run(tmp_path: Path) -> None:
+def test_a_partition_is_asked_when_to_wake_once_built_and_after_each_batch_and_its_answer_holds_for_the_run(
+    tmp_path: Path,
+) -> None:
     source = _WakingSource()
     inputs = dataclasses.replace(_inputs(tmp_path, source, parts=1), run="first")
     store = SnapshotStore(inputs.store)
@@ -434,11 +440,12 @@ def test_a_reading_error_names_the_step_and_partition(tmp_path: Path) -> None:
     assert _calls(tmp_path / "log")["close"]  # closed all the same
 
 
-
 def test_a_building_error_names_the_partition_and_step(tmp_path: Path) -> None:
     (tmp_path / "gone.txt").write_text("x\n")
     source = DirSource(tmp_path, get_fs_id=lambda _dir: "fs")
-    inputs = ExecutorInputs((PartSpec(0, 0, "f.inp", "fs::gone.txt"),), {0: source}, parse_location(str(tmp_path / "store")), 10, 5.0)
+    inputs = ExecutorInputs(
+        (PartSpec(0, 0, "f.inp", "fs::gone.txt"),), {0: source}, parse_location(str(tmp_path / "store")), 10, 5.0
+    )
     (tmp_path / "gone.txt").unlink()
     with pytest.raises(StepFailure, match="error building partition 'fs::gone.txt' of step 'f.inp'") as info:
         PartReader(inputs, inputs.parts[0], 1)

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
+from oracle import cause_chain
 
 import flowspark.operators as op
 from flowspark.connectors.files import FileSource
 from flowspark.dataflow import Dataflow
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.testing import TestingSink, TestingSource, run_main
-from oracle import cause_chain
 
 
 class _Exploit:
@@ -111,7 +111,7 @@ def test_the_users_traceback_from_a_worker_shows_their_file_and_line() -> None:
     assert "flowspark/engine" not in notes and "pyspark" not in notes
 
 
-RETRIES = '''
+RETRIES = """
 import os, signal, sys
 from pyspark import TaskContext
 from flowspark.engine.driver_link import DriverServer
@@ -146,7 +146,7 @@ try:
     spark.sparkContext.parallelize([0], 1).mapPartitions(lambda items: task("raises", items)).collect()
 except Exception as ex:
     print("attempt 2 of task 0" in str(ex), "runs no user code" in str(ex), repr(box.find(str(ex))), repr(box.first()))
-'''
+"""
 
 
 def test_a_retried_task_runs_user_code_again_unless_the_user_s_code_failed(tmp_path: Path) -> None:
@@ -155,13 +155,21 @@ def test_a_retried_task_runs_user_code_again_unless_the_user_s_code_failed(tmp_p
     import sys
 
     calls = tmp_path / "calls.txt"
-    done = subprocess.run([sys.executable, "-c", RETRIES, str(calls)], capture_output=True, text=True, timeout=300,
-                          check=False, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", RETRIES, str(calls)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     retried, refused = done.stdout.splitlines()
     assert retried == "['killed']"
     # The failing attempt reported its failure; the two retries asked the driver and ran no user code, and
     # the last one's error names the first failure.
-    assert refused == ("True True FlowsparkRuntimeError(\"error calling `mapper` in step 'retries.boom'\") "
-                       "FlowsparkRuntimeError(\"error calling `mapper` in step 'retries.boom'\")")
+    assert refused == (
+        "True True FlowsparkRuntimeError(\"error calling `mapper` in step 'retries.boom'\") "
+        "FlowsparkRuntimeError(\"error calling `mapper` in step 'retries.boom'\")"
+    )
     assert calls.read_text().splitlines() == ["killed 0", "killed 1", "raises 0"]

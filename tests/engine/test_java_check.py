@@ -26,14 +26,17 @@ def _fake_java(folder: Path, version_line: str) -> Path:
     return binary
 
 
-@pytest.mark.parametrize(("output", "major"), [
-    ('openjdk version "17.0.15" 2025-04-15\nOpenJDK Runtime Environment', 17),
-    ('java version "1.8.0_381"', 8),
-    ('openjdk version "21" 2023-09-19', 21),
-    ('Picked up JAVA_TOOL_OPTIONS: -Xmx1g\nopenjdk version "11.0.2" 2019-01-15', 11),
-    ('openjdk version "25-ea" 2025-09-16', 25),
-    ("something else entirely", None),
-])
+@pytest.mark.parametrize(
+    ("output", "major"),
+    [
+        ('openjdk version "17.0.15" 2025-04-15\nOpenJDK Runtime Environment', 17),
+        ('java version "1.8.0_381"', 8),
+        ('openjdk version "21" 2023-09-19', 21),
+        ('Picked up JAVA_TOOL_OPTIONS: -Xmx1g\nopenjdk version "11.0.2" 2019-01-15', 11),
+        ('openjdk version "25-ea" 2025-09-16', 25),
+        ("something else entirely", None),
+    ],
+)
 def test_major_version_reads_java_version_output(output: str, major: int) -> None:
     assert major_version(output) == major
 
@@ -75,7 +78,12 @@ def test_the_java_on_this_machine_passes() -> None:
 def _run_wordcount(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "flowspark.run", "examples.wordcount:flow"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 

@@ -52,7 +52,6 @@ def test_many_values_and_keys_survive_the_trip() -> None:
     assert sum(len(per_key.get("k7", [])) for _, per_key in arrivals.by_tick()) == len(arrivals.by_key()["k7"])
 
 
-
 def _ordered_chunk(runs: List[Tuple[Any, List[Tuple[str, Any]]]]) -> bytes:
     chunk = KeyedChunk("step")
     slots: Dict[str, Any] = {}

@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from conftest import run_module
 
+from conftest import run_module
 from flowspark.engine.native_libs import LIBRARY, rocksdb_library_dir
 
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 
 
-def test_the_library_is_unpacked_once_into_a_folder_only_the_user_can_enter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_library_is_unpacked_once_into_a_folder_only_the_user_can_enter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     folder = rocksdb_library_dir(SPARK_HOME)
     assert folder is not None and folder.startswith(str(tmp_path / ".cache" / "flowspark"))

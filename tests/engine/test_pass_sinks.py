@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, List, Set, Tuple
 
 import pytest
-from conftest import where_am_i
 
 import flowspark.operators as op
+from conftest import where_am_i
 from flowspark.connectors.files import DirSource
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine.destinations import origin_worker, source_origin
@@ -71,7 +71,9 @@ def _run(sink: Any, shape: str = "stateless", items: List[Tuple[str, str]] = ITE
     cluster_main(flow, [], 0, worker_count_per_proc=2)
 
 
-def test_the_planner_places_a_dynamic_sink_that_may_leave_the_driver_in_the_task_that_makes_its_items(tmp_path: Path) -> None:
+def test_the_planner_places_a_dynamic_sink_that_may_leave_the_driver_in_the_task_that_makes_its_items(
+    tmp_path: Path,
+) -> None:
     flow = Dataflow("x")
     op.output("out", op.input("inp", flow, TestingSource(ITEMS)), WorkerFiles(tmp_path))
     assert [layout.place for layout in build_plan(flow, workers=2).sinks] == [SinkPlace.MAKING_TASK]
@@ -87,7 +89,9 @@ def test_a_dynamic_sink_is_written_in_the_tasks_that_made_its_items_every_item_o
     # its own worker (here both keys' buckets may have the same one).
     assert builds and {(count, in_task) for _, count, _, in_task in builds} == {(2, "True")}
     assert all(pid != os.getpid() for _, _, pid, _ in builds)
-    assert {index for index, *_ in builds} == ({0, 1} if shape == "stateless" else {bucket_of(key, DEFAULT_BUCKETS) % 2 for key, _ in ITEMS})
+    assert {index for index, *_ in builds} == (
+        {0, 1} if shape == "stateless" else {bucket_of(key, DEFAULT_BUCKETS) % 2 for key, _ in ITEMS}
+    )
     assert sink.written() == sorted(str(item) for item in ITEMS)
 
 

@@ -9,8 +9,8 @@ import pytest
 
 import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
-from flowspark.dataflow import Dataflow
 from flowspark.connectors.kafka import KafkaSink
+from flowspark.dataflow import Dataflow
 from flowspark.engine.encoded_lines import LineFormat
 from flowspark.engine.plan import SinkLayout, SinkPlace, SinkRouting, build_plan, for_workers, placed_for_machines
 from flowspark.engine.sink_writer import SinkWriter

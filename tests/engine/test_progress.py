@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_render_shows_counts_duration_state_and_bar() -> None:
-    line = render(BatchReport(epoch=3, items_in=12345, items_out=678, seconds=0.5, state_rows=40, fraction=0.5), width=10)
+    line = render(
+        BatchReport(epoch=3, items_in=12345, items_out=678, seconds=0.5, state_rows=40, fraction=0.5), width=10
+    )
     assert line.startswith("[#####.....]  50.0% epoch 3 | 12,345 in | 678 out | 0.50 s/batch | 40 state rows | ")
     assert line.endswith("UTC")
     assert "%" not in render(BatchReport(1, 1, 1, 0.1, None, None))
@@ -98,7 +100,9 @@ def _paused_flow(out: List[int], epochs: List[int]) -> Dataflow:
     return flow
 
 
-def test_run_main_reports_each_micro_batch_to_its_callback_and_to_flowspark_loggers(caplog: pytest.LogCaptureFixture) -> None:
+def test_run_main_reports_each_micro_batch_to_its_callback_and_to_flowspark_loggers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     out: List[int] = []
     epochs: List[int] = []
     reports: List[BatchReport] = []
@@ -113,7 +117,7 @@ def test_run_main_reports_each_micro_batch_to_its_callback_and_to_flowspark_logg
     assert all(r.name.startswith("flowspark") for r in caplog.records)
     records = [r for r in caplog.records if r.name == "flowspark.engine.progress"]
     assert records
-    assert [getattr(r, "batch_report") for r in records if r.levelno == logging.DEBUG] == reports
+    assert [r.batch_report for r in records if r.levelno == logging.DEBUG] == reports
     assert records[-1].levelno == logging.INFO and records[-1].getMessage().startswith("done: ")
 
 
@@ -128,7 +132,9 @@ def test_run_main_prints_nothing_of_its_own(tmp_path: Path) -> None:
         "run_main(flow)\n"
         "assert out == [1, 2, 3]\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == ("", "")
 
@@ -136,7 +142,11 @@ def test_run_main_prints_nothing_of_its_own(tmp_path: Path) -> None:
 def test_cli_reports_progress_of_a_file_flow_on_stderr(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "flowspark.run", "examples.wordcount:flow", "--max-batch-items", "3", "-i", "0"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "flowspark: Spark UI at http" in done.stderr

@@ -38,4 +38,6 @@ def test_py4j_keeps_its_other_records() -> None:
     proxy = "There was an exception while executing the Python Proxy on the Python Side."
     # An exception raised outside flowspark's package (here, in the tests) is not flowspark's to hide.
     assert keep.filter(_record(proxy, ValueError("a user's own proxy failed")))
-    assert keep.filter(logging.LogRecord("py4j.clientserver", logging.ERROR, __file__, 1, "Error while sending", None, None))
+    assert keep.filter(
+        logging.LogRecord("py4j.clientserver", logging.ERROR, __file__, 1, "Error while sending", None, None)
+    )

@@ -12,8 +12,8 @@ import flowspark.operators as op
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine import chunks
-from flowspark.engine.encoded_lines import encoded
 from flowspark.engine.destinations import origin_worker, output_group, sink_part_group
+from flowspark.engine.encoded_lines import encoded
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.groups import Groups
 from flowspark.engine.pass_sinks import PassSinks
@@ -56,7 +56,9 @@ def _plan(tmp_path: Path, ordered: bool = False, workers: int = 1, dynamic: Opti
 def _push(plan: Plan, batch: List[Any], origin: str = "000.00000.000") -> Collector:
     out = Collector(origin)
     with PassSinks(plan) as sinks:
-        Router(plan, Groups.balanced(len(plan.stateful), 2), sinks=sinks).push(plan.inputs[0].config.downs[0], batch, out)
+        Router(plan, Groups.balanced(len(plan.stateful), 2), sinks=sinks).push(
+            plan.inputs[0].config.downs[0], batch, out
+        )
     return out
 
 
@@ -80,11 +82,13 @@ def test_a_single_partition_sink_in_the_driver_gets_bare_values_from_the_workers
 
 
 def test_partitioned_sinks_written_in_tasks_get_a_row_per_partition_and_a_dynamic_one_is_written_by_the_pass(
-    tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     origin = "S0/3"
     dynamic = _PerWorker()
-    out = _push(for_workers(_plan(tmp_path, workers=3, dynamic=dynamic)), [("k0", "x"), ("k1", "y"), ("k2", "z")], origin)
+    out = _push(
+        for_workers(_plan(tmp_path, workers=3, dynamic=dynamic)), [("k0", "x"), ("k1", "y"), ("k2", "z")], origin
+    )
     assert _rows(out) == {
         sink_part_group(0, 0, origin): ["encoded:x", "encoded:y", "encoded:z"],
         sink_part_group(1, 0, origin): ["encoded:x", "encoded:z"],

@@ -72,6 +72,8 @@ def test_a_run_outside_the_main_thread_installs_nothing() -> None:
 def test_the_stop_says_what_was_committed_and_how_to_go_on() -> None:
     assert str(stopped("f", 41, resumable=True)) == (
         "flow 'f' stopped on SIGTERM after micro-batch 41 (epoch 42) was written and committed; "
-        "start it again with the same recovery directory to resume")
+        "start it again with the same recovery directory to resume"
+    )
     assert str(stopped("f", -1, resumable=False)) == (
-        "flow 'f' stopped on SIGTERM before it wrote any micro-batch; it has no recovery directory, so a new run starts over")
+        "flow 'f' stopped on SIGTERM before it wrote any micro-batch; it has no recovery directory, so a new run starts over"
+    )

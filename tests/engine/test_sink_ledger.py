@@ -6,7 +6,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from s3_server import s3_endpoint, s3_folder  # noqa: F401  (fixtures)
 
 from flowspark.engine import storage
 from flowspark.engine.driver_fence import FENCE

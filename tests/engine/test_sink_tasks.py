@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
-from conftest import LineSink
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import flowspark.operators as op
+from conftest import LineSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.session import get_session
 from flowspark.engine.sink_tasks import route_keys, spark_int_hash
@@ -78,7 +78,9 @@ def test_a_partition_no_item_reaches_is_never_built_as_in_bytewax(tmp_path: Path
 
 
 def test_a_failing_write_in_a_task_names_the_step_and_partition_and_shows_the_users_line(tmp_path: Path) -> None:
-    with pytest.raises(FlowsparkRuntimeError, match="error calling `write_batch` in step 'x.out' for partition 'p1'") as info:
+    with pytest.raises(
+        FlowsparkRuntimeError, match="error calling `write_batch` in step 'x.out' for partition 'p1'"
+    ) as info:
         _run(LineSink(tmp_path, broken=["p1"]))
     cause = info.value.__cause__
     assert isinstance(cause, OSError) and str(cause) == "disk full"

@@ -14,13 +14,20 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 import pytest
-from conftest import LineSink
 from pyspark.sql import DataFrame, SparkSession
 
 import flowspark.operators as op
+from conftest import LineSink
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine import chunks
-from flowspark.engine.destinations import CONTROL_GROUP, origin_worker, output_group, sink_part_group, source_origin, tap_group
+from flowspark.engine.destinations import (
+    CONTROL_GROUP,
+    origin_worker,
+    output_group,
+    sink_part_group,
+    source_origin,
+    tap_group,
+)
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.failures import StepFailure
 from flowspark.engine.input_end import InputEnd
@@ -31,7 +38,14 @@ from flowspark.engine.session import get_session
 from flowspark.engine.shipping import ship_by_value, user_packages
 from flowspark.engine.sink_writer import LEDGER, OutputStash, SinkWriter, read_ledger
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink, StatefulSinkPartition, StatelessSinkPartition
+from flowspark.outputs import (
+    DynamicSink,
+    FixedPartitionedSink,
+    MicroBatchSink,
+    Sink,
+    StatefulSinkPartition,
+    StatelessSinkPartition,
+)
 from flowspark.testing import TestingSource
 
 ORIGIN_A = source_origin(0, 0, 0)
@@ -153,11 +167,15 @@ def _ordered(group: str, runs: List[Tuple[Order, List[Any]]], seq: int = 0) -> c
     return (group, seq, chunks.DATA, chunks.ordered(ends, chunks.dumps(items)))
 
 
-def test_a_batch_reaches_sinks_and_taps_and_the_end_marker_finishes_the_run(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_batch_reaches_sinks_and_taps_and_the_end_marker_finishes_the_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     seen: List[Tuple[str, Any, int]] = []
     sink = _PerWorker()
     reports: List[Tuple[int, int]] = []
-    writer = SinkWriter(_plan(sink, seen=seen), str(tmp_path), on_batch=lambda batch, written: reports.append((batch, written)))
+    writer = SinkWriter(
+        _plan(sink, seen=seen), str(tmp_path), on_batch=lambda batch, written: reports.append((batch, written))
+    )
     writer(_frame(spark, [_out(0, ORIGIN_A, [1, 2]), _tap(0, ORIGIN_A, ["x"])]), 0)
     assert sink.by_worker == {0: [1, 2]} and seen == [("w.tap0", "x", 1)]  # Bytewax counts epochs from 1
     assert not writer.finished.is_set() and writer.last_batch == 0
@@ -200,7 +218,9 @@ def test_partitioned_sinks_get_values_by_key_and_resume_from_the_ledger(spark: S
     assert again.built == [("p0", 2), ("p1", 1)]
 
 
-def test_a_batch_cut_short_by_a_failing_write_is_rewritten_from_the_snapshots_before_it(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_batch_cut_short_by_a_failing_write_is_rewritten_from_the_snapshots_before_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     sink = _Parts()
     writer = SinkWriter(_plan(sink), str(tmp_path))
     writer(_frame(spark, [_out(0, ORIGIN_A, [("k0", 1), ("k1", 2)])]), 0)
@@ -232,7 +252,9 @@ def test_an_aborted_batch_keeps_the_snapshots_before_it(spark: SparkSession, tmp
     assert again.built == [("p0", 1)]
 
 
-def test_a_micro_batch_sink_gets_each_batch_once_with_its_id_and_the_run_id(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_micro_batch_sink_gets_each_batch_once_with_its_id_and_the_run_id(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     sink = _Batches()
     writer = SinkWriter(_plan(sink), str(tmp_path))
     writer(_frame(spark, [_out(0, ORIGIN_A, [1, 2]), _out(0, ORIGIN_B, [3])]), 0)
@@ -248,7 +270,9 @@ def test_a_micro_batch_sink_gets_each_batch_once_with_its_id_and_the_run_id(spar
     assert resumed_sink.calls == [("w.out0", 2, run_id, [4])]  # the run id outlives the writer
 
 
-def test_a_dynamic_sink_gets_one_partition_per_worker_and_each_origin_one_worker(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_dynamic_sink_gets_one_partition_per_worker_and_each_origin_one_worker(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     sink = _PerWorker()
     writer = SinkWriter(_plan(sink), str(tmp_path), workers=3)
     assert sink.built == [("w.out0", 0, 3), ("w.out0", 1, 3), ("w.out0", 2, 3)]
@@ -257,7 +281,9 @@ def test_a_dynamic_sink_gets_one_partition_per_worker_and_each_origin_one_worker
     for origin in origins:
         assert sink.by_worker[origin_worker(origin, 3)].count((origin, 1)) == 1
     assert sorted(sink.by_worker) == [0, 1, 2]
-    assert sorted(item for items in sink.by_worker.values() for item in items) == sorted((o, n) for o in origins for n in range(3))
+    assert sorted(item for items in sink.by_worker.values() for item in items) == sorted(
+        (o, n) for o in origins for n in range(3)
+    )
 
 
 def test_an_ordered_run_writes_and_inspects_in_one_workers_order(spark: SparkSession, tmp_path: Path) -> None:
@@ -360,8 +386,13 @@ def _part(part: int, origin: str, values: List[Any], seq: int = 0) -> chunks.Row
     return (sink_part_group(0, part, origin), seq, chunks.DATA, chunks.dumps(values))
 
 
-def _away_writer(sink: Sink[Any], checkpoint: Path, server: DriverServer, seen: Optional[List[Tuple[str, Any, int]]] = None,
-                 meter: Optional[Meter] = None) -> SinkWriter:
+def _away_writer(
+    sink: Sink[Any],
+    checkpoint: Path,
+    server: DriverServer,
+    seen: Optional[List[Tuple[str, Any, int]]] = None,
+    meter: Optional[Meter] = None,
+) -> SinkWriter:
     plan = _plan(sink, seen=seen)
     assert plan.sinks[0].in_executors
     return SinkWriter(plan, str(checkpoint), meter=meter, link=server.link, parallelism=2)
@@ -374,8 +405,14 @@ def test_an_executor_sink_is_written_in_tasks_while_taps_and_the_end_come_to_the
     seen: List[Tuple[str, Any, int]] = []
     sink = LineSink(tmp_path)
     writer = _away_writer(sink, tmp_path, server, seen)
-    rows = [_part(0, ORIGIN_B, ["b0"]), _part(0, ORIGIN_A, ["a0", "a1"], seq=1), _part(0, ORIGIN_A, ["a2"], seq=0), _part(1, ORIGIN_A, ["x"]),
-            _tap(0, ORIGIN_A, ["t"]), _control(InputEnd.EOF)]
+    rows = [
+        _part(0, ORIGIN_B, ["b0"]),
+        _part(0, ORIGIN_A, ["a0", "a1"], seq=1),
+        _part(0, ORIGIN_A, ["a2"], seq=0),
+        _part(1, ORIGIN_A, ["x"]),
+        _tap(0, ORIGIN_A, ["t"]),
+        _control(InputEnd.EOF),
+    ]
     writer(_frame(spark, rows), 0)
     assert sink.lines("p0") == ["a2", "a0", "a1", "b0"]  # as the driver orders rows: by group name, then sequence
     assert sink.lines("p1") == ["x"]
@@ -422,10 +459,21 @@ def test_an_executor_sinks_tasks_count_and_time_their_writes(
     server.register("metrics", metrics.add)
     writer = _away_writer(LineSink(tmp_path), tmp_path, server, meter=metrics.driver_meter())
     writer(_frame(spark, [_part(0, ORIGIN_A, ["a", "b"]), _part(1, ORIGIN_A, ["c"])]), 0)
-    counts = {worker: n for (count, step_id, worker), n in metrics.counts().items() if (count, step_id) == (Count.ITEMS_IN, "w.out0")}
+    counts = {
+        worker: n
+        for (count, step_id, worker), n in metrics.counts().items()
+        if (count, step_id) == (Count.ITEMS_IN, "w.out0")
+    }
     assert counts == {0: 2, 1: 1}  # each partition's task reports as its own worker
     timings = metrics.timings()
-    assert sum(d.count for (timing, step_id, _), d in timings.items() if (timing, step_id) == (Timing.WRITE_BATCH, "w.out0")) == 2
+    assert (
+        sum(
+            d.count
+            for (timing, step_id, _), d in timings.items()
+            if (timing, step_id) == (Timing.WRITE_BATCH, "w.out0")
+        )
+        == 2
+    )
 
 
 def test_a_resumed_executor_sink_cuts_back_partitions_its_replay_brings_nothing_for(
@@ -487,7 +535,9 @@ class _Slow(DynamicSink[Any]):
         return _SlowRecordingList(self.items, self.threads, self.gate)
 
 
-def test_writing_behind_returns_before_the_write_and_keeps_the_batches_order(spark: SparkSession, tmp_path: Path) -> None:
+def test_writing_behind_returns_before_the_write_and_keeps_the_batches_order(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     sink = _Slow()
     sink.gate.clear()
     writer = SinkWriter(_plan(sink), str(tmp_path), write_behind=True)
@@ -502,7 +552,9 @@ def test_writing_behind_returns_before_the_write_and_keeps_the_batches_order(spa
     assert (writer.last_batch, writer.failure) == (1, None)
 
 
-def test_a_write_behind_that_fails_is_the_runs_failure_and_stops_later_batches(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_write_behind_that_fails_is_the_runs_failure_and_stops_later_batches(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     sink = _Slow()
     writer = SinkWriter(_plan(sink), str(tmp_path), write_behind=True)
     writer(_frame(spark, [_out(0, ORIGIN_A, ["boom"])]), 0)  # fails in the background

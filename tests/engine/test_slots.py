@@ -21,7 +21,8 @@ from flowspark.engine.slots import (
 )
 
 _InMemoryStatefulProcessorHandle = pytest.importorskip(
-    "pyspark.sql.streaming.tws_tester", reason="PySpark 4.2 on has it")._InMemoryStatefulProcessorHandle
+    "pyspark.sql.streaming.tws_tester", reason="PySpark 4.2 on has it"
+)._InMemoryStatefulProcessorHandle
 
 
 class _Bucket:
@@ -113,7 +114,9 @@ def test_a_stored_snapshot_that_does_not_unpickle_names_the_step_and_the_slots_k
     for key in ("k1", "k2", "k3", "k4", "k5"):
         state.put(key, _Unloadable() if key == "k3" else 1, None)
     bucket.save(state)
-    with pytest.raises(StepFailure, match=r"error unpickling the state of step 'flow.step' for keys '\w+', '\w+', '\w+' and 2 more") as info:
+    with pytest.raises(
+        StepFailure, match=r"error unpickling the state of step 'flow.step' for keys '\w+', '\w+', '\w+' and 2 more"
+    ) as info:
         bucket.open(cache=SlotCache()).get("k1")
     assert isinstance(info.value.cause, ImportError)
     assert any("empty recovery directory" in note for note in getattr(info.value.cause, "__notes__", []))
@@ -194,7 +197,11 @@ def test_due_keys_come_from_the_slots_whose_earliest_wake_up_passed() -> None:
     state.put("never", b"", None)
     bucket.save(state)
     assert bucket.timers() == [1_000]
-    assert [bucket.open().get(key) for key in ("late", "soon", "never")] == [Stored(b"", 5_000), Stored(b"", 1_000), Stored(b"", None)]
+    assert [bucket.open().get(key) for key in ("late", "soon", "never")] == [
+        Stored(b"", 5_000),
+        Stored(b"", 1_000),
+        Stored(b"", None),
+    ]
     assert bucket.open().due(999) == []
     assert bucket.open().due(1_000) == ["soon"]
     assert bucket.open().due(9_999) == ["late", "soon"]

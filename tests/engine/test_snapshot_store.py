@@ -7,7 +7,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from s3_server import s3_endpoint, s3_folder  # noqa: F401  (fixtures)
 
 from flowspark.engine.snapshot_store import PartRecord, SnapshotStore, part_folder
 from flowspark.engine.storage import parse_location

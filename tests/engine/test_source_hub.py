@@ -139,7 +139,9 @@ class _SleepySource(FixedPartitionedSource[int, None]):
         return _Sleeper()
 
 
-def _hub(server: DriverServer, *sources: Source[Any], max_items: int = 1000, pieces: int = 1, workers: int = 1) -> SourceHub:
+def _hub(
+    server: DriverServer, *sources: Source[Any], max_items: int = 1000, pieces: int = 1, workers: int = 1
+) -> SourceHub:
     flow = Dataflow("hub")
     for i, source in enumerate(sources):
         op.output(f"out{i}", op.input(f"inp{i}", flow, source), TestingSink([]))
@@ -184,7 +186,8 @@ def test_a_poll_reads_every_partition_and_records_its_snapshot_and_count(server:
     second = hub.latest_offset(first)
     assert second["n"] == 1 and second["end"] == ""
     assert {key: (pickle.loads(base64.b64decode(p["s"])), p["c"]) for key, p in second["parts"].items()} == {
-        "0:a": (2, 2), "0:b": (2, 2),
+        "0:a": (2, 2),
+        "0:b": (2, 2),
     }
     assert sorted(_items(hub, first, second).values()) == [[1, 2], [10, 20]]
     assert hub.items_read == 4
@@ -217,7 +220,9 @@ def test_a_sleeping_partition_gives_no_new_offset(server: DriverServer) -> None:
     assert hub.partition_data(first, first) == []
 
 
-def test_a_partition_is_asked_when_to_wake_once_built_and_after_each_batch_and_not_polled_before(server: DriverServer) -> None:
+def test_a_partition_is_asked_when_to_wake_once_built_and_after_each_batch_and_not_polled_before(
+    server: DriverServer,
+) -> None:
     source = _ListSource({"a": [1, 2, 3]}, batch_size=1, partition=_Waking)
     source.wake_ups = [None, timedelta(hours=1)]  # once built; after the first batch
     hub = _hub(server, source)
@@ -291,7 +296,9 @@ def test_a_range_the_hub_no_longer_holds_is_read_again_from_its_start_snapshot(s
     assert _items(restarted, first, second) == {"000.00000.000": [0, 1, 2, 3, 4, 5]}
 
 
-def test_a_range_kept_in_the_recovery_directory_is_replayed_as_it_was_read(server: DriverServer, tmp_path: Path) -> None:
+def test_a_range_kept_in_the_recovery_directory_is_replayed_as_it_was_read(
+    server: DriverServer, tmp_path: Path
+) -> None:
     from flowspark.engine.storage import Location, Scheme
 
     kept = Location(Scheme.LOCAL, str(tmp_path / "input"))
@@ -309,7 +316,9 @@ def test_a_range_kept_in_the_recovery_directory_is_replayed_as_it_was_read(serve
     assert not (tmp_path / "input" / str(second["n"])).exists()
 
 
-def test_a_file_sources_batches_reach_the_tasks_as_the_bytes_of_their_lines(server: DriverServer, tmp_path: Path) -> None:
+def test_a_file_sources_batches_reach_the_tasks_as_the_bytes_of_their_lines(
+    server: DriverServer, tmp_path: Path
+) -> None:
     path = tmp_path / "in.txt"
     path.write_text("".join(f"line {i} é\n" for i in range(7)), encoding="utf-8")
     hub = _hub(server, FileSource(path, batch_size=3))
@@ -322,7 +331,9 @@ def test_a_file_sources_batches_reach_the_tasks_as_the_bytes_of_their_lines(serv
     assert [line for block in blocks for line in block.lines()] == [f"line {i} é" for i in range(7)]
 
 
-def test_a_file_range_read_again_stops_inside_a_batch_where_the_first_reading_did(server: DriverServer, tmp_path: Path) -> None:
+def test_a_file_range_read_again_stops_inside_a_batch_where_the_first_reading_did(
+    server: DriverServer, tmp_path: Path
+) -> None:
     path = tmp_path / "in.txt"
     path.write_text("".join(f"{i}\n" for i in range(10)))
     hub = _hub(server, FileSource(path, batch_size=3), max_items=5)
@@ -336,7 +347,9 @@ def test_a_file_range_read_again_stops_inside_a_batch_where_the_first_reading_di
     assert items == [str(i) for i in range(6)]
 
 
-def test_bad_bytes_in_a_file_fail_the_poll_that_reads_them_naming_the_step_and_file(server: DriverServer, tmp_path: Path) -> None:
+def test_bad_bytes_in_a_file_fail_the_poll_that_reads_them_naming_the_step_and_file(
+    server: DriverServer, tmp_path: Path
+) -> None:
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\n" * 4 + b"\xff\xfe\n")
     hub = _hub(server, FileSource(path, batch_size=2))

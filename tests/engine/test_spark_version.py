@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.quick
-@pytest.mark.parametrize("version", ["4.1.0", "4.1.4", "4.2.0-preview1", "4.3.0", "4.3.0.dev0", "5.0.0", "not a version"])
+@pytest.mark.parametrize(
+    "version", ["4.1.0", "4.1.4", "4.2.0-preview1", "4.3.0", "4.3.0.dev0", "5.0.0", "not a version"]
+)
 def test_releases_from_the_oldest_on_are_supported(version: str) -> None:
     assert unsupported(version, "PySpark") is None
     check_spark(version, "Spark")
@@ -31,7 +33,9 @@ def test_older_releases_are_refused_with_what_to_install(version: str) -> None:
     assert problem is not None
     assert problem.startswith(f"flowspark needs PySpark >= {OLDEST_TEXT}, found {version}: ")
     assert "transformWithState" in problem and f"pip install 'pyspark>={OLDEST_TEXT}'" in problem
-    with pytest.raises(FlowsparkRuntimeError, match=rf"flowspark needs Spark \(a server\) >= {OLDEST_TEXT}, found {version}"):
+    with pytest.raises(
+        FlowsparkRuntimeError, match=rf"flowspark needs Spark \(a server\) >= {OLDEST_TEXT}, found {version}"
+    ):
         check_spark(version, "Spark (a server)")
 
 
@@ -53,8 +57,15 @@ def test_a_flow_run_with_an_older_pyspark_on_the_path_stops_at_import_with_the_e
         "flow = Dataflow('f')\nop.output('out', op.input('inp', flow, TestingSource([1])), StdOutSink())\n"
     )
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "platform"))
-    done = subprocess.run([sys.executable, "-m", "flowspark.run", "my_flow:flow"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "flowspark.run", "my_flow:flow"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"ImportError: flowspark needs PySpark >= {OLDEST_TEXT}, found 4.0.1: "), done.stderr

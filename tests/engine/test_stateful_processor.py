@@ -44,7 +44,9 @@ def _rows_for(plan: Plan, groups: Groups, items: List[Tuple[str, int]]) -> List[
     out = Collector("000.00000.000")
     Router(plan, groups).push(plan.inputs[0].config.downs[0], items, out)
     rows = [Row(grp=g, seq=s, kind=k, payload=p) for g, s, k, p in out.rows(itertools.count())]
-    return [(grp, list(group)) for grp, group in itertools.groupby(sorted(rows, key=lambda r: r.grp), key=lambda r: r.grp)]
+    return [
+        (grp, list(group)) for grp, group in itertools.groupby(sorted(rows, key=lambda r: r.grp), key=lambda r: r.grp)
+    ]
 
 
 def _emitted(stash: OutputStash, rows: List[Row]) -> List[Any]:
@@ -90,9 +92,11 @@ def test_a_bucket_reports_its_earliest_wake_up_after_each_call(server: DriverSer
         ((bucket, at),) = chunks.loads(report.payload).items()
         assert bucket == grp
         assert before + 3_600_000 <= at <= int(time.time() * 1000) + 3_600_000
-    for grp, rows in _rows_for(plan, groups, [("b", 1)]):
+    for grp, _rows in _rows_for(plan, groups, [("b", 1)]):
         if grp not in {g for g, _ in _rows_for(plan, groups, [("a", 1)])}:
-            assert chunks.loads(tester.test(grp, [Row(grp=grp, seq=chunks.LAST_SEQ, kind=chunks.PING, payload=b"")])[-1].payload) == {grp: None}
+            assert chunks.loads(
+                tester.test(grp, [Row(grp=grp, seq=chunks.LAST_SEQ, kind=chunks.PING, payload=b"")])[-1].payload
+            ) == {grp: None}
 
 
 def test_a_bucket_row_for_another_layer_passes_through_unchanged(server: DriverServer) -> None:

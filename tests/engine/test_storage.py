@@ -7,7 +7,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from s3_server import s3_endpoint, s3_folder  # noqa: F401  (fixtures)
 
 from flowspark.engine import storage
 from flowspark.engine.storage import Location, S3Endpoint, Scheme, parse_location
@@ -50,11 +49,15 @@ def test_the_s3_endpoint_comes_from_spark_conf_before_the_environment(monkeypatc
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     assert parse_location("s3://b/d").s3 == S3Endpoint("env-host:9000", "http", "eu-west-1")
-    conf = {"spark.hadoop.fs.s3a.endpoint": "minio:9000", "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-            "spark.hadoop.fs.s3a.endpoint.region": "us-east-2"}
+    conf = {
+        "spark.hadoop.fs.s3a.endpoint": "minio:9000",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-2",
+    }
     assert parse_location("s3://b/d", conf).s3 == S3Endpoint("minio:9000", "http", "us-east-2")
     assert parse_location("s3://b/d", {"spark.hadoop.fs.s3a.endpoint": "https://s3.example"}).s3 == S3Endpoint(
-        "s3.example", "https", "eu-west-1")
+        "s3.example", "https", "eu-west-1"
+    )
 
 
 def test_hdfs_keeps_its_name_node() -> None:
@@ -96,7 +99,8 @@ def _exercise(root: Location) -> None:
     storage.make_dirs(folder.join("deeper"))
     storage.write_private(folder.join("deeper", "c"), b"3")
     assert sorted(p.path for p in storage.walk_files(root)) == sorted(
-        folder.join(name).path for name in ("a", "b", "deeper/c"))
+        folder.join(name).path for name in ("a", "b", "deeper/c")
+    )
     storage.remove(folder.join("a"))
     storage.remove(folder.join("a"))  # already gone: fine
     assert sorted(storage.list_names(folder)) == ["b", "deeper"]

@@ -18,7 +18,9 @@ from flowspark.engine.session import get_session
 from flowspark.testing import TestingSink, TestingSource
 
 
-def _warm_up_jobs(spark: SparkSession, monkeypatch: pytest.MonkeyPatch, calls: int, stateful: bool, jobs: int = 1) -> List[str]:
+def _warm_up_jobs(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, calls: int, stateful: bool, jobs: int = 1
+) -> List[str]:
     """Warm the context's workers `calls` times as if for the first time; the status of each job that started.
 
     Waits for `jobs` jobs to succeed (the jobs start from threads, not all at once).

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
+from oracle import ENGINES, Engine, run_on
 
 from flowspark.engine.driver_link import DriverServer
 from flowspark.engine.worker_prints import PRINT_CALL, prints_to_driver
-from oracle import ENGINES, Engine, run_on
 
 
 def _printed(capsys: pytest.CaptureFixture[str], engine: str, build: Any, **run_kwargs: Any) -> Tuple[List[str], str]:
@@ -46,14 +46,17 @@ def test_prints_of_a_map_and_a_stateful_step_reach_standard_output(capsys: pytes
     assert [line for line in bytewax_lines if line.startswith("saw")] == ["saw 1", "saw 2", "saw 3"]
     assert sorted(flowspark_lines) == sorted(bytewax_lines)
     assert [line for line in flowspark_lines if line.startswith("count")] == [
-        "count 1 after 10", "count 2 after 20", "count 3 after 30",
+        "count 1 after 10",
+        "count 2 after 20",
+        "count 3 after 30",
     ]
     assert "saw" not in flowspark_err and "count" not in flowspark_err
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_prints_of_a_sink_written_in_spark_tasks_reach_standard_output(
-        engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "in.txt"
     path.write_text("a\nb\nc\n")
 
@@ -95,7 +98,8 @@ def test_a_worker_hands_its_prints_over_when_its_work_ends_and_when_asked_to_flu
 
 
 def test_prints_a_gone_driver_cannot_take_go_to_the_workers_standard_error(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(sys, "stdout", sys.stderr)  # as PySpark sets it in its workers
     server = DriverServer()
     link = server.link
@@ -105,7 +109,9 @@ def test_prints_a_gone_driver_cannot_take_go_to_the_workers_standard_error(
     assert capsys.readouterr().err == "kept\n"
 
 
-def test_bytes_written_to_the_buffer_take_the_same_way_and_the_descriptor_is_the_workers_own(server: DriverServer) -> None:
+def test_bytes_written_to_the_buffer_take_the_same_way_and_the_descriptor_is_the_workers_own(
+    server: DriverServer,
+) -> None:
     written: List[str] = []
     server.register(PRINT_CALL, written.append)
     own = sys.stdout

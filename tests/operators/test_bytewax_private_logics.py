@@ -12,7 +12,8 @@ NOW = datetime(2023, 1, 1, tzinfo=timezone.utc)
 
 
 def _answers(engine: str) -> List[str]:
-    """What each logic returns, written down when it returns it (a snapshot may be the live state, as the engine pickles it at once)."""
+    """What each logic returns, written down when it returns it (a snapshot may be the live state, as the engine
+    pickles it at once)."""
     ops = importlib.import_module(f"{engine}.operators")
     answers: List[str] = []
     collect = ops._CollectLogic("step", lambda: NOW, timedelta(seconds=10), 2, ops._CollectState())

@@ -90,7 +90,9 @@ JOIN_CASES = [
 @pytest.mark.parametrize(
     ("sides", "modes", "events", "expected"), [c[1:] for c in JOIN_CASES], ids=[c[0] for c in JOIN_CASES]
 )
-def test_join_logic_matches_bytewax(sides: int, modes: dict[str, str], events: List[Event], expected: List[Any]) -> None:
+def test_join_logic_matches_bytewax(
+    sides: int, modes: dict[str, str], events: List[Event], expected: List[Any]
+) -> None:
     bytewax_builder, flowspark_builder = (_join_builder(Engine(n), sides, **modes) for n in ENGINES)
     assert drive(bytewax_builder, events) == expected
     assert drive(flowspark_builder, events) == expected

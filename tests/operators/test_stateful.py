@@ -111,13 +111,20 @@ STATEFUL_CASES: List[Tuple[str, Make, List[Event], List[Any]]] = [
         [[1, 2, 3]],
     ),
     ("reduce_final", lambda op, up: op.reduce_final("s", up, operator.sub), [[10, 1], [2], "eof"], [7]),
-    ("max_final_ties", lambda op, up: op.max_final("s", up, by=len), [["ab", "c"], ["xy", "abc", "xyz"], "eof"], ["abc"]),
+    (
+        "max_final_ties",
+        lambda op, up: op.max_final("s", up, by=len),
+        [["ab", "c"], ["xy", "abc", "xyz"], "eof"],
+        ["abc"],
+    ),
     ("min_final", lambda op, up: op.min_final("s", up, by=abs), [[-3, 2], [-2, 5], "eof"], [2]),
     ("count_final", lambda op, up: op.count_final("s", up, str), [[2], [1, 3], "eof"], [6]),
 ]
 
 
-@pytest.mark.parametrize(("make", "events", "expected"), [c[1:] for c in STATEFUL_CASES], ids=[c[0] for c in STATEFUL_CASES])
+@pytest.mark.parametrize(
+    ("make", "events", "expected"), [c[1:] for c in STATEFUL_CASES], ids=[c[0] for c in STATEFUL_CASES]
+)
 def test_logic_matches_bytewax(make: Make, events: List[Event], expected: List[Any]) -> None:
     _assert_drives_like_bytewax(make, events, expected)
 
@@ -171,7 +178,9 @@ def test_mapper_return_errors_match_bytewax(make: Make, message: str) -> None:
 
 
 def test_collect_times_out_after_the_last_item() -> None:
-    builder = last_core_arg(Engine("flowspark"), lambda op, up: op.collect("s", up, timedelta(seconds=30), 5), "builder")
+    builder = last_core_arg(
+        Engine("flowspark"), lambda op, up: op.collect("s", up, timedelta(seconds=30), 5), "builder"
+    )
     logic = builder(None)
     assert logic.notify_at() is None
     before = datetime.now(tz=timezone.utc)
@@ -212,7 +221,9 @@ def _stateful_flow(e: Engine) -> Any:
 
     kv = op.input("inp", flow, e.TestingSource(EVENTS, batch_size=3))
     sink("running", op.stateful_map("running", kv, lambda s, v: ((s or 0) + v, (s or 0) + v)))
-    sink("resets", op.stateful_map("resets", kv, lambda s, v: (None if (s or 0) + v > 5 else (s or 0) + v, (s or 0) + v)))
+    sink(
+        "resets", op.stateful_map("resets", kv, lambda s, v: (None if (s or 0) + v > 5 else (s or 0) + v, (s or 0) + v))
+    )
     sink("echo", op.stateful_flat_map("echo", kv, lambda s, v: ((s or 0) + 1, [v] * ((s or 0) + 1))))
     sink("custom", op.stateful("custom", kv, _max_logic(op.StatefulLogic)))
     sink("count", op.count_final("count", kv, lambda k_v: k_v[0]))
@@ -228,7 +239,14 @@ def _stateful_flow(e: Engine) -> Any:
 def test_stateful_flow_matches_bytewax() -> None:
     bytewax_out, flowspark_out = run_both(_stateful_flow)
     assert bytewax_out["fold"] == [("a", [1, 3, 7, -2, 9]), ("b", [5, -1, 4]), ("c", [2, 2])]
-    assert bytewax_out["collect"] == [("a", [1, 3]), ("b", [5, -1]), ("a", [7, -2]), ("c", [2, 2]), ("a", [9]), ("b", [4])]
+    assert bytewax_out["collect"] == [
+        ("a", [1, 3]),
+        ("b", [5, -1]),
+        ("a", [7, -2]),
+        ("c", [2, 2]),
+        ("a", [9]),
+        ("b", [4]),
+    ]
     assert_same_by_key(bytewax_out, flowspark_out)
 
 

@@ -99,8 +99,11 @@ def test_filter_error_names_step_and_predicate() -> None:
         return x
 
     (_, mapper) = _mappers(lambda op, up: op.filter("odd", up, not_a_bool))
-    with pytest.raises(TypeError, match=r"return value of `predicate` <function '.*not_a_bool' line \d+> "
-                       r"in step 'df.odd' must be a `bool`; got a <class 'int'> instead"):
+    with pytest.raises(
+        TypeError,
+        match=r"return value of `predicate` <function '.*not_a_bool' line \d+> "
+        r"in step 'df.odd' must be a `bool`; got a <class 'int'> instead",
+    ):
         mapper([1])
 
 
@@ -194,7 +197,9 @@ def test_enrich_cached_reads_now_once_per_batch() -> None:
             return k.upper()
 
         def make(op: Any, up: Any) -> Any:
-            return op.enrich_cached("e", up, getter, lambda c, x: (x, c.get(x)), ttl=timedelta(seconds=5), _now_getter=now)
+            return op.enrich_cached(
+                "e", up, getter, lambda c, x: (x, c.get(x)), ttl=timedelta(seconds=5), _now_getter=now
+            )
 
         mapper = last_core_arg(Engine(name), make, "mapper")
         reads.clear()
@@ -250,7 +255,9 @@ def test_mypy_checks_user_functions(tmp_path: Path) -> None:
 def _stateless_flow(e: Engine) -> Any:
     op = e.op
     flow = e.Dataflow("df")
-    out: dict[str, List[Any]] = {n: [] for n in ("lens", "evens", "halves", "vowels", "codes", "pairs", "recs", "enriched")}
+    out: dict[str, List[Any]] = {
+        n: [] for n in ("lens", "evens", "halves", "vowels", "codes", "pairs", "recs", "enriched")
+    }
 
     def sink(name: str, stream: Any) -> None:
         op.output(f"out_{name}", stream, e.TestingSink(out[name]))

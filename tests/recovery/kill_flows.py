@@ -56,7 +56,9 @@ def as_line(item: Tuple[str, str]) -> Tuple[str, str]:
 
 
 flow = Dataflow("kill_notify")
-sums = op.stateful_batch("sum", op.map("parse", op.input("inp", flow, FileSource(IN_PATH, batch_size=500)), parse), RunningSum)
+sums = op.stateful_batch(
+    "sum", op.map("parse", op.input("inp", flow, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
+)
 op.output("out", op.map("line", sums, as_line), FileSink(OUT_PATH))
 
 
@@ -67,8 +69,9 @@ def as_keyed_line(item: Tuple[str, str]) -> Tuple[str, str]:
 
 # The same running sums to three files chosen by key, written in Spark's tasks.
 to_dir = Dataflow("kill_dir")
-dir_sums = op.stateful_batch("sum", op.map("parse", op.input("inp", to_dir, FileSource(IN_PATH, batch_size=500)), parse),
-                             RunningSum)
+dir_sums = op.stateful_batch(
+    "sum", op.map("parse", op.input("inp", to_dir, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
+)
 op.output("out", op.map("line", dir_sums, as_keyed_line), DirSink(OUT_PATH, 3))
 
 
@@ -82,8 +85,11 @@ to_postgres = Dataflow("kill_postgres")
 pg_sums = op.stateful_batch(
     "sum", op.map("parse", op.input("inp", to_postgres, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
 )
-op.output("out", op.map("row", pg_sums, as_table_row),
-          PostgresSink(os.environ.get("KILL_PG", ""), os.environ.get("KILL_TABLE", "kill"), ["key", "line"], partitions=3))
+op.output(
+    "out",
+    op.map("row", pg_sums, as_table_row),
+    PostgresSink(os.environ.get("KILL_PG", ""), os.environ.get("KILL_TABLE", "kill"), ["key", "line"], partitions=3),
+)
 
 
 def parse_event(line: str) -> Tuple[str, Tuple[int, int]]:
@@ -132,7 +138,9 @@ spark_io = Dataflow("kill_spark_io")
 lines = op.input(
     "inp",
     spark_io,
-    SparkSource("text", {"path": os.path.dirname(IN_PATH), "pathGlobFilter": os.path.basename(IN_PATH)}, batch_size=500),
+    SparkSource(
+        "text", {"path": os.path.dirname(IN_PATH), "pathGlobFilter": os.path.basename(IN_PATH)}, batch_size=500
+    ),
 )
 spark_sums = op.stateful_batch("sum", op.map("parse", lines, parse_row), RunningSum)
 op.output("out", op.map("row", spark_sums, as_row), SparkSink("json", {"path": OUT_PATH}, "line string"))
@@ -148,8 +156,11 @@ spark_parts = Dataflow("kill_spark_parts")
 parts_sums = op.stateful_batch(
     "sum", op.map("parse", op.input("inp", spark_parts, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
 )
-op.output("out", op.map("row", parts_sums, as_keyed_row),
-          SparkSink("json", {"path": OUT_PATH}, "key string, line string", partition_by=["key"], compact_every=5))
+op.output(
+    "out",
+    op.map("row", parts_sums, as_keyed_row),
+    SparkSink("json", {"path": OUT_PATH}, "key string, line string", partition_by=["key"], compact_every=5),
+)
 
 
 # The same running sums appended to a table of the session's (in-memory) catalog, its json files at `KILL_OUT`:
@@ -158,5 +169,6 @@ spark_table = Dataflow("kill_spark_table")
 table_sums = op.stateful_batch(
     "sum", op.map("parse", op.input("inp", spark_table, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
 )
-op.output("out", op.map("row", table_sums, as_row),
-          SparkSink("json", {"path": OUT_PATH}, "line string", table="kill_sums"))
+op.output(
+    "out", op.map("row", table_sums, as_row), SparkSink("json", {"path": OUT_PATH}, "line string", table="kill_sums")
+)

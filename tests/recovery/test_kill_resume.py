@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import pytest
+
 from conftest import pg_query, pg_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,10 +26,21 @@ FLOWS = ROOT / "tests" / "recovery" / "kill_flows.py"
 
 
 def _start(flow: str, env: Dict[str, str], recovery: str) -> "subprocess.Popen[bytes]":
-    cmd = [sys.executable, "-m", "flowspark.run", f"{FLOWS}:{flow}", "-r", str(recovery),
-           "--max-batch-items", "4000", "-w", "2"]
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "flowspark.run",
+        f"{FLOWS}:{flow}",
+        "-r",
+        str(recovery),
+        "--max-batch-items",
+        "4000",
+        "-w",
+        "2",
+    ]
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
 def _run_with_kills(flow: str, env: Dict[str, str], recovery: str, kills: int, seed: int) -> int:
@@ -69,8 +81,9 @@ def _write_input(path: Path, n: int) -> None:
     path.write_text("".join(f"k{rng.randrange(50)},{i // 10},{rng.randrange(1000)}\n" for i in range(n)))
 
 
-def _reference_and_killed(flow: str, tmp_path: Path, kills: int, as_uri: bool = False,
-                          directory: bool = False) -> Tuple[List[str], List[str], int]:
+def _reference_and_killed(
+    flow: str, tmp_path: Path, kills: int, as_uri: bool = False, directory: bool = False
+) -> Tuple[List[str], List[str], int]:
     """The reference output and the output of a run killed `kills` times.
 
     With `as_uri`, the killed run's recovery directory is a `file://` URI
@@ -103,8 +116,14 @@ def test_windowed_file_to_file_survives_kills_with_a_file_uri_recovery_directory
     assert got == expected, f"after {kills} kills"
     uri = (tmp_path / "killed recovery").as_uri()
     assert "%20" in uri
-    shown = subprocess.run([sys.executable, "-m", "flowspark.recovery", uri, "--inspect"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    shown = subprocess.run(
+        [sys.executable, "-m", "flowspark.recovery", uri, "--inspect"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[0] == "flow: kill_windowed"
@@ -161,7 +180,9 @@ def _killed_mid_write(flow: str, tmp_path: Path, writing: Callable[[Path], bool]
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     reference.mkdir()
     killed.mkdir()
-    _run_with_kills(flow, dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0)
+    _run_with_kills(
+        flow, dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0
+    )
     env = dict(os.environ, KILL_IN=str(src), KILL_OUT=str(killed))
     recovery = str(tmp_path / "recovery")
     kills = int(_kill_when(_start(flow, env, recovery), lambda: writing(killed)))
@@ -214,12 +235,16 @@ def test_a_postgres_sink_written_in_spark_tasks_survives_kills(postgres: str, tm
     src = tmp_path / "in.txt"
     _write_input(src, 60_000)
     reference = tmp_path / "reference.txt"
-    _run_with_kills("flow", dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0)
+    _run_with_kills(
+        "flow", dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0
+    )
     table = pg_table(postgres, "key text NOT NULL, line text NOT NULL")
     env = dict(os.environ, KILL_IN=str(src), KILL_PG=postgres, KILL_TABLE=table)
     recovery = str(tmp_path / "recovery")
     # Killed as soon as rows arrive, then again with some 40% of them in: each time in the middle of the writes.
-    kills = sum(_kill_once_rows_pass(_start("to_postgres", env, recovery), postgres, table, rows) for rows in (0, 24_000))
+    kills = sum(
+        _kill_once_rows_pass(_start("to_postgres", env, recovery), postgres, table, rows) for rows in (0, 24_000)
+    )
     proc = _start("to_postgres", env, recovery)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err.decode()

@@ -38,8 +38,17 @@ def _summing_flow(e: Engine, items: List[Any], out: List[Any], stateful: bool, b
     return flow
 
 
-def _run(engine: str, directory: Path, items: List[Any], *, stateful: bool = True, workers: int = 1,
-         backup_interval: Optional[timedelta] = None, interval: Optional[timedelta] = None, batch_size: int = 1) -> List[Any]:
+def _run(
+    engine: str,
+    directory: Path,
+    items: List[Any],
+    *,
+    stateful: bool = True,
+    workers: int = 1,
+    backup_interval: Optional[timedelta] = None,
+    interval: Optional[timedelta] = None,
+    batch_size: int = 1,
+) -> List[Any]:
     e = Engine(engine)
     out: List[Any] = []
     config = _recovery(engine).RecoveryConfig(directory, backup_interval=backup_interval)
@@ -74,7 +83,9 @@ def test_init_db_dir_needs_an_existing_directory(tmp_path: Path, engine: str) ->
 
 def test_the_command_initialises_an_existing_directory(tmp_path: Path) -> None:
     def command(*args: str) -> "subprocess.CompletedProcess[str]":
-        return subprocess.run([sys.executable, "-m", "flowspark.recovery", *args], capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "flowspark.recovery", *args], capture_output=True, text=True, timeout=120
+        )
 
     done = command(str(tmp_path), "3")
     assert done.returncode == 0, done.stderr
@@ -108,7 +119,11 @@ def test_a_run_continues_after_an_abort_as_in_bytewax(tmp_path: Path, stateful: 
         items = [1, 2, 3, Engine(engine).TestingSource.ABORT(), 4, 5, 6]
         outputs[engine] = [_run(engine, directory, items, stateful=stateful, interval=timedelta(0)) for _ in range(2)]
     assert outputs["flowspark"] == outputs["bytewax"]
-    assert outputs["bytewax"][1] == [("even", 6), ("odd", 9), ("even", 12)] if stateful else [("even", 4), ("odd", 5), ("even", 6)]
+    assert (
+        outputs["bytewax"][1] == [("even", 6), ("odd", 9), ("even", 12)]
+        if stateful
+        else [("even", 4), ("odd", 5), ("even", 6)]
+    )
 
 
 def test_the_batches_read_before_an_abort_are_closed_epochs_as_in_bytewax(tmp_path: Path) -> None:
@@ -176,9 +191,14 @@ def test_the_epoch_an_abort_cuts_short_is_read_again(tmp_path: Path, interval: O
             out: List[Any] = []
             flow = e.Dataflow("abort_mid_epoch")
             nums = e.op.key_on("key", e.op.input("inp", flow, source), lambda n: "all")
-            e.op.output("out", e.op.stateful_map("sum", nums, lambda t, n: ((t or 0) + n, (t or 0) + n)), e.TestingSink(out))
-            e.run_main(flow, recovery_config=_recovery(engine).RecoveryConfig(directory),
-                       **({} if interval is None else {"epoch_interval": interval}))
+            e.op.output(
+                "out", e.op.stateful_map("sum", nums, lambda t, n: ((t or 0) + n, (t or 0) + n)), e.TestingSink(out)
+            )
+            e.run_main(
+                flow,
+                recovery_config=_recovery(engine).RecoveryConfig(directory),
+                **({} if interval is None else {"epoch_interval": interval}),
+            )
             outputs[engine].append(out)
     assert outputs["flowspark"] == outputs["bytewax"]
     assert outputs["bytewax"][1] == outputs["bytewax"][0] == [("all", 1), ("all", 3), ("all", 6)]
@@ -190,7 +210,9 @@ def test_a_backup_interval_does_not_hold_a_resume_back(tmp_path: Path) -> None:
         directory = _initialised(tmp_path, engine)
         source = Engine(engine).TestingSource
         items = [1, 2, source.ABORT(), 3, 4]
-        runs = [_run(engine, directory, items, backup_interval=timedelta(hours=1), interval=timedelta(0)) for _ in range(2)]
+        runs = [
+            _run(engine, directory, items, backup_interval=timedelta(hours=1), interval=timedelta(0)) for _ in range(2)
+        ]
         outputs[engine] = runs
     assert outputs["flowspark"] == outputs["bytewax"]
     assert outputs["bytewax"][1] == [("odd", 4), ("even", 6)]

@@ -17,7 +17,7 @@ from flowspark.engine.inspect_state import snapshot_of, summary
 from flowspark.engine.resume_check import META
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
-from flowspark.testing import TestingSource, TestingSink, run_main
+from flowspark.testing import TestingSink, TestingSource, run_main
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
@@ -30,8 +30,15 @@ def _windowed(items: List[Any], out: List[Any], length: int = 10, step: str = "s
     flow = Dataflow("resume")
     s = op.input("inp", flow, TestingSource(items))
     clock = win.EventClock(_at, wait_for_system_duration=timedelta(hours=1))
-    sums = win.fold_window(step, s, clock, win.TumblingWindower(timedelta(seconds=length), T0),
-                           lambda: 0, lambda acc, e: acc + e[1], lambda a, b: a + b)
+    sums = win.fold_window(
+        step,
+        s,
+        clock,
+        win.TumblingWindower(timedelta(seconds=length), T0),
+        lambda: 0,
+        lambda acc, e: acc + e[1],
+        lambda a, b: a + b,
+    )
     op.output("out", sums.down, TestingSink(out))
     return flow
 
@@ -130,8 +137,13 @@ def test_a_file_uri_recovery_directory_runs_resumes_and_inspects(tmp_path: Path)
     out.clear()
     run_main(_counting(COUNTED, out), recovery_config=RecoveryConfig(uri))
     assert out == [("a", 3)]  # continues after the EOF, from the stored counts
-    shown = subprocess.run([sys.executable, "-m", "flowspark.recovery", uri, "--inspect"],
-                           capture_output=True, text=True, check=True, timeout=300)
+    shown = subprocess.run(
+        [sys.executable, "-m", "flowspark.recovery", uri, "--inspect"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     assert "flow: counts" in shown.stdout and "counts.count" in shown.stdout and ": 2 keys" in shown.stdout
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, List
 
 import pytest
-from s3_server import s3_endpoint, s3_folder  # noqa: F401  (fixtures)
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
-from conftest import ALIGN
 from oracle import core_arg, core_steps
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
+from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSink, TestingSource, TimeTestingGetter
 

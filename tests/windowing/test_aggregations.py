@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from conftest import ALIGN
 from firing_helpers import Outputs, by_key, downs, drive_op, events, flow_clock, logic_builder, sec, sink_all
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
+from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.logics import FinishingFoldBuilder
 from flowspark.operators._windowing.per_key import MergingKeyWindowLogic, WindowConfig
@@ -70,7 +70,11 @@ def test_quix_session_current() -> None:
         gap = win.SessionWindower(timedelta(seconds=10))
         return win.aggregate_window("win", up, clock, gap, aggs, emit="current")
 
-    script: List[Any] = [[{"amount": 25, "timestamp": 1000}], [{"amount": 50, "timestamp": 5000}], [{"amount": 50, "timestamp": 8000}]]
+    script: List[Any] = [
+        [{"amount": 25, "timestamp": 1000}],
+        [{"amount": 50, "timestamp": 5000}],
+        [{"amount": 50, "timestamp": 8000}],
+    ]
     assert results(drive_op(build, script, ts_getter=ts_of)) == [
         {"total_amount": 25, "purchase_count": 1},
         {"total_amount": 75, "purchase_count": 2},
@@ -110,7 +114,9 @@ def test_first_last_min_max_collect_and_session_merges() -> None:
     # Unordered: 0 s and 6 s open two sessions; 3 s bridges them into the first.
     records = drive_op(build, [[(0, "a0"), (6, "c9"), (3, "b0")], "eof"], wait=timedelta(seconds=60))
     # The first session keeps its first value; the absorbed one's last value wins.
-    assert results(records) == [{"first": "a0", "last": "c9", "min": "a", "max": "c", "all": ["a0", "b0", "c9"], "n": 3}]
+    assert results(records) == [
+        {"first": "a0", "last": "c9", "min": "a", "max": "c", "all": ["a0", "b0", "c9"], "n": 3}
+    ]
 
 
 def test_sum_and_mean_of_plain_numbers_and_by() -> None:
@@ -216,12 +222,20 @@ def test_none_values_in_a_window() -> None:
     assert results(sums) == [6, 0]
     means = drive_op(lambda up, clock, _g: win.mean_window("win", up, clock, tumbling, amount, emit="current"), script)
     assert results(means) == [2.0, 2.0, 3.0, None]
-    aggs = {"n": win.Count(amount), "all": win.Count(), "min": win.Min(amount), "max": win.Max(amount), "c": win.Collect(amount)}
+    aggs = {
+        "n": win.Count(amount),
+        "all": win.Count(),
+        "min": win.Min(amount),
+        "max": win.Max(amount),
+        "c": win.Collect(amount),
+    }
     sessions = win.SessionWindower(timedelta(seconds=5))
     merged: List[Any] = [[(1, None), (9, 5)], [(5, 3)], [(30, None)], "eof"]
     # Unordered: 1 s and 9 s open two sessions, which 5 s then merges.
     got = drive_op(
-        lambda up, clock, _g: win.aggregate_window("win", up, clock, sessions, aggs, ordered=False), merged, wait=timedelta(seconds=10)
+        lambda up, clock, _g: win.aggregate_window("win", up, clock, sessions, aggs, ordered=False),
+        merged,
+        wait=timedelta(seconds=10),
     )
     assert results(got) == [
         {"n": 2, "all": 3, "min": 3, "max": 5, "c": [None, 3, 5]},
@@ -232,7 +246,9 @@ def test_none_values_in_a_window() -> None:
 def test_default_aggregations_keep_the_fast_path() -> None:
     """Without emit, lateness or trigger these are plain folds: one call per micro-batch per key."""
     for build in (
-        lambda up, clock, _g: win.aggregate_window("win", up, clock, win.TumblingWindower(TEN_MINUTES, ALIGN), {"n": win.Count()}),
+        lambda up, clock, _g: win.aggregate_window(
+            "win", up, clock, win.TumblingWindower(TEN_MINUTES, ALIGN), {"n": win.Count()}
+        ),
         lambda up, clock, _g: win.mean_window("win", up, clock, win.TumblingWindower(TEN_MINUTES, ALIGN)),
         lambda up, clock, _g: win.sum_window("win", up, clock, win.TumblingWindower(TEN_MINUTES, ALIGN)),
     ):
@@ -266,7 +282,9 @@ def test_bad_aggregations_fail_naming_the_step() -> None:
     with pytest.raises(TypeError, match=r"^step 'df\.a2': aggregation 'n' must be a `str` name for an `Aggregation`"):
         win.aggregate_window("a2", up, clock, tumbling, {"n": len})  # type: ignore[dict-item]
     no_merger = win.Aggregation(lambda: 0, lambda acc, v: acc + 1)
-    with pytest.raises(ValueError, match=r"^step 'df\.a3': SessionWindower merges sessions, but aggregations \['n'\] have no `merger`"):
+    with pytest.raises(
+        ValueError, match=r"^step 'df\.a3': SessionWindower merges sessions, but aggregations \['n'\] have no `merger`"
+    ):
         win.aggregate_window("a3", up, clock, win.SessionWindower(timedelta(seconds=1)), {"n": no_merger})
     with pytest.raises(TypeError, match=r"`by` must be a function of the value, a key to look up, or `None`"):
         win.Sum(by=1.5)  # type: ignore[arg-type]
@@ -293,10 +311,18 @@ def build_agg_flow() -> Tuple[Dataflow, Outputs]:
     def amount(value: Tuple[float, int]) -> int:
         return value[1]
 
-    aggs = {"sum": win.Sum(amount), "mean": win.Mean(amount), "max": win.Max(amount), "n": win.Count(), "last": win.Last(amount)}
+    aggs = {
+        "sum": win.Sum(amount),
+        "mean": win.Mean(amount),
+        "max": win.Max(amount),
+        "n": win.Count(),
+        "last": win.Last(amount),
+    }
     sink_all(outputs, "agg", win.aggregate_window("agg", up, flow_clock(), tumbling, aggs), ("down", "meta"))
     sink_all(outputs, "sum", win.sum_window("sum", up, flow_clock(), tumbling, amount), ("down",))
-    sink_all(outputs, "mean", win.mean_window("mean", up, flow_clock(), tumbling, amount, emit="current"), ("down", "panes"))
+    sink_all(
+        outputs, "mean", win.mean_window("mean", up, flow_clock(), tumbling, amount, emit="current"), ("down", "panes")
+    )
     return flow, outputs
 
 
@@ -304,8 +330,14 @@ def test_aggregations_flow() -> None:
     flow, outputs = build_agg_flow()
     run_main(flow)
     assert by_key(outputs["agg.down"]) == {
-        "a": [(0, {"sum": 30, "mean": 15.0, "max": 20, "n": 2, "last": 20}), (1, {"sum": 7, "mean": 7.0, "max": 7, "n": 1, "last": 7})],
-        "b": [(0, {"sum": 10, "mean": 5.0, "max": 6, "n": 2, "last": 6}), (2, {"sum": 1, "mean": 1.0, "max": 1, "n": 1, "last": 1})],
+        "a": [
+            (0, {"sum": 30, "mean": 15.0, "max": 20, "n": 2, "last": 20}),
+            (1, {"sum": 7, "mean": 7.0, "max": 7, "n": 1, "last": 7}),
+        ],
+        "b": [
+            (0, {"sum": 10, "mean": 5.0, "max": 6, "n": 2, "last": 6}),
+            (2, {"sum": 1, "mean": 1.0, "max": 1, "n": 1, "last": 1}),
+        ],
     }
     assert by_key(outputs["sum.down"]) == {"a": [(0, 30), (1, 7)], "b": [(0, 10), (2, 1)]}
     assert by_key(outputs["mean.down"]) == {"a": [(0, 10.0), (0, 15.0), (1, 7.0)], "b": [(0, 4.0), (0, 5.0), (2, 1.0)]}

@@ -16,7 +16,6 @@ from datetime import timedelta
 from typing import Any, List, Tuple
 
 import pytest
-from conftest import ALIGN
 from firing_helpers import (
     Outputs,
     by_key,
@@ -35,6 +34,7 @@ from test_window_ops import random_script
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
+from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.firing import KeptWindow
 from flowspark.operators._windowing.per_key import KeySnapshot
@@ -179,7 +179,9 @@ def offline_session_sums(values: List[Tuple[float, int]], gap: timedelta) -> Lis
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("ordered", [True, False])
 @pytest.mark.parametrize("dynamic", [False, True])
-def test_late_values_end_in_the_sessions_they_would_have_joined_on_time(seed: int, ordered: bool, dynamic: bool) -> None:
+def test_late_values_end_in_the_sessions_they_would_have_joined_on_time(
+    seed: int, ordered: bool, dynamic: bool
+) -> None:
     """With a lateness longer than the input, late values create, stretch and merge sessions, open or kept.
 
     Whatever the arrival order, the open and kept sessions then hold exactly the
@@ -233,11 +235,15 @@ def test_a_late_value_meets_the_windows_as_a_batch_of_its_own_would() -> None:
     """15:10:30 and the late 15:05 in one batch: the window closes on time first, then re-fires."""
     build = summing(win.TumblingWindower(TEN_MINUTES, ALIGN), allowed_lateness=MINUTE)
     one_batch = [FLINK_SCRIPT[0], FLINK_SCRIPT[1] + FLINK_SCRIPT[2], *FLINK_SCRIPT[3:]]
-    assert panes(drive_op(build, one_batch)) == panes(drive_op(build, FLINK_SCRIPT)) == [
-        (0, 3, "on_time", 0, False),
-        (0, 7, "late", 1, False),
-        (1, 30, "on_time", 0, True),
-    ]
+    assert (
+        panes(drive_op(build, one_batch))
+        == panes(drive_op(build, FLINK_SCRIPT))
+        == [
+            (0, 3, "on_time", 0, False),
+            (0, 7, "late", 1, False),
+            (1, 30, "on_time", 0, True),
+        ]
+    )
 
 
 def test_released_at_once_when_the_watermark_is_already_past_the_lateness() -> None:
@@ -252,7 +258,9 @@ def test_released_at_once_when_the_watermark_is_already_past_the_lateness() -> N
 def test_snapshots_without_the_new_fields_still_load() -> None:
     """A `KeySnapshot` pickled before `books`/`kept` existed rebuilds both kinds of logic."""
     for lateness in (timedelta(0), timedelta(seconds=5)):
-        builder, _getter, _out = logic_builder(summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), allowed_lateness=lateness))
+        builder, _getter, _out = logic_builder(
+            summing(win.TumblingWindower(timedelta(seconds=10), ALIGN), allowed_lateness=lateness)
+        )
         logic = builder(None)
         logic.on_batch([(1, 2)])
         snap = logic.snapshot()
@@ -269,8 +277,12 @@ def test_snapshots_without_the_new_fields_still_load() -> None:
 def test_bad_lateness_fails_naming_the_step(lateness: Any) -> None:
     flow = Dataflow("df")
     up = op.input("inp", flow, TestingSource([]))
-    with pytest.raises(ValueError, match=r"^step 'df\.win\.fold_window\.window': `allowed_lateness` must be a non-negative `timedelta`"):
-        win.collect_window("win", up, win.SystemClock(), win.TumblingWindower(TEN_MINUTES, ALIGN), allowed_lateness=lateness)
+    with pytest.raises(
+        ValueError, match=r"^step 'df\.win\.fold_window\.window': `allowed_lateness` must be a non-negative `timedelta`"
+    ):
+        win.collect_window(
+            "win", up, win.SystemClock(), win.TumblingWindower(TEN_MINUTES, ALIGN), allowed_lateness=lateness
+        )
 
 
 # A whole flow through Spark.

@@ -264,7 +264,9 @@ def test_stamp_all_is_on_item_for_each_value_in_turn(seed: int) -> None:
 
     rng = random.Random(seed)
     getter = TimeTestingGetter(DAY)
-    clock = EventClock(lambda v: v[1], wait_for_system_duration=timedelta(seconds=rng.choice([0, 5, 30])), now_getter=getter.get)
+    clock = EventClock(
+        lambda v: v[1], wait_for_system_duration=timedelta(seconds=rng.choice([0, 5, 30])), now_getter=getter.get
+    )
     one, bulk = clock.build(None), clock.build(None)
     watermark = UTC_MIN
     for batch in range(6):

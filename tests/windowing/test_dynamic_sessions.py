@@ -52,8 +52,10 @@ def constant(gap: timedelta) -> Callable[[Any], timedelta]:
 OPS = {
     "collect": lambda w: lambda e, up, clock: e.win.collect_window("win", up, clock, w),
     "collect_unordered": lambda w: lambda e, up, clock: e.win.collect_window("win", up, clock, w, ordered=False),
-    "fold": lambda w: lambda e, up, clock: e.win.fold_window(
-        "win", up, clock, w, lambda: 0, lambda acc, v: acc + v[0], lambda a, b: a + b
+    "fold": lambda w: (
+        lambda e, up, clock: e.win.fold_window(
+            "win", up, clock, w, lambda: 0, lambda acc, v: acc + v[0], lambda a, b: a + b
+        )
     ),
     "count": lambda w: lambda e, up, clock: e.win.count_window("win", up, clock, w, lambda v: "k"),
     "reduce": lambda w: lambda e, up, clock: e.win.reduce_window("win", up, clock, w, lambda a, b: (a[0], a[1] + b[1])),
@@ -191,8 +193,11 @@ def test_a_bad_gap_names_the_function_and_the_value(gap: Any, error: type) -> No
     def bad_gap(_value: Any) -> Any:
         return gap
 
-    with pytest.raises(error, match=r"^DynamicSessionWindower `gap_for` <function '.*bad_gap' line \d+> must return "
-                       r"a non-negative `timedelta`; got .* for value \(1, 'a'\)$"):
+    with pytest.raises(
+        error,
+        match=r"^DynamicSessionWindower `gap_for` <function '.*bad_gap' line \d+> must return "
+        r"a non-negative `timedelta`; got .* for value \(1, 'a'\)$",
+    ):
         drive_op(collect(dynamic(bad_gap)), [[(1, "a")]])
 
 
@@ -210,7 +215,14 @@ def test_gap_for_must_be_callable() -> None:
 
 def _flow(gap_for: Callable[[Any], Any]) -> Tuple[Dataflow, Outputs]:
     flow = Dataflow("dynamic")
-    items = [("a", (0, "fast")), ("b", (0, "slow")), ("a", (1, "fast")), ("b", (9, "fast")), ("a", (5, "slow")), ("a", (14, "fast"))]
+    items = [
+        ("a", (0, "fast")),
+        ("b", (0, "slow")),
+        ("a", (1, "fast")),
+        ("b", (9, "fast")),
+        ("a", (5, "slow")),
+        ("a", (14, "fast")),
+    ]
     up = op.input("inp", flow, TestingSource(items, batch_size=2))
     getter = TimeTestingGetter(datetime(2030, 1, 1, tzinfo=timezone.utc))
     clock = win.EventClock(stamp, timedelta(seconds=5), now_getter=getter.get)
@@ -236,4 +248,3 @@ def test_a_bad_gap_fails_the_run_naming_the_step() -> None:
     messages = " | ".join(str(ex) for ex in cause_chain(info.value))
     assert "step 'dynamic.s.fold_window.window.stateful_batch'" in messages
     assert "DynamicSessionWindower `gap_for`" in messages and "got -1 for value (0, " in messages
-

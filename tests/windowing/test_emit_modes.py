@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import Any, List, Optional, Tuple
 
 import pytest
-from conftest import ALIGN
 from firing_helpers import (
     Outputs,
     by_key,
@@ -32,6 +31,7 @@ from oracle import core_arg, core_steps
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
+from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.firing import FiringWindowConfig
 from flowspark.operators._windowing.per_key import WindowConfig
@@ -228,7 +228,12 @@ def test_default_keeps_bytewax_wiring_and_fast_path() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"emit": "current"}, {"emit": "current_and_final"}, {"allowed_lateness": timedelta(seconds=1)}, {"trigger": win.CountTrigger(2)}],
+    [
+        {"emit": "current"},
+        {"emit": "current_and_final"},
+        {"allowed_lateness": timedelta(seconds=1)},
+        {"trigger": win.CountTrigger(2)},
+    ],
 )
 def test_features_add_the_panes_step_and_leave_the_fast_path(kwargs: Any) -> None:
     flow = Dataflow("df")
@@ -282,5 +287,11 @@ def test_quix_closing_strategy_key_flow() -> None:
     assert by_key(outputs["final.down"]) == {"A": [(0, 2), (1, 1)], "B": [(0, 2), (1, 2)], "C": [(0, 3)]}
     assert by_key(outputs["both.down"])["A"] == [(0, 1), (0, 2), (1, 1), (0, 2), (1, 1)]
     a_panes = [(w, p.value, p.timing, p.index) for w, p in by_key(outputs["both.panes"])["A"]]
-    assert a_panes == [(0, 1, "early", 0), (0, 2, "early", 1), (1, 1, "early", 0), (0, 2, "on_time", 2), (1, 1, "on_time", 1)]
+    assert a_panes == [
+        (0, 1, "early", 0),
+        (0, 2, "early", 1),
+        (1, 1, "early", 0),
+        (0, 2, "on_time", 2),
+        (1, 1, "on_time", 1),
+    ]
     assert [w for w, _meta in by_key(outputs["both.meta"])["B"]] == [0, 1]

@@ -16,11 +16,11 @@ from datetime import timedelta
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from conftest import ALIGN
 from firing_helpers import Outputs, by_key, drive_op, flow_clock, panes, sec, sink_all
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
+from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.record_sliding import EPOCH
 from flowspark.testing import TestingSink, TestingSource, run_main
@@ -180,8 +180,11 @@ def test_collected_count_windows_with_current_results_and_a_count_trigger() -> N
         return [(w, [v for _s, v in items], timing) for w, items, timing, _i, _l in emissions]
 
     assert emitted(current) == [
-        (0, ["0"], "early"), (0, ["0", "1"], "early"), (0, ["0", "1", "2"], "early"),
-        (1, ["3"], "early"), (1, ["3", "4"], "early"),
+        (0, ["0"], "early"),
+        (0, ["0", "1"], "early"),
+        (0, ["0", "1", "2"], "early"),
+        (1, ["3"], "early"),
+        (1, ["3", "4"], "early"),
     ]
     assert emitted(triggered) == [
         (0, ["0", "1"], "early"),
@@ -428,10 +431,18 @@ def test_hopping_mean_with_early_and_final_panes_on_spark() -> None:
     op.output("out", means.panes, TestingSink(got))
     run_main(flow)
     assert sorted((w, p.index, p.timing, p.value) for _k, (w, p) in got) == [
-        (-1, 0, "early", 10.0), (-1, 1, "early", 15.0), (-1, 2, "on_time", 15.0),
-        (0, 0, "early", 10.0), (0, 1, "early", 15.0), (0, 2, "early", 20.0), (0, 3, "on_time", 20.0),
-        (1, 0, "early", 30.0), (1, 1, "early", 35.0), (1, 2, "on_time", 35.0),
-        (2, 0, "early", 40.0), (2, 1, "on_time", 40.0),
+        (-1, 0, "early", 10.0),
+        (-1, 1, "early", 15.0),
+        (-1, 2, "on_time", 15.0),
+        (0, 0, "early", 10.0),
+        (0, 1, "early", 15.0),
+        (0, 2, "early", 20.0),
+        (0, 3, "on_time", 20.0),
+        (1, 0, "early", 30.0),
+        (1, 1, "early", 35.0),
+        (1, 2, "on_time", 35.0),
+        (2, 0, "early", 40.0),
+        (2, 1, "on_time", 40.0),
     ]
 
 
@@ -457,7 +468,10 @@ def test_dynamic_sessions_with_lateness_on_spark() -> None:
     sums = win.sum_window("sum", up, flow_clock(), DYNAMIC, number, allowed_lateness=10 * SECOND)
     sink_all(outputs, "sum", sums)
     run_main(flow)
-    assert by_key(outputs["sum.down"]) == {"a": [(0, 1), (0, 9), (2, 16), (1, 6)], "b": [(0, 1), (0, 5), (1, 2), (2, 8)]}
+    assert by_key(outputs["sum.down"]) == {
+        "a": [(0, 1), (0, 9), (2, 16), (1, 6)],
+        "b": [(0, 1), (0, 5), (1, 2), (2, 8)],
+    }
     assert {k: [(w, p.timing, p.index) for w, p in ps] for k, ps in by_key(outputs["sum.panes"]).items()} == {
         "a": [(0, "on_time", 0), (0, "late", 1), (2, "late", 0), (1, "on_time", 0)],
         "b": [(0, "on_time", 0), (0, "late", 1), (1, "on_time", 0), (2, "on_time", 0)],

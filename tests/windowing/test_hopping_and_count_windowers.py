@@ -15,11 +15,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, List, Tuple
 
 import pytest
-from conftest import ALIGN
 from firing_helpers import Outputs, Step, by_key, downs, drive_op, events, logic_builder, sec, sink_all, stamp
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
+from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.windowers import check_windower
 from flowspark.testing import TestingSource, TimeTestingGetter, run_main
@@ -39,7 +39,12 @@ def collect(windower: Any, ordered: bool = True) -> Any:
 def sum_and_count(windower: Any) -> Any:
     def build(up: Any, clock: Any, _getter: Any) -> Any:
         return win.fold_window(
-            "win", up, clock, windower, lambda: (0, 0), lambda acc, v: (acc[0] + v[1], acc[1] + 1),
+            "win",
+            up,
+            clock,
+            windower,
+            lambda: (0, 0),
+            lambda acc, v: (acc[0] + v[1], acc[1] + 1),
             lambda a, b: (a[0] + b[0], a[1] + b[1]),
         )
 
@@ -97,13 +102,22 @@ def test_hopping_fold_matches_sliding_and_takes_the_fast_path() -> None:
     script: List[Step] = [[(1, 5), (4, 1), (12, 7)], [(9, 2), (25, 1)], "eof"]
 
     def summed(windower: Any) -> Any:
-        return lambda up, clock, _g: win.fold_window("win", up, clock, windower, lambda: 0, lambda a, v: a + v[1], lambda a, b: a + b)
+        return lambda up, clock, _g: win.fold_window(
+            "win", up, clock, windower, lambda: 0, lambda a, v: a + v[1], lambda a, b: a + b
+        )
 
     hopping = win.HoppingWindower(timedelta(seconds=10), timedelta(seconds=5), ALIGN)
     sliding = win.SlidingWindower(timedelta(seconds=10), timedelta(seconds=5), ALIGN)
     got = drive_op(summed(hopping), script, wait=timedelta(seconds=5))
     assert got == drive_op(summed(sliding), script, wait=timedelta(seconds=5))
-    assert sorted(downs(got)) == [("down", -1, 6), ("down", 0, 8), ("down", 1, 9), ("down", 2, 7), ("down", 4, 1), ("down", 5, 1)]
+    assert sorted(downs(got)) == [
+        ("down", -1, 6),
+        ("down", 0, 8),
+        ("down", 1, 9),
+        ("down", 2, 7),
+        ("down", 4, 1),
+        ("down", 5, 1),
+    ]
     builder, _getter, _out = logic_builder(summed(hopping))
     assert builder.merges_batches
     assert type(builder(None)).__name__ == "MergingKeyWindowLogic"
@@ -147,7 +161,9 @@ PURCHASES = [(121, 100), (165, 60), (583, 200), (723, 40), (1009, 120), (1242, 8
 
 def test_quix_average_of_the_last_three_purchases() -> None:
     """Quix: `sliding_count_window(count=3)` (a hopping count window with step 1) and `Mean`."""
-    records = drive_op(sum_and_count(win.CountHoppingWindower(3, 1)), [[p] for p in PURCHASES] + ["eof"], ts_getter=ms_stamp)
+    records = drive_op(
+        sum_and_count(win.CountHoppingWindower(3, 1)), [[p] for p in PURCHASES] + ["eof"], ts_getter=ms_stamp
+    )
     results = [(window_id, total / n, n) for _k, window_id, (total, n) in downs(records)]
     assert results[:4] == [(0, 120, 3), (1, 100, 3), (2, 120, 3), (3, 80, 3)]
     spans = [(i, (a - EPOCH) // MS, (b - EPOCH) // MS) for i, (a, b) in metas(records)]
@@ -174,7 +190,9 @@ def test_quix_hopping_count_diagram() -> None:
 
 def test_count_window_counts_each_tumbling_window() -> None:
     def counted(up: Any, clock: Any, _getter: Any) -> Any:
-        return win.count_window("win", op.map("unkey", up, lambda v: v), clock, win.CountTumblingWindower(2), lambda _v: "k")
+        return win.count_window(
+            "win", op.map("unkey", up, lambda v: v), clock, win.CountTumblingWindower(2), lambda _v: "k"
+        )
 
     records = drive_op(counted, [[(1, "a"), (2, "b"), (3, "c")], [(4, "d"), (5, "e")], "eof"])
     assert downs(records) == [("down", 0, 2), ("down", 1, 2), ("down", 2, 1)]
@@ -189,7 +207,9 @@ def test_values_are_counted_in_timestamp_order_when_ordered() -> None:
         ("down", 2, [(9, "i")]),
     ]
     assert metas(ordered) == [(0, (sec(1), sec(2))), (1, (sec(3), sec(5))), (2, (sec(9), sec(9)))]
-    unordered = drive_op(collect(win.CountTumblingWindower(2), ordered=False), [values, "eof"], wait=timedelta(seconds=10))
+    unordered = drive_op(
+        collect(win.CountTumblingWindower(2), ordered=False), [values, "eof"], wait=timedelta(seconds=10)
+    )
     assert downs(unordered)[0] == ("down", 0, [(5, "e"), (1, "a")])
     # Arrival order, but the metadata is the earliest and latest timestamp, as Quix reports.
     assert metas(unordered)[0] == (0, (sec(1), sec(5)))
@@ -263,18 +283,34 @@ def test_count_parameters_are_checked(windower: str, args: Tuple[Any, ...], prob
 
 def test_flow_on_spark() -> None:
     flow = Dataflow("hopping_and_count")
-    items = [("a", (1, 5)), ("b", (2, 1)), ("a", (12, 7)), ("a", (8, 2)), ("b", (14, 3)), ("a", (25, 1)), ("b", (15, 4))]
+    items = [
+        ("a", (1, 5)),
+        ("b", (2, 1)),
+        ("a", (12, 7)),
+        ("a", (8, 2)),
+        ("b", (14, 3)),
+        ("a", (25, 1)),
+        ("b", (15, 4)),
+    ]
     up = op.input("inp", flow, TestingSource(items, batch_size=3))
     getter = TimeTestingGetter(datetime(2030, 1, 1, tzinfo=timezone.utc))
     clock = win.EventClock(lambda kv: stamp(kv), timedelta(seconds=5), now_getter=getter.get)
     outputs: Outputs = {}
     hopping = win.HoppingWindower(timedelta(seconds=10), timedelta(seconds=5), ALIGN)
-    sink_all(outputs, "hop", win.fold_window("hop", up, clock, hopping, lambda: 0, lambda a, v: a + v[1], lambda a, b: a + b), ("down",))
+    sink_all(
+        outputs,
+        "hop",
+        win.fold_window("hop", up, clock, hopping, lambda: 0, lambda a, v: a + v[1], lambda a, b: a + b),
+        ("down",),
+    )
     sink_all(outputs, "tumble", win.collect_window("tumble", up, clock, win.CountTumblingWindower(2)), ("down", "meta"))
     sink_all(outputs, "hopc", win.collect_window("hopc", up, clock, win.CountHoppingWindower(3, 2)), ("down",))
     run_main(flow)
     assert sorted(by_key(outputs["hop.down"])["a"]) == [(-1, 5), (0, 7), (1, 9), (2, 7), (4, 1), (5, 1)]
     tumble = by_key(outputs["tumble.down"])
-    assert tumble == {"a": [(0, [(1, 5), (8, 2)]), (1, [(12, 7), (25, 1)])], "b": [(0, [(2, 1), (14, 3)]), (1, [(15, 4)])]}
+    assert tumble == {
+        "a": [(0, [(1, 5), (8, 2)]), (1, [(12, 7), (25, 1)])],
+        "b": [(0, [(2, 1), (14, 3)]), (1, [(15, 4)])],
+    }
     assert by_key(outputs["tumble.meta"])["b"][1][1].open_time == sec(15)
     assert by_key(outputs["hopc.down"])["a"] == [(0, [(1, 5), (8, 2), (12, 7)]), (1, [(12, 7), (25, 1)])]

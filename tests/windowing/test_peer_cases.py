@@ -18,11 +18,11 @@ from datetime import datetime, timedelta
 from typing import Any, List, Optional, Tuple
 
 import pytest
-from conftest import ALIGN
 from firing_helpers import SYSTEM_START, drive_op, events, panes, payload
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
+from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.base import UTC_MAX, Clock, ClockLogic
 from flowspark.testing import TestingSink, TestingSource, TimeTestingGetter, run_main
@@ -54,8 +54,15 @@ def concat(up: Any, clock: Any, emit: str) -> Any:
     """Kafka's `MockAggregator.toStringInstance("+")` with an `""` initializer: `agg + "+" + value`."""
     hopping = win.HoppingWindower(10 * MS, 5 * MS, ALIGN)
     return win.fold_window(
-        "win", up, clock, hopping, lambda: "", lambda acc, v: acc + "+" + v[1], lambda a, b: a + b,
-        emit=emit, allowed_lateness=90 * MS,  # type: ignore[arg-type]
+        "win",
+        up,
+        clock,
+        hopping,
+        lambda: "",
+        lambda acc, v: acc + "+" + v[1],
+        lambda a, b: a + b,
+        emit=emit,
+        allowed_lateness=90 * MS,  # type: ignore[arg-type]
     )
 
 
@@ -97,8 +104,14 @@ def test_kafka_late_record_within_grace_on_spark() -> None:
     op.output("out", out.down, TestingSink(got))
     run_main(flow)
     assert [value for _key, value in got] == [
-        (19, "+100"), (20, "+100"), (1, "+5"), (1, "+5+6"),
-        (20, "+100+105"), (21, "+105"), (20, "+100+105+106"), (21, "+105+106"),
+        (19, "+100"),
+        (20, "+100"),
+        (1, "+5"),
+        (1, "+5+6"),
+        (20, "+100+105"),
+        (21, "+105"),
+        (20, "+100+105+106"),
+        (21, "+105+106"),
     ]
 
 
@@ -206,8 +219,21 @@ def flink_script(steps: List[Any], flink: bool = True) -> List[Any]:
 
 # Both Flink tests feed the same elements and watermarks (`key2`, value 1 each).
 FLINK_SESSION_LATENESS_STEPS: List[Any] = [
-    1000, ("wm", 1999), 2000, ("wm", 4998), 4500, 8500, ("wm", 7400), 7000, ("wm", 11501),
-    11600, ("wm", 14600), 10000, 14500, ("wm", 20000), ("wm", 100000),
+    1000,
+    ("wm", 1999),
+    2000,
+    ("wm", 4998),
+    4500,
+    8500,
+    ("wm", 7400),
+    7000,
+    ("wm", 11501),
+    11600,
+    ("wm", 14600),
+    10000,
+    14500,
+    ("wm", 20000),
+    ("wm", 100000),
 ]
 
 

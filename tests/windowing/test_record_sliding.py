@@ -301,7 +301,11 @@ def test_history_near_the_start_of_time_does_not_overflow() -> None:
         ts_getter=stamp,
     )
     assert sorted(map(sorted, payloads(records).values())) == [
-        ["a"], ["a", "b"], ["a", "b", "c"], ["b", "c"], ["c"],
+        ["a"],
+        ["a", "b"],
+        ["a", "b", "c"],
+        ["b", "c"],
+        ["c"],
     ]
 
 
@@ -375,7 +379,13 @@ def test_flow_on_spark() -> None:
     sink_all(outputs, "s", win.collect_window("s", up, clock, win.RecordSlidingWindower(10 * MS)), ("down",))
     run_main(flow)
     five_seconds = by_key(outputs["c.down"])
-    assert {i: [p for _t, p in v] for i, v in five_seconds["a"]} == {3000: [1], 4200: [1, 2], 7400: [1, 2, 3], 8001: [2, 3], 9201: [3]}
+    assert {i: [p for _t, p in v] for i, v in five_seconds["a"]} == {
+        3000: [1],
+        4200: [1, 2],
+        7400: [1, 2, 3],
+        8001: [2, 3],
+        9201: [3],
+    }
     assert sorted(five_seconds["b"]) == [(-5000, [(0, "x")]), (-4989, [(0, "x"), (11, "y")]), (1, [(11, "y")])]
     assert dict(by_key(outputs["c.meta"])["a"])[7400].close_time == at(12400)
     assert sorted(by_key(outputs["s.down"])["b"]) == [(-10, [(0, "x")]), (1, [(11, "y")])]

@@ -16,7 +16,6 @@ from datetime import timedelta
 from typing import Any, List, Tuple
 
 import pytest
-from conftest import ALIGN
 from firing_helpers import (
     SYSTEM_START,
     Outputs,
@@ -37,6 +36,7 @@ from firing_helpers import (
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
+from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSource, run_main
 
@@ -97,7 +97,9 @@ def test_predicate_trigger_fires_after_a_matching_value() -> None:
 
 
 def test_trigger_and_current_emit_once_per_value() -> None:
-    records = drive_op(summing(BIG, trigger=win.CountTrigger(2, purge=True), emit="current"), [[(1, 1)], [(2, 2)], [(3, 3)], "eof"])
+    records = drive_op(
+        summing(BIG, trigger=win.CountTrigger(2, purge=True), emit="current"), [[(1, 1)], [(2, 2)], [(3, 3)], "eof"]
+    )
     # After 1: current (1).  After 2: the trigger fires (3) and purges.  After 3: current (3).
     assert panes(records) == [(0, 1, "early", 0, False), (0, 3, "early", 1, False), (0, 3, "early", 2, False)]
 
@@ -127,7 +129,14 @@ def test_processing_time_trigger(purge: bool) -> None:
     ]
     records = run(builder, getter, script)
     second = timedelta(seconds=1)
-    assert [a for _e, a in records] == [at + 5 * second, at + 5 * second, at + 10 * second, at + 10 * second, at + 10 * second, None]
+    assert [a for _e, a in records] == [
+        at + 5 * second,
+        at + 5 * second,
+        at + 10 * second,
+        at + 10 * second,
+        at + 10 * second,
+        None,
+    ]
     assert panes(records) == [(0, 3, "early", 0, False), (0, 4 if purge else 7, "on_time", 1, True)]
     assert [evs for evs, _a in records][3] == []
 
@@ -151,7 +160,11 @@ def test_session_merges_add_up_trigger_counts() -> None:
         (win.CountTrigger(0), ValueError, r"`CountTrigger.count` must be a positive `int`; got 0"),
         (win.CountTrigger(2.5), ValueError, r"`CountTrigger.count` must be a positive `int`; got 2\.5"),  # type: ignore[arg-type]
         (win.CountTrigger(2, purge="yes"), ValueError, r"`CountTrigger.purge` must be a `bool`"),  # type: ignore[arg-type]
-        (win.ProcessingTimeTrigger(timedelta(0)), ValueError, r"`ProcessingTimeTrigger.interval` must be a positive `timedelta`"),
+        (
+            win.ProcessingTimeTrigger(timedelta(0)),
+            ValueError,
+            r"`ProcessingTimeTrigger.interval` must be a positive `timedelta`",
+        ),
         (win.PredicateTrigger(5), ValueError, r"`PredicateTrigger.predicate` must be callable"),  # type: ignore[arg-type]
     ],
 )

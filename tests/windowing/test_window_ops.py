@@ -23,9 +23,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import pytest
-from conftest import ALIGN
 from firing_helpers import SYSTEM_START, meta_tuple, sec, stamp
 from oracle import ENGINES, Engine, cause_chain, core_arg, core_steps, run_on
+
+from conftest import ALIGN
 
 
 def norm_value(value: Any) -> Any:
@@ -79,7 +80,11 @@ def _idle(engine: str, logic: Any) -> bool:
 
 
 def run_script(
-    engine: str, build_op: BuildOp, script: Sequence[Step], through: Optional[Callable[[Any], Any]] = None, **kwargs: Any
+    engine: str,
+    build_op: BuildOp,
+    script: Sequence[Step],
+    through: Optional[Callable[[Any], Any]] = None,
+    **kwargs: Any,
 ) -> List[Record]:
     """Drive one key of `build_op` on `engine` through `script`; one record per call.
 
@@ -289,7 +294,9 @@ def test_collect_into_set_and_dict() -> None:
     assert as_dict[0] == ("down", 0, {1: "a", 2: "a", 3: "b"})
     for into in (set, dict):
         assert_same_until_bytewax_forgets(collect(tumbling, into=into), script)
-        assert_same_until_bytewax_forgets(collect(session, ordered=False, into=into), [*script[:1], [(1.5, "z")], "eof"])
+        assert_same_until_bytewax_forgets(
+            collect(session, ordered=False, into=into), [*script[:1], [(1.5, "z")], "eof"]
+        )
 
 
 def test_max_and_min_keep_the_earlier_of_ties() -> None:
@@ -318,7 +325,11 @@ def test_join_window_modes(insert_mode: str, emit_mode: str, ordered: bool) -> N
 
 def test_join_window_rows() -> None:
     def rows(**modes: Any) -> List[Tuple[int, Any]]:
-        return [(i, v) for s, i, v in events_of(run_script("flowspark", join(tumbling, **modes), JOIN_SCRIPT)) if s == "down"]
+        return [
+            (i, v)
+            for s, i, v in events_of(run_script("flowspark", join(tumbling, **modes), JOIN_SCRIPT))
+            if s == "down"
+        ]
 
     l1, r1, l2, r2, l3 = (1, "l1"), (2, "r1"), (3, "l2"), (4, "r2"), (15, "l3")
     assert rows() == [(0, (l2, r2)), (1, (l3, None))]
@@ -404,7 +415,9 @@ def test_random_scripts_match_bytewax(op: str, windower: str, seed: int) -> None
     ("insert_mode", "emit_mode", "ordered"),
     [("product", "final", True), ("first", "complete", False), ("last", "running", True), ("first", "final", False)],
 )
-def test_random_join_scripts_match_bytewax(insert_mode: str, emit_mode: str, ordered: bool, windower: str, seed: int) -> None:
+def test_random_join_scripts_match_bytewax(
+    insert_mode: str, emit_mode: str, ordered: bool, windower: str, seed: int
+) -> None:
     build = join(WINDOWERS[windower], insert_mode=insert_mode, emit_mode=emit_mode, ordered=ordered)
     assert_same_until_bytewax_forgets(build, random_script(seed, sides=2))
 
@@ -459,7 +472,9 @@ def test_tombstone_holds_only_clock_state_and_watermark() -> None:
 def test_sessions_are_never_forgotten_on_either_engine() -> None:
     script: List[Step] = [[(1, "a")], timedelta(seconds=60), "notify", [(2, "straggler")], "eof"]
     assert_same_until_bytewax_forgets(collect(session), script, wait=timedelta(0))
-    assert ("late", -1, (2, "straggler")) in events_of(run_script("bytewax", collect(session), script, wait=timedelta(0)))
+    assert ("late", -1, (2, "straggler")) in events_of(
+        run_script("bytewax", collect(session), script, wait=timedelta(0))
+    )
 
 
 # Errors and flow structure.
@@ -600,12 +615,12 @@ def build_fixed_windows(e: Engine) -> Tuple[Any, Outputs]:
     outputs: Outputs = {}
     tumble = tumbling(e)
     _window_outputs(e, outputs, "collect", e.win.collect_window("collect", up, clock, tumble))
-    fold = e.win.fold_window(
-        "fold", up, clock, sliding(e), lambda: 0, lambda acc, kv: acc + kv[1], lambda x, y: x + y
-    )
+    fold = e.win.fold_window("fold", up, clock, sliding(e), lambda: 0, lambda acc, kv: acc + kv[1], lambda x, y: x + y)
     _window_outputs(e, outputs, "fold", fold)
     unkeyed = e.op.map("unkey", up, lambda kv: kv[1])
-    counted = e.win.count_window("count", unkeyed, _test_clock(e, 5), tumble, lambda sa: "even" if sa[1] % 2 == 0 else "odd")
+    counted = e.win.count_window(
+        "count", unkeyed, _test_clock(e, 5), tumble, lambda sa: "even" if sa[1] % 2 == 0 else "odd"
+    )
     _window_outputs(e, outputs, "count", counted)
     _window_outputs(e, outputs, "max", e.win.max_window("max", up, clock, tumble, by=lambda kv: kv[1]))
     _window_outputs(e, outputs, "set", e.win.collect_window("set", up, clock, sliding(e), into=set, ordered=False))
@@ -649,7 +664,9 @@ def build_sessions(e: Engine) -> Tuple[Any, Outputs]:
     gap = e.win.SessionWindower(timedelta(seconds=3))
     _window_outputs(e, outputs, "ordered", e.win.collect_window("ordered", up, clock, gap))
     _window_outputs(e, outputs, "unordered", e.win.collect_window("unordered", up, clock, gap, ordered=False))
-    _window_outputs(e, outputs, "reduce", e.win.reduce_window("reduce", up, clock, gap, lambda x, y: (x[0], x[1] + y[1])))
+    _window_outputs(
+        e, outputs, "reduce", e.win.reduce_window("reduce", up, clock, gap, lambda x, y: (x[0], x[1] + y[1]))
+    )
     return flow, outputs
 
 
@@ -681,7 +698,9 @@ def build_joins(e: Engine) -> Tuple[Any, Outputs]:
     _window_outputs(e, outputs, "product", product)
     complete = e.win.join_window("complete", clock, tumble, left, right, insert_mode="first", emit_mode="complete")
     _window_outputs(e, outputs, "complete", complete)
-    running = e.win.join_window("running", clock, e.win.SessionWindower(timedelta(seconds=5)), left, right, emit_mode="running")
+    running = e.win.join_window(
+        "running", clock, e.win.SessionWindower(timedelta(seconds=5)), left, right, emit_mode="running"
+    )
     _window_outputs(e, outputs, "running", running)
     return flow, outputs
 
@@ -832,7 +851,11 @@ def build_custom(e: Engine) -> Tuple[Any, Outputs]:
 def test_custom_clock_windower_logic_and_the_tombstone(engine: str) -> None:
     got = per_key(run_on(engine, build_custom))
     no_merges: List[int] = []
-    window_0, window_1, window_2 = (sec(0), sec(10), no_merges), (sec(10), sec(25), no_merges), (sec(25), sec(60), no_merges)
+    window_0, window_1, window_2 = (
+        (sec(0), sec(10), no_merges),
+        (sec(10), sec(25), no_merges),
+        (sec(25), sec(60), no_merges),
+    )
     if engine == "bytewax":
         # `a` was forgotten: the straggler (3 s) meets a fresh clock, reopens window 0,
         # which is emitted (and reported on `meta`) a second time.
@@ -896,8 +919,9 @@ def test_the_tumbling_fold_fast_path_gives_what_the_general_path_gives(seed: int
     script.append("eof")
 
     def summed(e: Engine, up: Any, clock: Any) -> Any:
-        return e.win.fold_window("win", up, clock, tumbling(e), lambda: 0, lambda acc, v: acc + v[1],
-                                 lambda a, b: a + b, ordered=ordered)
+        return e.win.fold_window(
+            "win", up, clock, tumbling(e), lambda: 0, lambda acc, v: acc + v[1], lambda a, b: a + b, ordered=ordered
+        )
 
     fast = run_script("flowspark", summed, script)
     builder, _getter = window_builder(Engine("flowspark"), summed)

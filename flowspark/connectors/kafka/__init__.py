@@ -11,9 +11,10 @@ The partitions are listed on the driver and read in Spark's executors
 partition assigns a consumer to it at the partition's snapshot, reads, and
 hands the consumer back to its process's pool (`clients.CONSUMERS`) for
 the next task, so messages reach the steps without passing through the
-driver, and a live flow does not connect anew for every micro-batch.  A tailing partition that caught up gets no task until the broker
-reports messages past it (`KafkaSource.has_news`, asked by the planner),
-so an idle flow runs no micro-batches.  Its lag travels back to the driver
+driver, and a live flow does not connect anew for every micro-batch.
+A tailing partition that caught up gets no task until the broker reports
+messages past it (`KafkaSource.has_news`, asked by the planner), so an
+idle flow runs no micro-batches.  Its lag travels back to the driver
 with the task's report (`KafkaSource.note_lag`).
 
 Each read is bounded by the partition's end offset (high watermark): the one
@@ -47,7 +48,20 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, Generic, Iterable, List, Optional, SupportsIndex, Tuple, TypeVar, Union
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Generic,
+    Iterable,
+    List,
+    Optional,
+    SupportsIndex,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import KafkaError as ConfluentKafkaError
@@ -98,16 +112,18 @@ _PROBE_TIMEOUT = 2.0
 _WAIT = 0.2
 """Seconds a partition waits for messages it knows are there but were not fetched yet."""
 
-_UNREACHABLE = frozenset({
-    ConfluentKafkaError._TRANSPORT,
-    ConfluentKafkaError._ALL_BROKERS_DOWN,
-    ConfluentKafkaError._TIMED_OUT,
-    ConfluentKafkaError._RESOLVE,
-    ConfluentKafkaError.NETWORK_EXCEPTION,
-    ConfluentKafkaError.REQUEST_TIMED_OUT,
-    ConfluentKafkaError.LEADER_NOT_AVAILABLE,
-    ConfluentKafkaError.NOT_LEADER_FOR_PARTITION,
-})
+_UNREACHABLE = frozenset(
+    {
+        ConfluentKafkaError._TRANSPORT,
+        ConfluentKafkaError._ALL_BROKERS_DOWN,
+        ConfluentKafkaError._TIMED_OUT,
+        ConfluentKafkaError._RESOLVE,
+        ConfluentKafkaError.NETWORK_EXCEPTION,
+        ConfluentKafkaError.REQUEST_TIMED_OUT,
+        ConfluentKafkaError.LEADER_NOT_AVAILABLE,
+        ConfluentKafkaError.NOT_LEADER_FOR_PARTITION,
+    }
+)
 """Errors that say only that a broker (or a partition's leader) could not be reached: librdkafka keeps retrying."""
 
 
@@ -140,15 +156,23 @@ class BrokerOutage:
         """`err` said the brokers could not be reached (librdkafka goes on trying)."""
         if self._brokers not in self._since:
             self._since[self._brokers] = time.monotonic()
-            print(f"flowspark: Kafka brokers {self._brokers} unreachable ({err.str()}); "
-                  "waiting for them, nothing is lost", file=sys.stderr, flush=True)
+            print(
+                f"flowspark: Kafka brokers {self._brokers} unreachable ({err.str()}); "
+                "waiting for them, nothing is lost",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def ended(self) -> None:
         """The brokers answered."""
         since = self._since.pop(self._brokers, None)
         if since is not None:
-            print(f"flowspark: Kafka brokers {self._brokers} answer again after "
-                  f"{time.monotonic() - since:.0f} s; reading on", file=sys.stderr, flush=True)
+            print(
+                f"flowspark: Kafka brokers {self._brokers} answer again after "
+                f"{time.monotonic() - since:.0f} s; reading on",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 @dataclass(frozen=True)
@@ -178,8 +202,16 @@ class KafkaSourceMessage(Generic[K, V]):
         fields = self.__dict__
         return (
             _message,
-            (fields["key"], fields["value"], fields["topic"], fields["headers"], fields["latency"],
-             fields["offset"], fields["partition"], fields["timestamp"]),
+            (
+                fields["key"],
+                fields["value"],
+                fields["topic"],
+                fields["headers"],
+                fields["latency"],
+                fields["offset"],
+                fields["partition"],
+                fields["timestamp"],
+            ),
         )
 
     def to_sink(self) -> KafkaSinkMessage[K, V]:
@@ -187,8 +219,9 @@ class KafkaSourceMessage(Generic[K, V]):
         return KafkaSinkMessage(key=self.key, value=self.value, headers=self.headers)
 
     def _with_key_and_value(self, key: K2, value: V2) -> KafkaSourceMessage[K2, V2]:
-        return KafkaSourceMessage(key, value, self.topic, self.headers, self.latency, self.offset,
-                                  self.partition, self.timestamp)
+        return KafkaSourceMessage(
+            key, value, self.topic, self.headers, self.latency, self.offset, self.partition, self.timestamp
+        )
 
     def _with_key(self, key: K2) -> KafkaSourceMessage[K2, V]:
         return self._with_key_and_value(key, self.value)
@@ -241,8 +274,14 @@ def _check_iterable(name: str, value: Iterable[str]) -> None:
 
 
 def _message(
-    key: Any, value: Any, topic: Optional[str], headers: Any, latency: Optional[float],
-    offset: Optional[int], partition: Optional[int], timestamp: Optional[Tuple[int, int]],
+    key: Any,
+    value: Any,
+    topic: Optional[str],
+    headers: Any,
+    latency: Optional[float],
+    offset: Optional[int],
+    partition: Optional[int],
+    timestamp: Optional[Tuple[int, int]],
 ) -> KafkaSourceMessage[Any, Any]:
     """A `KafkaSourceMessage` built the way unpickling builds one: its `__dict__` set at once.
 
@@ -269,7 +308,13 @@ _new = object.__new__
 def _source_message(msg: Message) -> _RawMessage:
     """A consumed message as a `KafkaSourceMessage`."""
     return _message(
-        msg.key(), msg.value(), msg.topic(), msg.headers() or [], msg.latency(), msg.offset(), msg.partition(),
+        msg.key(),
+        msg.value(),
+        msg.topic(),
+        msg.headers() or [],
+        msg.latency(),
+        msg.offset(),
+        msg.partition(),
         msg.timestamp(),
     )
 
@@ -282,9 +327,20 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
     the first message resolves it.
     """
 
-    def __init__(self, consumer: Consumer, topic: str, index: int, offset: int, tail: bool,
-                 batch_size: int, raise_on_errors: bool, outage: BrokerOutage, step_id: str = "",
-                 on_data_loss: str = "error", config: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        consumer: Consumer,
+        topic: str,
+        index: int,
+        offset: int,
+        tail: bool,
+        batch_size: int,
+        raise_on_errors: bool,
+        outage: BrokerOutage,
+        step_id: str = "",
+        on_data_loss: str = "error",
+        config: Optional[Dict[str, Any]] = None,
+    ) -> None:
         self._step_id = step_id
         self._on_data_loss = on_data_loss
         self._consumer = consumer
@@ -323,8 +379,11 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
 
     def _lost(self, err: ConfluentKafkaError) -> bool:
         """Whether `err` says the next offset, a known one, is no longer in the partition (librdkafka may not skip)."""
-        return (err.code() == ConfluentKafkaError._AUTO_OFFSET_RESET and self._offset >= 0
-                and self._watermarks()[0] > self._offset)
+        return (
+            err.code() == ConfluentKafkaError._AUTO_OFFSET_RESET
+            and self._offset >= 0
+            and self._watermarks()[0] > self._offset
+        )
 
     def _past_lost_messages(self, low: int) -> int:
         """Where to go on when the messages from the next offset up to `low` are gone: as `auto.offset.reset` says,
@@ -354,8 +413,9 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
             raise RuntimeError(text)
         source = _source_message(msg) if msg is not None else None
         if source is None or source.topic is None:
-            source = KafkaSourceMessage(None, None, topic=self._tp.topic, partition=self._tp.partition,
-                                        offset=self._offset)
+            source = KafkaSourceMessage(
+                None, None, topic=self._tp.topic, partition=self._tp.partition, offset=self._offset
+            )
         return KafkaError(err, source)
 
     def _fetch(self, want: int) -> List[Message]:
@@ -526,17 +586,19 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
         return BrokerOutage(self._config({})["bootstrap.servers"])
 
     def _consumer_config(self) -> Dict[str, Any]:
-        return self._config({
-            "group.id": "flowspark-unused",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
-            # A fetch the broker holds open delays the next request on its
-            # connection (a kept consumer's offsets request for its next
-            # partition): hold it briefly; a task reads only while it is due.
-            "fetch.wait.max.ms": 10,
-        })
+        return self._config(
+            {
+                "group.id": "flowspark-unused",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error",
+                # A fetch the broker holds open delays the next request on its
+                # connection (a kept consumer's offsets request for its next
+                # partition): hold it briefly; a task reads only while it is due.
+                "fetch.wait.max.ms": 10,
+            }
+        )
 
     def has_news(self, for_part: str, resume_state: Optional[int]) -> bool:
         """Whether partition `for_part`, caught up at `resume_state`, has messages past it.
@@ -585,14 +647,25 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
             msg = f"error opening Kafka topic {tp.topic!r} partition {tp.partition}: {ex.args[0].str()}"
             raise RuntimeError(msg) from ex
 
-    def _open(self, consumer: Consumer, config: Dict[str, Any], step_id: str, tp: TopicPartition,
-              resume_state: Optional[int]) -> _KafkaSourcePartition:
+    def _open(
+        self, consumer: Consumer, config: Dict[str, Any], step_id: str, tp: TopicPartition, resume_state: Optional[int]
+    ) -> _KafkaSourcePartition:
         """Partition `tp` read through `consumer` (made with `config`), which is closed if that fails."""
         offset = self._starting_offset if resume_state is None else resume_state
         try:
-            return _KafkaSourcePartition(consumer, tp.topic, tp.partition, offset, self._tail, self._batch_size,
-                                         self._raise_on_errors, self._outage(), step_id,
-                                         self._add_config.get("auto.offset.reset", "error"), config)
+            return _KafkaSourcePartition(
+                consumer,
+                tp.topic,
+                tp.partition,
+                offset,
+                self._tail,
+                self._batch_size,
+                self._raise_on_errors,
+                self._outage(),
+                step_id,
+                self._add_config.get("auto.offset.reset", "error"),
+                config,
+            )
         except BaseException:
             consumer.close()
             raise
@@ -605,8 +678,11 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
         self._config: Optional[Dict[str, Any]] = config
         """The settings `producer` was made with, to hand it back to the pool by them (`None`: let it go)."""
 
-    def _produce(self, msg: KafkaSinkMessage[Optional[bytes], Optional[bytes]],
-                 report: Callable[[Optional[ConfluentKafkaError], Optional[Message]], None]) -> None:
+    def _produce(
+        self,
+        msg: KafkaSinkMessage[Optional[bytes], Optional[bytes]],
+        report: Callable[[Optional[ConfluentKafkaError], Optional[Message]], None],
+    ) -> None:
         topic = self._topic if msg.topic is None else msg.topic
         if topic is None:
             text = f"No topic to produce to for {msg}"
@@ -614,8 +690,15 @@ class _KafkaSinkPartition(StatelessSinkPartition[KafkaSinkMessage[Optional[bytes
         partition = -1 if msg.partition is None else msg.partition
         while True:
             try:
-                self._producer.produce(topic, msg.value, msg.key, partition, on_delivery=report,
-                                       timestamp=msg.timestamp, headers=list(msg.headers))
+                self._producer.produce(
+                    topic,
+                    msg.value,
+                    msg.key,
+                    partition,
+                    on_delivery=report,
+                    timestamp=msg.timestamp,
+                    headers=list(msg.headers),
+                )
                 return
             except BufferError:
                 # The local queue is full: let deliveries drain, then retry.
@@ -676,7 +759,9 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
 
     lives_in_driver = False
 
-    def __init__(self, brokers: Iterable[str], topic: Optional[str], add_config: Optional[Dict[str, str]] = None) -> None:
+    def __init__(
+        self, brokers: Iterable[str], topic: Optional[str], add_config: Optional[Dict[str, str]] = None
+    ) -> None:
         self._brokers = list(brokers)
         self._topic = topic
         self._add_config = dict(add_config or {})

@@ -76,8 +76,9 @@ def _kafka_error_split(
 ) -> KafkaOpOut[KafkaSourceMessage[K2, V2], KafkaError[K, V]]:
     """Messages to `oks`, `KafkaError`s to `errs`."""
     split = op.branch("branch", up, _is_message)
-    return KafkaOpOut(cast(Stream[KafkaSourceMessage[K2, V2]], split.trues),
-                      cast(Stream[KafkaError[K, V]], split.falses))
+    return KafkaOpOut(
+        cast(Stream[KafkaSourceMessage[K2, V2]], split.trues), cast(Stream[KafkaError[K, V]], split.falses)
+    )
 
 
 def _as_sink(msg: Union[KafkaSourceMessage[K, V], KafkaSinkMessage[K, V]]) -> KafkaSinkMessage[K, V]:

@@ -17,14 +17,16 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional
 
-FILE_SETTINGS = frozenset({
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.keystore.location",
-    "ssl.crl.location",
-    "sasl.kerberos.keytab",
-})
+FILE_SETTINGS = frozenset(
+    {
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.keystore.location",
+        "ssl.crl.location",
+        "sasl.kerberos.keytab",
+    }
+)
 """librdkafka settings whose value is the path of a file."""
 
 
@@ -43,14 +45,20 @@ def _spark_files_folder() -> Optional[str]:
 def with_shipped_files(config: Dict[str, Any]) -> Dict[str, Any]:
     """`config` with each relative file path that does not exist from here replaced by Spark's copy of that file, where
     there is one."""
-    relative = [key for key in FILE_SETTINGS
-                if isinstance(config.get(key), str) and config[key] and not os.path.isabs(config[key])
-                and not os.path.exists(config[key])]
+    relative = [
+        key
+        for key in FILE_SETTINGS
+        if isinstance(config.get(key), str)
+        and config[key]
+        and not os.path.isabs(config[key])
+        and not os.path.exists(config[key])
+    ]
     if not relative:
         return config
     folder = _spark_files_folder()
     if folder is None:
         return config
-    found = {key: os.path.join(folder, config[key]) for key in relative
-             if os.path.exists(os.path.join(folder, config[key]))}
+    found = {
+        key: os.path.join(folder, config[key]) for key in relative if os.path.exists(os.path.join(folder, config[key]))
+    }
     return {**config, **found}

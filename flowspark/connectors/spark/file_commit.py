@@ -73,14 +73,16 @@ class CommitRecord:
     """Every move and removal is made."""
 
     def to_json(self) -> bytes:
-        return json.dumps({
-            "batch": self.batch,
-            "moves": [list(move) for move in self.moves],
-            "removes": list(self.removes),
-            "uncompacted": list(self.uncompacted),
-            "batches_since_compaction": self.batches_since_compaction,
-            "done": self.done,
-        }).encode()
+        return json.dumps(
+            {
+                "batch": self.batch,
+                "moves": [list(move) for move in self.moves],
+                "removes": list(self.removes),
+                "uncompacted": list(self.uncompacted),
+                "batches_since_compaction": self.batches_since_compaction,
+                "done": self.done,
+            }
+        ).encode()
 
     @staticmethod
     def from_json(data: bytes, where: str) -> CommitRecord:
@@ -101,7 +103,9 @@ class CommitRecord:
         names = [name for move in record.moves for name in move] + list(record.removes) + list(record.uncompacted)
         for name in names:
             if name.startswith("/") or posixpath.normpath(name) != name or name.split("/")[0] == "..":
-                msg = f"the commit record {where!r} of a SparkSink names {name!r}, which is not a file inside its folder"
+                msg = (
+                    f"the commit record {where!r} of a SparkSink names {name!r}, which is not a file inside its folder"
+                )
                 raise FlowsparkRuntimeError(msg)
         return record
 
@@ -140,7 +144,9 @@ class FolderCommits:
         self._checked = False
         """Whether this process has read the record (and finished the commit it found)."""
 
-    def write(self, frame: Any, batch_id: int, write: WriteFiles, read: ReadFiles, compact_every: Optional[int]) -> None:
+    def write(
+        self, frame: Any, batch_id: int, write: WriteFiles, read: ReadFiles, compact_every: Optional[int]
+    ) -> None:
         """Commit batch `batch_id` of `frame`, unless it was committed before; then compact if due."""
         try:
             if not self._checked and self._committed_before(batch_id):
@@ -192,8 +198,10 @@ class FolderCommits:
                 "on another machine, a path both mount, or s3:// or hdfs://)"
             )
             raise FlowsparkRuntimeError(msg)
-        return tuple((posixpath.join(self._own, "staging", name, file), _final_name(file, f"{stem}-{n:05d}"))
-                     for n, file in enumerate(files))
+        return tuple(
+            (posixpath.join(self._own, "staging", name, file), _final_name(file, f"{stem}-{n:05d}"))
+            for n, file in enumerate(files)
+        )
 
     def _commit(self, record: CommitRecord) -> None:
         """Record `record` (the commit point), then make its moves and removals."""

@@ -30,8 +30,8 @@ from typing_extensions import override
 from flowspark.connectors.spark import table_commit
 from flowspark.connectors.spark.file_commit import FolderCommits
 from flowspark.connectors.spark.rows import Schema, first_line, struct
-from flowspark.engine.run_context import current_run
 from flowspark.engine import storage
+from flowspark.engine.run_context import current_run
 from flowspark.engine.storage import Location, parse_location
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import MicroBatchSink
@@ -47,8 +47,11 @@ FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "xml", "avro"
 """Spark's formats whose output folder holds data files and nothing else, which `SparkSink` commits batch by batch."""
 
 _PARTITION_OVERWRITE = "spark.sql.sources.partitionOverwriteMode"
-_S3_SETTINGS = ("spark.hadoop.fs.s3a.endpoint", "spark.hadoop.fs.s3a.endpoint.region",
-                "spark.hadoop.fs.s3a.connection.ssl.enabled")
+_S3_SETTINGS = (
+    "spark.hadoop.fs.s3a.endpoint",
+    "spark.hadoop.fs.s3a.endpoint.region",
+    "spark.hadoop.fs.s3a.connection.ssl.enabled",
+)
 
 
 class SaveMode(Enum):
@@ -125,11 +128,16 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
             msg = f"SparkSink's batch_column must be a plain column name (letters, digits, _); got {batch_column!r}"
             raise ValueError(msg)
         if compact_every is not None and not self._commits_files():
-            msg = ("SparkSink compacts a folder of files (a `path` in a file format, in append mode); "
-                   f"compact_every can't go with format={format!r}, table={table!r}, mode={self.mode.value!r}")
+            msg = (
+                "SparkSink compacts a folder of files (a `path` in a file format, in append mode); "
+                f"compact_every can't go with format={format!r}, table={table!r}, mode={self.mode.value!r}"
+            )
             raise ValueError(msg)
         if compact_every is not None and (compact_every < 2 or schema is None):
-            msg = f"SparkSink's compact_every needs a count of at least 2 and a `schema` to read the files back; got {compact_every!r}"
+            msg = (
+                f"SparkSink's compact_every needs a count of at least 2 and a `schema` to read the files "
+                f"back; got {compact_every!r}"
+            )
             raise ValueError(msg)
         self._parsed: Optional[StructType] = None
         self._commits: Dict[Tuple[str, str], FolderCommits] = {}
@@ -143,8 +151,12 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
 
     def _commits_files(self) -> bool:
         """Whether batches are committed into a folder of plain files (`file_commit`)."""
-        return (self.table is None and self.mode is SaveMode.APPEND and "path" in self.options
-                and (self.format or "").lower() in FILE_FORMATS)
+        return (
+            self.table is None
+            and self.mode is SaveMode.APPEND
+            and "path" in self.options
+            and (self.format or "").lower() in FILE_FORMATS
+        )
 
     def _columns(self, spark: Any) -> Optional[StructType]:
         """The `schema` as a `StructType`, parsed by the session once."""
@@ -188,7 +200,11 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
         except (FlowsparkRuntimeError, TypeError):
             raise
         except Exception as ex:
-            where = f"table {self.table!r}" if self.table is not None else f"{self.format!r} output {self.options.get('path', '')!r}"
+            where = (
+                f"table {self.table!r}"
+                if self.table is not None
+                else f"{self.format!r} output {self.options.get('path', '')!r}"
+            )
             msg = f"step {step_id!r}: Spark could not write micro-batch {batch_id} to {where}: {first_line(ex)}"
             raise RuntimeError(msg) from ex
 
@@ -221,7 +237,9 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
     def _location(self, spark: Any) -> Location:
         """Where the `path` option points, for flowspark's own look at the folder."""
         settings = {name: spark.conf.get(name, None) for name in _S3_SETTINGS}
-        return parse_location(self.options["path"], {k: v for k, v in settings.items() if v is not None}, "SparkSink path")
+        return parse_location(
+            self.options["path"], {k: v for k, v in settings.items() if v is not None}, "SparkSink path"
+        )
 
     def _write_table(self, spark: Any, step_id: str, batch_id: int, run_id: str, frame: Any, rows: int) -> None:
         name = self.table
@@ -243,7 +261,11 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
             )
             raise FlowsparkRuntimeError(msg)
         key = (run_id, step_id)
-        if column is not None and not self._checked.get(key) and table_commit.replayed(step_id, spark, name, column, tag, rows):
+        if (
+            column is not None
+            and not self._checked.get(key)
+            and table_commit.replayed(step_id, spark, name, column, tag, rows)
+        ):
             self._checked[key] = True
             return
         # Until the insert returns, the next write checks again: a failed insert may have reached the table.

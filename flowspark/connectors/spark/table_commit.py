@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -44,12 +44,24 @@ def _name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _null_of(field: StructField) -> str:
+    """SQL for a null of `field`'s type."""
+    return f"CAST(NULL AS {field.dataType.simpleString()})"
+
+
 def _text(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def create_table(spark: Any, table: str, columns: StructType, format: str, options: Dict[str, str],
-                 partition_by: List[str], has_files: bool) -> None:
+def create_table(
+    spark: Any,
+    table: str,
+    columns: StructType,
+    format: str,
+    options: Dict[str, str],
+    partition_by: List[str],
+    has_files: bool,
+) -> None:
     """Create `table` with `columns` and no rows, so that every batch is then an `insertInto` alike.
 
     A `CREATE TABLE` rather than `saveAsTable`: with a `path` option that
@@ -84,11 +96,12 @@ def aligned(step_id: str, frame: Any, table: str, columns: StructType) -> Any:
     if unknown:
         msg = f"step {step_id!r}: table {table!r} has no column {unknown!r} (its columns: {columns.simpleString()})"
         raise TypeError(msg)
-    return frame.selectExpr(*(
-        f"{_name(mine[field.name.lower()]) if field.name.lower() in mine else f'CAST(NULL AS {field.dataType.simpleString()})'}"
-        f" AS {_name(field.name)}"
-        for field in columns.fields
-    ))
+    return frame.selectExpr(
+        *(
+            f"{_name(mine[field.name.lower()]) if field.name.lower() in mine else _null_of(field)} AS {_name(field.name)}"
+            for field in columns.fields
+        )
+    )
 
 
 def tagged(frame: Any, column: str, tag: str) -> Any:

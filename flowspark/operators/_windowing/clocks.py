@@ -12,9 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, List, Optional, Tuple
 
-from typing_extensions import TypeAlias
-
-from typing_extensions import override
+from typing_extensions import TypeAlias, override
 
 from flowspark.dataflow import f_repr
 from flowspark.operators._core import V
@@ -152,10 +150,7 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
     def _read_system_time(self) -> datetime:
         now = self._config.now_getter()
         if not isinstance(now, datetime) or not is_aware(now):
-            msg = (
-                f"`now_getter` {f_repr(self._config.now_getter)} must return a "
-                f"timezone-aware `datetime`; got {now!r}"
-            )
+            msg = f"`now_getter` {f_repr(self._config.now_getter)} must return a timezone-aware `datetime`; got {now!r}"
             raise TimestampError(msg)
         return now
 

@@ -513,7 +513,9 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         self._logics[window_id] = kept.logic
         self._books[window_id] = kept.book
 
-    def _merge_kept(self, window_ids: List[int], value: V, timestamp: datetime, reach: datetime) -> List[WindowEvent[V, W]]:
+    def _merge_kept(
+        self, window_ids: List[int], value: V, timestamp: datetime, reach: datetime
+    ) -> List[WindowEvent[V, W]]:
         """Merge kept sessions a late value bridges into the one that opened first; it takes the value and re-fires."""
         ordered = sorted(window_ids, key=lambda i: (self._kept[i].meta.open_time, i))
         target_id = ordered[0]

@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from typing_extensions import override
 
-from flowspark.operators._windowing.base import LATE_SESSION_ID, UTC_MAX, WindowerLogic, Windower, WindowMetadata
+from flowspark.operators._windowing.base import LATE_SESSION_ID, UTC_MAX, Windower, WindowerLogic, WindowMetadata
 from flowspark.operators._windowing.windowers import (
     SelfCheckingWindower,
     SlidingWindowerLogic,

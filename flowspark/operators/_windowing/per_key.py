@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import functools
 import importlib
-from operator import itemgetter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, Callable, Dict, Generic, Iterable, Iterator, List, Optional, Tuple, Union
 
 from typing_extensions import TypeAlias, override
@@ -39,10 +39,21 @@ from flowspark.operators._windowing.base import (
     WindowMetadata,
     is_aware,
 )
-from flowspark.operators._windowing.clocks import EventClock, EventClockLogic, SystemClock, SystemClockLogic, TimestampError
+from flowspark.operators._windowing.clocks import (
+    EventClock,
+    EventClockLogic,
+    SystemClock,
+    SystemClockLogic,
+    TimestampError,
+)
 from flowspark.operators._windowing.logics import FoldBuilder, FoldWindowLogic
 from flowspark.operators._windowing.panes import Pane
-from flowspark.operators._windowing.windowers import SessionWindower, SlidingWindower, SlidingWindowerLogic, TumblingWindower
+from flowspark.operators._windowing.windowers import (
+    SessionWindower,
+    SlidingWindower,
+    SlidingWindowerLogic,
+    TumblingWindower,
+)
 
 __all__ = [
     "Closed",

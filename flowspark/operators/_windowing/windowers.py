@@ -19,8 +19,8 @@ from flowspark.operators._windowing.base import (
     LATE_SESSION_ID,
     UTC_MIN,
     ZERO_TD,
-    WindowerLogic,
     Windower,
+    WindowerLogic,
     WindowMetadata,
     is_aware,
 )
@@ -375,4 +375,3 @@ def check_windower(step_id: str, windower: Windower[Any]) -> None:
         if problem is not None:
             msg = f"step {step_id!r}: {type(windower).__name__} {problem}"
             raise ValueError(msg)
-

@@ -79,8 +79,9 @@ def test_a_crash_after_spark_wrote_the_staging_folder_leaves_nothing(tmp_path: P
     assert not (out / "_flowspark" / "run1-s.out" / "staging").exists()
 
 
-def test_a_crash_among_the_moves_is_finished_and_the_batch_not_written_again(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crash_among_the_moves_is_finished_and_the_batch_not_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "out"
     monkeypatch.setattr(file_commit.storage, "move", _failing_after(1, file_commit.storage.move))
     with pytest.raises(Crash):
@@ -126,10 +127,16 @@ def test_a_record_of_a_later_batch_stops_the_run(tmp_path: Path) -> None:
     [
         ("not json", "is damaged"),
         ('{"batch": 1}', "is damaged"),
-        ('{"batch": 1, "moves": [["_flowspark/x", "../../escape"]], "removes": [], "uncompacted": [], '
-         '"batches_since_compaction": 1, "done": false}', "not a file inside its folder"),
-        ('{"batch": 1, "moves": [], "removes": ["/etc/passwd"], "uncompacted": [], '
-         '"batches_since_compaction": 1, "done": false}', "not a file inside its folder"),
+        (
+            '{"batch": 1, "moves": [["_flowspark/x", "../../escape"]], "removes": [], "uncompacted": [], '
+            '"batches_since_compaction": 1, "done": false}',
+            "not a file inside its folder",
+        ),
+        (
+            '{"batch": 1, "moves": [], "removes": ["/etc/passwd"], "uncompacted": [], '
+            '"batches_since_compaction": 1, "done": false}',
+            "not a file inside its folder",
+        ),
     ],
 )
 def test_a_damaged_or_strange_record_is_refused(tmp_path: Path, record: str, cause: str) -> None:

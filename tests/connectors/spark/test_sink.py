@@ -10,9 +10,9 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_module
 
 import flowspark.operators as op
+from conftest import run_module
 from flowspark.connectors.spark import SaveMode, SparkSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.connect_server import read_record, start_supervisor
@@ -127,7 +127,9 @@ def test_a_new_run_adds_to_the_folder(tmp_path: Path, run_context: RunContext) -
     assert _read("json", out) == _events(0, 4)
 
 
-def test_compaction_leaves_one_file_per_partition_folder_every_n_batches(tmp_path: Path, run_context: RunContext) -> None:
+def test_compaction_leaves_one_file_per_partition_folder_every_n_batches(
+    tmp_path: Path, run_context: RunContext
+) -> None:
     out = tmp_path / "out"
     sink = SparkSink("parquet", {"path": str(out)}, SCHEMA, partition_by=["user"], compact_every=3)
     for batch in range(7):
@@ -156,7 +158,9 @@ def test_overwrite_keeps_the_last_batch(tmp_path: Path, run_context: RunContext)
     assert _read("parquet", out) == _events(3, 2)
 
 
-def test_overwrite_partitions_replaces_the_partitions_a_batch_has_rows_for(tmp_path: Path, run_context: RunContext) -> None:
+def test_overwrite_partitions_replaces_the_partitions_a_batch_has_rows_for(
+    tmp_path: Path, run_context: RunContext
+) -> None:
     out = tmp_path / "out"
     sink = SparkSink("parquet", {"path": str(out)}, SCHEMA, partition_by=["user"], mode=SaveMode.OVERWRITE_PARTITIONS)
     sink.write_micro_batch("s.out", 0, "run1", _events(0, 3))
@@ -185,7 +189,9 @@ def test_a_catalog_table_is_created_partitioned_and_holds_every_item_once(tmp_pa
     assert columns == {"user": True, "n": False, "flowspark_batch": False}
 
 
-def test_a_table_skips_a_replayed_batch_and_is_made_again_over_its_files(tmp_path: Path, run_context: RunContext) -> None:
+def test_a_table_skips_a_replayed_batch_and_is_made_again_over_its_files(
+    tmp_path: Path, run_context: RunContext
+) -> None:
     table = f"replay_{tmp_path.name}"
     options = {"path": str(tmp_path / "table")}
     sink = SparkSink("json", options, SCHEMA, table=table, partition_by=["user"])
@@ -204,8 +210,10 @@ def test_a_table_skips_a_replayed_batch_and_is_made_again_over_its_files(tmp_pat
 def test_a_table_holding_part_of_a_batch_stops_the_run_naming_the_rows(tmp_path: Path, run_context: RunContext) -> None:
     table = f"partial_{tmp_path.name}"
     spark = get_session()
-    spark.sql(f"CREATE TABLE {table} (user string, n long, flowspark_batch string) USING parquet "
-              f"LOCATION '{tmp_path / 'table'}'")
+    spark.sql(
+        f"CREATE TABLE {table} (user string, n long, flowspark_batch string) USING parquet "
+        f"LOCATION '{tmp_path / 'table'}'"
+    )
     spark.createDataFrame([("u0", 0, "run1-0000000004")], f"{SCHEMA}, flowspark_batch string").write.insertInto(table)
     with pytest.raises(FlowsparkRuntimeError) as raised:
         SparkSink(table=table, schema=SCHEMA).write_micro_batch("s.out", 4, "run1", _events(0, 3))
@@ -218,13 +226,17 @@ def test_a_table_holding_part_of_a_batch_stops_the_run_naming_the_rows(tmp_path:
 def test_a_table_is_written_by_column_name_whatever_its_order(tmp_path: Path, run_context: RunContext) -> None:
     table = f"ordered_{tmp_path.name}"
     spark = get_session()
-    spark.sql(f"CREATE TABLE {table} (flowspark_batch string, extra string, n long, user string) USING parquet "
-              f"LOCATION '{tmp_path / 'table'}'")
+    spark.sql(
+        f"CREATE TABLE {table} (flowspark_batch string, extra string, n long, user string) USING parquet "
+        f"LOCATION '{tmp_path / 'table'}'"
+    )
     SparkSink(table=table, schema=SCHEMA).write_micro_batch("s.out", 0, "r", _events(0, 2))
     assert _table_rows(table) == [dict(e, extra=None, flowspark_batch="r-0000000000") for e in _events(0, 2)]
 
 
-def test_a_table_without_the_batch_column_is_refused_or_appended_at_least_once(tmp_path: Path, run_context: RunContext) -> None:
+def test_a_table_without_the_batch_column_is_refused_or_appended_at_least_once(
+    tmp_path: Path, run_context: RunContext
+) -> None:
     table = f"plain_{tmp_path.name}"
     get_session().sql(f"CREATE TABLE {table} (user string, n long) USING parquet LOCATION '{tmp_path / 'table'}'")
     with pytest.raises(FlowsparkRuntimeError, match=r"'s.out'.*has no column 'flowspark_batch'.*batch_column=None"):
@@ -235,8 +247,14 @@ def test_a_table_without_the_batch_column_is_refused_or_appended_at_least_once(t
 
 def test_a_table_overwritten_by_partition(tmp_path: Path, run_context: RunContext) -> None:
     table = f"overwrite_{tmp_path.name}"
-    sink = SparkSink("parquet", {"path": str(tmp_path / "table")}, SCHEMA, table=table, partition_by=["user"],
-                     mode="overwrite_partitions")
+    sink = SparkSink(
+        "parquet",
+        {"path": str(tmp_path / "table")},
+        SCHEMA,
+        table=table,
+        partition_by=["user"],
+        mode="overwrite_partitions",
+    )
     sink.write_micro_batch("s.out", 0, "r", _events(0, 3))
     sink.write_micro_batch("s.out", 1, "r", [{"user": "u1", "n": 100}])
     assert _table_rows(table) == [{"n": 0, "user": "u0"}, {"n": 2, "user": "u2"}, {"n": 100, "user": "u1"}]
@@ -304,9 +322,16 @@ def test_flows_write_files_and_tables_through_a_spark_connect_server(tmp_path: P
         assert record is not None, "the Spark Connect server did not start"
         runs = {"streaming": (["-r", str(tmp_path / "recovery")], "7"), "bounded": ([], "50")}
         for name, (args, batch) in runs.items():
-            done = run_module("flowspark.run", f"{tmp_path / 'connect_flow.py'}:flow", "--remote", record.private_url,
-                              *args, cwd=tmp_path, timeout=300,
-                              env=dict(os.environ, CONNECT_OUT=str(tmp_path / name), TABLE=f"events_{name}", BATCH=batch))
+            done = run_module(
+                "flowspark.run",
+                f"{tmp_path / 'connect_flow.py'}:flow",
+                "--remote",
+                record.private_url,
+                *args,
+                cwd=tmp_path,
+                timeout=300,
+                env=dict(os.environ, CONNECT_OUT=str(tmp_path / name), TABLE=f"events_{name}", BATCH=batch),
+            )
             assert done.returncode == 0, done.stderr
             expected = _events(0, 50)
             assert _read("parquet", tmp_path / name / "files") == expected

@@ -114,9 +114,14 @@ def test_tail_keeps_reading_files_that_arrive_while_running(tmp_path: Path) -> N
     (tmp_path / "tail_flow.py").write_text(TAIL_FLOW)
     _write_json(inp / "0.json", [{"n": 0}])
     env = dict(os.environ, TAIL_IN=str(inp), TAIL_OUT=str(out), PYTHONPATH=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-m", "flowspark.run", "tail_flow:flow", "-s", "0.2"],
-                            cwd=tmp_path, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flowspark.run", "tail_flow:flow", "-s", "0.2"],
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         for n in range(1, 4):
             deadline = time.monotonic() + 90
