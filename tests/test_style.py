@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED = ("flowspark", "tests", "benchmarks", "examples")
+CHECKED = ("flowspark", "tests", "benchmarks", "examples", "docs/_hooks")
 
 
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])

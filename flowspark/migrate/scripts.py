@@ -70,8 +70,7 @@ def _line(path: Path, number: int, text: str, findings: List[Finding]) -> str:
                 Finding(
                     path,
                     number,
-                    f"flowspark ignores `{var}`: Spark places the processes "
-                    "(`--master`, see the README's cluster section)",
+                    f"flowspark ignores `{var}`: Spark places the processes (`--master`, see docs/cluster.md)",
                 )
             )
     if _WAXCTL.search(text):
