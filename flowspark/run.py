@@ -11,17 +11,15 @@ Spark.
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib
 import logging
 import os
 import sys
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from flowspark.dataflow import Dataflow
 from flowspark.errors import RunStopped
+from flowspark.locate import locate_flow
 from flowspark.recovery import RecoveryConfig
 
 if TYPE_CHECKING:
@@ -169,63 +167,6 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
-def _module_name(target: str) -> str:
-    """Turn a file path into an importable module name, putting its root on `sys.path`."""
-    if not target.endswith(".py") and os.sep not in target:
-        sys.path.insert(0, os.getcwd())
-        return target
-    path = Path(target).resolve()
-    parts = [path.stem] if path.name != "__init__.py" else []
-    folder = path.parent
-    while (folder / "__init__.py").exists():
-        parts.insert(0, folder.name)
-        folder = folder.parent
-    sys.path.insert(0, str(folder))
-    return ".".join(parts)
-
-
-def locate_flow(import_str: str) -> Dataflow:
-    """Import the module and find (or build, with a factory call) the flow."""
-    module_part, _, attr = import_str.partition(":")
-    name = _module_name(module_part)
-    try:
-        module = importlib.import_module(name)
-    except ImportError as ex:
-        if getattr(ex, "name", None) == name:
-            msg = f"Could not import {name!r}: {ex}"
-            raise ImportError(msg) from ex
-        raise
-    attr = attr or "flow"
-    try:
-        expr = ast.parse(attr.strip(), mode="eval").body
-    except SyntaxError as ex:
-        msg = f"Failed to parse {attr!r} as an attribute name or function call"
-        raise ValueError(msg) from ex
-    if isinstance(expr, ast.Name):
-        target_name, args, kwargs = expr.id, None, {}
-    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
-        target_name = expr.func.id
-        try:
-            args = [ast.literal_eval(a) for a in expr.args]
-            kwargs = {k.arg: ast.literal_eval(k.value) for k in expr.keywords if k.arg}
-        except ValueError as ex:
-            msg = f"Failed to parse arguments of {attr!r}: only literal values are allowed"
-            raise ValueError(msg) from ex
-    else:
-        msg = f"Failed to parse {attr!r} as an attribute name or function call"
-        raise ValueError(msg)
-    try:
-        found = getattr(module, target_name)
-    except AttributeError as ex:
-        msg = f"Failed to find attribute {target_name!r} in {module.__name__!r}"
-        raise AttributeError(msg) from ex
-    flow = found(*args, **kwargs) if args is not None else found
-    if not isinstance(flow, Dataflow):
-        msg = f"A valid flowspark dataflow was not obtained from '{module.__name__}:{attr}'"
-        raise TypeError(msg)
-    return flow
-
-
 def _conf(pairs: Sequence[str], properties_file: Optional[str], parser: argparse.ArgumentParser) -> Dict[str, str]:
     """The run's own Spark settings: the properties file's, then `--conf`'s, which win."""
     conf: Dict[str, str] = {}
@@ -259,15 +200,20 @@ def cli_main(
     (`process_id`, `addresses`) runs the whole flow with every process's
     workers, and the others return at once.
     """
-    from flowspark.testing import cluster_main
+    from flowspark.launch import drives_the_run, launch, run_config
 
-    cluster_main(
+    if not drives_the_run(process_id, len(addresses or [])):
+        return
+    parallelism = workers_per_process * max(1, len(addresses or []))
+    recovery_dir = None if recovery_config is None else recovery_config.location
+    launch(
         flow,
-        addresses or [],
-        process_id or 0,
-        epoch_interval=epoch_interval,
-        recovery_config=recovery_config,
-        worker_count_per_proc=workers_per_process,
+        run_config(
+            parallelism=parallelism,
+            interval=epoch_interval,
+            recovery_dir=recovery_dir,
+            remote=os.environ.get("SPARK_REMOTE"),
+        ),
     )
 
 
@@ -315,9 +261,8 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     """
     from flowspark.dataflow_api import settings_from_env
     from flowspark.engine.process_zero import announce_status, wait_for_process_zero
-    from flowspark.engine.progress import Progress, show_on_stderr
-    from flowspark.engine.runner import RunConfig
-    from flowspark.testing import drives_the_run
+    from flowspark.engine.progress import show_on_stderr
+    from flowspark.launch import drives_the_run, run_config
 
     parser = _parser(testing)
     args = parser.parse_args(argv) if testing else _parse_args(argv, parser)
@@ -342,24 +287,20 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         )
     conf = _conf(args.conf, args.properties_file, parser)
     master = args.master or conf.pop("spark.master", None)
-    config = RunConfig(
+    interval = None if args.snapshot_interval is None else timedelta(seconds=float(args.snapshot_interval))
+    config = run_config(
         parallelism=workers,
+        interval=interval,
+        recovery_dir=None if args.recovery_directory is None else str(args.recovery_directory),
         master=master,
         conf=conf,
-        progress=Progress(),
         driver_link_port=args.driver_link_port,
-        ordered=workers == 1,
         spark_ui=True,
         remote=args.remote,
         single_run=True,
+        max_items_per_batch=args.max_batch_items,
+        ordered=workers == 1,
     )
-    if args.max_batch_items is not None:
-        config.max_items_per_batch = args.max_batch_items
-    if args.snapshot_interval is not None:
-        config.interval_seconds = max(0.05, float(args.snapshot_interval))
-        config.epoch_per_round = float(args.snapshot_interval) == 0
-    if args.recovery_directory is not None:
-        config.recovery_dir = str(args.recovery_directory)
     try:
         settings_from_env()
     except ValueError as ex:
@@ -375,11 +316,11 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
 def _run(import_str: str, config: RunConfig) -> int:
     """Find the flow and run it; the exit status, with the failure or stop told in one message."""
     from flowspark.engine.failures import user_traceback
-    from flowspark.engine.runner import run_flow
+    from flowspark.launch import launch
 
     flow = locate_flow(import_str)
     try:
-        run_flow(flow, config)
+        launch(flow, config)
     except KeyboardInterrupt:
         _log.error("KeyboardInterrupt")
         return 130

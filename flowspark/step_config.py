@@ -12,15 +12,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, List, Optional, Tuple
+from typing import Any, Callable, ClassVar, Iterable, List, Optional, Tuple
 
 from typing_extensions import Self
 
+from flowspark.batch_logic import StatefulBatchLogic
 from flowspark.inputs import Source
 from flowspark.outputs import Sink
-
-if TYPE_CHECKING:
-    from flowspark.operators import StatefulBatchLogic
 
 __all__ = [
     "BranchConfig",

@@ -8,7 +8,6 @@ launcher: one run with the workers of `N` processes of `W` each.
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -27,8 +26,6 @@ from flowspark.inputs import (
 )
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.recovery import RecoveryConfig
-
-_log = logging.getLogger(__name__)
 
 __all__ = [
     "BatchReport",
@@ -214,9 +211,9 @@ def run_main(
     `on_progress`, if given, gets a `BatchReport` for every written
     micro-batch, on the thread that writes the outputs.
     """
-    from flowspark.engine.runner import run_flow
+    from flowspark.launch import launch
 
-    run_flow(flow, _config(epoch_interval, recovery_config, None, on_progress))
+    launch(flow, _config(epoch_interval, recovery_config, None, on_progress))
 
 
 def cluster_main(
@@ -237,30 +234,12 @@ def cluster_main(
     whole flow would write its output again).  `on_progress` is as for
     `run_main`.
     """
-    from flowspark.engine.runner import run_flow
+    from flowspark.launch import drives_the_run, launch
 
     if not drives_the_run(proc_id, len(addresses)):
         return
     parallelism = worker_count_per_proc * max(1, len(addresses))
-    run_flow(flow, _config(epoch_interval, recovery_config, parallelism, on_progress))
-
-
-def drives_the_run(proc_id: Optional[int], process_count: int) -> bool:
-    """Whether this process of a Bytewax-style multi-process launch runs the flow: only process 0 does.
-
-    Bytewax starts one process per machine (`-i/-a`, `BYTEWAX_PROCESS_ID`
-    and `BYTEWAX_ADDRESSES`, its Kubernetes chart); on Spark one run covers
-    them all, so the others log why they have nothing to do.
-    """
-    if not proc_id:
-        return True
-    _log.warning(
-        "process %d of %d: process 0 runs the whole flow on Spark, so this process has nothing to do; "
-        "to spread a flow over machines, run it once with --master spark://HOST:PORT",
-        proc_id,
-        max(process_count, proc_id + 1),
-    )
-    return False
+    launch(flow, _config(epoch_interval, recovery_config, parallelism, on_progress))
 
 
 def _config(
@@ -270,20 +249,15 @@ def _config(
     on_progress: Optional[Callable[[BatchReport], None]],
 ) -> Any:
     from flowspark.engine.progress import Progress
-    from flowspark.engine.runner import RunConfig
+    from flowspark.launch import run_config
 
-    config = RunConfig(
+    return run_config(
         parallelism=parallelism,
+        interval=epoch_interval,
+        recovery_dir=None if recovery_config is None else recovery_config.location,
         progress=Progress(on_progress),
-        ordered=parallelism in (None, 1),
         remote=os.environ.get("SPARK_REMOTE"),
     )
-    if epoch_interval is not None:
-        config.interval_seconds = max(0.05, epoch_interval.total_seconds())
-        config.epoch_per_round = epoch_interval.total_seconds() == 0
-    if recovery_config is not None:
-        config.recovery_dir = recovery_config.location
-    return config
 
 
 if __name__ == "__main__":

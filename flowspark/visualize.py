@@ -616,7 +616,7 @@ def render(
 
 def cli_main(argv: Optional[List[str]] = None) -> int:
     """Parse the command line, print the requested view of the flow, return the exit code."""
-    from flowspark.run import locate_flow
+    from flowspark.locate import locate_flow
 
     args = _parser().parse_args(argv)
     flow = locate_flow(args.import_str)

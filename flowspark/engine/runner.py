@@ -15,11 +15,11 @@ import shutil
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, NoReturn, Optional, Tuple
 
 from flowspark.dataflow import Dataflow
-from flowspark.dataflow_api import serving_api
 from flowspark.engine import driver_fence, shutdown, snapshot_store, storage
 from flowspark.engine.batch_query import run_batch
 from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
@@ -56,9 +56,10 @@ from flowspark.tracing import traced_run
 _log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
-    """How to run: parallelism, micro-batch interval, recovery directory, Spark settings."""
+    """How to run: parallelism, micro-batch interval, recovery directory, Spark settings (`flowspark.launch.run_config`
+    makes one from Bytewax's arguments)."""
 
     parallelism: Optional[int] = None
     interval_seconds: float = 0.0
@@ -273,18 +274,27 @@ RESTARTS = 2
 """How many times a run restarts from its checkpoint after a failure inside Spark itself."""
 
 
-def run_flow(flow: Dataflow, config: RunConfig) -> None:
+ApiServer = Callable[[Dataflow], ContextManager[Optional[FlowMetrics]]]
+"""Serves a flow's dataflow API while its block runs, if asked to; yields the run's metrics to feed (None if not)."""
+
+
+@contextmanager
+def _no_api(flow: Dataflow) -> Iterator[Optional[FlowMetrics]]:
+    yield None
+
+
+def run_flow(flow: Dataflow, config: RunConfig, serve_api: ApiServer = _no_api) -> None:
     """Run `flow` until its inputs end (or forever, for unbounded inputs).
 
     A failure inside Spark that no user code caused (a lost executor, an
     RPC timeout on an overloaded machine) restarts the query from its
     checkpoint, as a resumed run would, at most `RESTARTS` times; user
     errors end the run at once, as in Bytewax.  A SIGTERM stops it at a
-    micro-batch boundary (`shutdown`).  The environment may ask for the
-    dataflow API (`flowspark.dataflow_api`) for the run's duration.
+    micro-batch boundary (`shutdown`).  `serve_api` serves the dataflow API
+    for the run's duration (the launcher hands it `flowspark.dataflow_api`'s).
     """
     plan = build_plan(flow, ordered=config.ordered, workers=config.workers)
-    with serving_api(flow) as metrics, shutdown.stop_on_sigterm():
+    with serve_api(flow) as metrics, shutdown.stop_on_sigterm():
         _run_plan(plan, config, metrics)
 
 

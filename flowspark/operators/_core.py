@@ -6,18 +6,14 @@ semantics lives in exactly one place.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from datetime import datetime
 from typing import (
     Any,
     Callable,
-    ClassVar,
     Generic,
     Iterable,
     List,
     Optional,
-    Tuple,
     TypeVar,
     overload,
 )
@@ -25,6 +21,7 @@ from typing import (
 from typing_extensions import TypeGuard
 
 from flowspark._bytewax_io import adapt_sink, adapt_source
+from flowspark.batch_logic import StatefulBatchLogic
 from flowspark.dataflow import Dataflow, KeyedStream, Stream, core_step, operator
 from flowspark.inputs import Source
 from flowspark.outputs import Sink
@@ -54,49 +51,6 @@ W_co = TypeVar("W_co", covariant=True)
 """Type of emitted values, covariant."""
 X_co = TypeVar("X_co", covariant=True)
 Y_co = TypeVar("Y_co", covariant=True)
-
-
-class StatefulBatchLogic(ABC, Generic[V, W, S]):
-    """The per-key state machine of `stateful_batch`.
-
-    One instance lives per key.  Each method returns the values to emit and
-    whether to throw the logic away (`DISCARD`) or keep it (`RETAIN`).
-    """
-
-    RETAIN: ClassVar[bool] = False
-    """Keep this logic after the call."""
-
-    DISCARD: ClassVar[bool] = True
-    """Drop this logic after the call; the key's next value builds a new one."""
-
-    MERGE_BATCHES: ClassVar[bool] = False
-    """A flowspark addition: set it when the logic's output does not depend
-    on how a key's values are split into batches.  flowspark then calls
-    `on_batch` once per key per micro-batch with all its values (in arrival
-    order), which is much faster than one call per source round.  Runs
-    that keep one worker's order (`run_main`, `-w 1`) don't merge, so that
-    outputs come in Bytewax's order.  Every built-in stateful operator sets
-    it."""
-
-    @abstractmethod
-    def on_batch(self, values: List[V]) -> Tuple[Iterable[W], bool]:
-        """Handle the key's values of one batch, in arrival order."""
-
-    def on_notify(self) -> Tuple[Iterable[W], bool]:
-        """Called once the time `notify_at` returned has passed."""
-        return ((), StatefulBatchLogic.RETAIN)
-
-    def on_eof(self) -> Tuple[Iterable[W], bool]:
-        """Called once for every live key when the input ends."""
-        return ((), StatefulBatchLogic.RETAIN)
-
-    def notify_at(self) -> Optional[datetime]:
-        """When `on_notify` should next be called; `None` for never."""
-        return None
-
-    @abstractmethod
-    def snapshot(self) -> S:
-        """The state to rebuild this logic from; must not share mutable objects."""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from typing import Any, Callable, ClassVar, Dict, Generic, Iterable, List, Optio
 
 from typing_extensions import override
 
+from flowspark.batch_logic import StatefulBatchLogic
 from flowspark.dataflow import KeyedStream, Stream, f_repr, operator
-from flowspark.operators._core import S, StatefulBatchLogic, V, W, X, flat_map_batch, stateful_batch
+from flowspark.operators._core import S, V, W, X, flat_map_batch, stateful_batch
 from flowspark.operators._stateless import map
 
 

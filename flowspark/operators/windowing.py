@@ -61,8 +61,9 @@ from typing import (
     overload,
 )
 
+from flowspark.batch_logic import StatefulBatchLogic  # noqa: F401  (Bytewax has it here)
 from flowspark.dataflow import KeyedStream, Stream, operator
-from flowspark.operators._core import S, StatefulBatchLogic, V, W, W_co, X, stateful_batch  # noqa: F401  (Bytewax has it here)
+from flowspark.operators._core import S, V, W, W_co, X, stateful_batch
 from flowspark.operators._join import JoinEmitMode, JoinInsertMode, JoinState, _join_label_merge, check_join_modes
 from flowspark.operators._stateless import filter_map_value, key_on
 

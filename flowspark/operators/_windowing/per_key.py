@@ -18,8 +18,6 @@ flowspark's additions (emit modes, panes, allowed lateness, triggers) live in
 
 from __future__ import annotations
 
-import functools
-import importlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,7 +26,8 @@ from typing import Any, Callable, Dict, Generic, Iterable, Iterator, List, Optio
 
 from typing_extensions import TypeAlias, override
 
-from flowspark.operators._core import S, StatefulBatchLogic, V, W
+from flowspark.batch_logic import StatefulBatchLogic
+from flowspark.operators._core import S, V, W
 from flowspark.operators._windowing.base import (
     UTC_MIN,
     Clock,
@@ -46,6 +45,7 @@ from flowspark.operators._windowing.clocks import (
     SystemClockLogic,
     TimestampError,
 )
+from flowspark.operators._windowing.hopping import HoppingWindower
 from flowspark.operators._windowing.logics import FoldBuilder, FoldWindowLogic
 from flowspark.operators._windowing.panes import Pane
 from flowspark.operators._windowing.windowers import (
@@ -153,21 +153,13 @@ class WindowConfig(Generic[V, W, S]):
         return (
             isinstance(self.builder, FoldBuilder)
             and type(self.clock) in (EventClock, SystemClock)
-            and type(self.windower) in _fast_windowers()
+            and type(self.windower) in _FAST_WINDOWERS
         )
 
 
-@functools.lru_cache(maxsize=None)
-def _fast_windowers() -> Tuple[type, ...]:
-    """The built-in windowers whose logics are safe for the batch-merging fast path.
-
-    `HoppingWindower` (sliding windows under Quix Streams' name) is defined
-    in another module; it is looked up lazily, through the public
-    `windowing` module, to keep the import graph one-way.
-    """
-    fast: Tuple[type, ...] = (TumblingWindower, SlidingWindower, SessionWindower)
-    hopping = getattr(importlib.import_module("flowspark.operators.windowing"), "HoppingWindower", None)
-    return fast if hopping is None else (*fast, hopping)
+_FAST_WINDOWERS = (TumblingWindower, SlidingWindower, SessionWindower, HoppingWindower)
+"""The built-in windowers whose logics are safe for the batch-merging fast path (`HoppingWindower` is sliding
+windows under Quix Streams' name)."""
 
 
 class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]):

@@ -1,0 +1,87 @@
+"""flowspark's modules import one another without a circle (every import counts: at module level, under
+`TYPE_CHECKING` or inside a function), and the engine imports nothing from the launch path above it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+PACKAGE = Path(__file__).resolve().parents[1] / "flowspark"
+
+ABOVE_THE_ENGINE = (
+    "flowspark.run",
+    "flowspark.testing",
+    "flowspark.launch",
+    "flowspark.dataflow_api",
+    "flowspark.visualize",
+)
+
+
+def _modules() -> Dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: Dict[str, Path]) -> Set[str]:
+    """The flowspark modules `name` imports anywhere in its file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: Set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def _graph() -> Dict[str, Set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _circle_from(start: str, graph: Dict[str, Set[str]]) -> List[str]:
+    """A path of imports from `start` back to itself, if there is one (depth first)."""
+    stack = [(start, [start])]
+    seen: Set[str] = set()
+    while stack:
+        name, path = stack.pop()
+        for target in sorted(graph[name]):
+            if target == start:
+                return [*path, start]
+            if target not in seen:
+                seen.add(target)
+                stack.append((target, [*path, target]))
+    return []
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = _graph()
+    circles = [circle for circle in (_circle_from(name, graph) for name in sorted(graph)) if circle]
+    assert circles == [], "\n".join(" -> ".join(circle) for circle in circles)
+
+
+def test_the_engine_imports_nothing_of_the_launch_path() -> None:
+    graph = _graph()
+    reaching = {
+        (name, target)
+        for name, targets in graph.items()
+        if name.startswith("flowspark.engine")
+        for target in targets
+        if target.startswith(ABOVE_THE_ENGINE)
+    }
+    assert reaching == set()
