@@ -73,6 +73,22 @@ class RandomMetricSource(FixedPartitionedSource[Tuple[str, float], _RandomMetric
     :arg interval: time between values; 0.7 s by default.
     :arg count: how many values in all (across resumes); unlimited by default.
     :arg next_random: makes each value; a random `int` in `[0, 10)` by default.
+
+    ```python
+    from datetime import timedelta
+
+    import flowspark.operators as op
+    from flowspark.connectors.demo import RandomMetricSource
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, run_main
+
+    flow = Dataflow("metrics_eg")
+    source = RandomMetricSource("cpu", interval=timedelta(0), count=3, next_random=lambda: 0.5)
+    out = []
+    op.output("out", op.input("inp", flow, source), TestingSink(out))
+    run_main(flow)
+    assert out == [("cpu", 0.5)] * 3
+    ```
     """
 
     def __init__(

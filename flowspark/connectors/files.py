@@ -326,6 +326,25 @@ class FileSource(_OneFileSource[str]):
     :arg get_fs_id: called with the file's directory; returns a name for its
         filesystem that stays the same across runs and must not contain
         `::`.  Defaults to the device number.
+
+    ```python
+    import tempfile
+    from pathlib import Path
+
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    folder = Path(tempfile.mkdtemp())
+    from flowspark.connectors.files import FileSource
+
+    (folder / "in.txt").write_text("one\ntwo\n")
+    flow = Dataflow("file_source_eg")
+    out = []
+    op.output("out", op.input("inp", flow, FileSource(folder / "in.txt")), TestingSink(out))
+    run_main(flow)
+    assert out == ["one", "two"]
+    ```
     """
 
     def __init__(
@@ -353,6 +372,25 @@ class CSVSource(_OneFileSource[Dict[str, str]]):
     :arg get_fs_id: as for `FileSource`.
     :arg fmtparams: passed on to `csv.DictReader` (for example `delimiter`,
         or `fieldnames` for a file without a header row).
+
+    ```python
+    import tempfile
+    from pathlib import Path
+
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    folder = Path(tempfile.mkdtemp())
+    from flowspark.connectors.files import CSVSource
+
+    (folder / "users.csv").write_text("id,name\n7,ada\n8,alan\n")
+    flow = Dataflow("csv_source_eg")
+    out = []
+    op.output("out", op.input("inp", flow, CSVSource(folder / "users.csv")), TestingSink(out))
+    run_main(flow)
+    assert out == [{"id": "7", "name": "ada"}, {"id": "8", "name": "alan"}]
+    ```
     """
 
     def __init__(
@@ -384,6 +422,26 @@ class DirSource(FixedPartitionedSource[str, int]):
     :arg glob_pat: `pathlib` glob, relative to `dir_path`; `"**/*"` recurses.
     :arg batch_size: most lines per batch.
     :arg get_fs_id: called with `dir_path`; as for `FileSource`.
+
+    ```python
+    import tempfile
+    from pathlib import Path
+
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    folder = Path(tempfile.mkdtemp())
+    from flowspark.connectors.files import DirSource
+
+    (folder / "a.txt").write_text("a1\na2\n")
+    (folder / "b.txt").write_text("b1\n")
+    flow = Dataflow("dir_source_eg")
+    out = []
+    op.output("out", op.input("inp", flow, DirSource(folder, glob_pat="*.txt")), TestingSink(out))
+    run_main(flow)
+    assert sorted(out) == ["a1", "a2", "b1"]
+    ```
     """
 
     lives_in_driver = False
@@ -474,6 +532,24 @@ class FileSink(FixedPartitionedSink[str, int]):
 
     :arg path: the file.
     :arg end: written after every value.
+
+    ```python
+    import tempfile
+    from pathlib import Path
+
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    folder = Path(tempfile.mkdtemp())
+    from flowspark.connectors.files import FileSink
+
+    flow = Dataflow("file_sink_eg")
+    lines = op.input("inp", flow, TestingSource([("k", "one"), ("k", "two")]))
+    op.output("out", lines, FileSink(folder / "out.txt"))
+    run_main(flow)
+    assert (folder / "out.txt").read_text() == "one\ntwo\n"
+    ```
     """
 
     lives_in_driver = False
@@ -530,6 +606,25 @@ class DirSink(FixedPartitionedSink[str, int]):
     :arg assign_file: file index for a key (wrapped to `file_count`);
         defaults to `zlib.adler32` of the UTF-8 key.
     :arg end: written after every value.
+
+    ```python
+    import tempfile
+    from pathlib import Path
+
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    folder = Path(tempfile.mkdtemp())
+    from flowspark.connectors.files import DirSink
+
+    flow = Dataflow("dir_sink_eg")
+    lines = op.input("inp", flow, TestingSource([("a", "a1"), ("b", "b1"), ("a", "a2")]))
+    op.output("out", lines, DirSink(folder, file_count=2))
+    run_main(flow)
+    written = [line for part in sorted(folder.iterdir()) for line in part.read_text().splitlines()]
+    assert sorted(written) == ["a1", "a2", "b1"]
+    ```
     """
 
     lives_in_driver = False

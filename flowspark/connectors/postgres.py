@@ -322,6 +322,18 @@ class PostgresSink(FixedPartitionedSink[Row, Optional[int]]):
     :arg partitions: how many partitions (connections) write at once.
     :arg progress_table: the table of markers.
     :arg retries: how many times a lost connection is tried again.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.connectors.postgres import PostgresSink
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSource
+
+    flow = Dataflow("postgres_eg")
+    visits = op.input("inp", flow, TestingSource([("ada", {"user_id": "ada", "count": 3})]))
+    sink = PostgresSink("host=localhost dbname=app", "public.visits", ["user_id", "count"], upsert_on=["user_id"])
+    op.output("out", visits, sink)
+    ```
     """
 
     lives_in_driver = False

@@ -33,6 +33,17 @@ class StdOutSink(DynamicSink[Any]):
     """Print `str(item)` of every item on its own line; flush after each batch.
 
     Not resumable: after a resume, items of the replayed batch show again.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.connectors.stdio import StdOutSink
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSource, run_main
+
+    flow = Dataflow("stdout_eg")
+    op.output("out", op.input("inp", flow, TestingSource(["hello", "world"])), StdOutSink())
+    run_main(flow)  # prints hello, then world
+    ```
     """
 
     @override
@@ -103,6 +114,17 @@ class StdInSource(DynamicSource[str]):
     lines read before a crash are not read again.
 
     :arg batch_size: most lines per batch.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.connectors.stdio import StdInSource, StdOutSink
+    from flowspark.dataflow import Dataflow
+
+    # echo.py; run it with: printf 'a\nb\n' | python -m flowspark.run echo:flow
+    flow = Dataflow("echo")
+    lines = op.input("inp", flow, StdInSource())
+    op.output("out", op.map("upper", lines, str.upper), StdOutSink())
+    ```
     """
 
     def __init__(self, batch_size: int = 1000) -> None:

@@ -57,6 +57,21 @@ def enrich_cached(
 
     Each worker keeps its own cache; a cached value is refetched once it is
     older than `ttl`, measured with one reading of `_now_getter` per batch.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    COUNTRIES = {"fr": "France", "jp": "Japan"}
+    flow = Dataflow("enrich_cached_eg")
+    codes = op.input("inp", flow, TestingSource(["fr", "jp", "fr"]))
+    named = op.enrich_cached("country", codes, COUNTRIES.get, lambda cache, code: (code, cache.get(code)))
+    out = []
+    op.output("out", named, TestingSink(out))
+    run_main(flow)
+    assert out == [("fr", "France"), ("jp", "Japan"), ("fr", "France")]
+    ```
     """
     cache_now = _now_getter()
 

@@ -263,6 +263,20 @@ def join(
     `insert_mode` picks which of a side's values are kept, `emit_mode` when
     rows are emitted (see `JoinInsertMode` and `JoinEmitMode`).  A side with
     no value yet fills its slot with `None`.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("join_eg")
+    names = op.input("names", flow, TestingSource([("7", "ada")]))
+    emails = op.input("emails", flow, TestingSource([("7", "ada@example.com")]))
+    out = []
+    op.output("out", op.join("user", names, emails), TestingSink(out))
+    run_main(flow)
+    assert out == [("7", ("ada", "ada@example.com"))]
+    ```
     """
     check_join_modes(insert_mode, emit_mode)
     side_count = len(sides)

@@ -124,6 +124,32 @@ def stateful(
 
     `builder` gets `None` for a new key, or the logic's last snapshot when
     resuming; emitted values come out as `(key, value)`.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+
+    class RunningSum(op.StatefulLogic):
+        def __init__(self, resume_state):
+            self.total = resume_state or 0
+
+        def on_item(self, value):
+            self.total += value
+            return [self.total], op.StatefulLogic.RETAIN
+
+        def snapshot(self):
+            return self.total
+
+
+    flow = Dataflow("stateful_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", 1), ("a", 2)]))
+    out = []
+    op.output("out", op.stateful("sum", keyed, RunningSum), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", 1), ("a", 3)]
+    ```
     """
 
     def shim_builder(resume_state: Optional[S]) -> _PerItemLogic[V, W, S]:
@@ -197,6 +223,28 @@ def stateful_flat_map(
     """Thread a per-key state through `mapper`, emitting every value it returns.
 
     The state starts as `None`; returning `None` as the new state forgets it.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("stateful_flat_map_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", "x"), ("a", "x"), ("a", "y")]))
+
+
+    def new_values_only(seen, value):
+        seen = seen or set()
+        if value in seen:
+            return seen, []
+        return seen | {value}, [value]
+
+
+    out = []
+    op.output("out", op.stateful_flat_map("dedupe", keyed, new_values_only), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", "x"), ("a", "y")]
+    ```
     """
 
     def shim_builder(resume_state: Optional[S]) -> _StatefulFlatMapLogic[V, W, S]:
@@ -214,6 +262,26 @@ def stateful_map(
     """Thread a per-key state through `mapper`, emitting one value per value.
 
     The state starts as `None`; returning `None` as the new state forgets it.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("stateful_map_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", 1), ("b", 5), ("a", 2)]))
+
+
+    def running_sum(total, value):
+        total = (total or 0) + value
+        return total, total
+
+
+    out = []
+    op.output("out", op.stateful_map("sum", keyed, running_sum), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", 1), ("b", 5), ("a", 3)]
+    ```
     """
 
     def shim_mapper(state: Optional[S], v: V) -> Tuple[Optional[S], Iterable[W]]:
@@ -286,6 +354,20 @@ def collect(
 
     A key's list is emitted once it holds `max_size` values, once `timeout`
     of system time has passed since its last value, or at EOF.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+    from datetime import timedelta
+
+    flow = Dataflow("collect_eg")
+    keyed = op.key_on("key", op.input("inp", flow, TestingSource(["a1", "a2", "b1", "a3"])), lambda s: s[0])
+    out = []
+    op.output("out", op.collect("pairs", keyed, timeout=timedelta(seconds=10), max_size=2), TestingSink(out))
+    run_main(flow)
+    assert sorted(out) == [("a", ["a1", "a2"]), ("a", ["a3"]), ("b", ["b1"])]
+    ```
     """
 
     def shim_builder(resume_state: Optional[_CollectState[V]]) -> _CollectLogic[V]:
@@ -322,7 +404,21 @@ def fold_final(
     builder: Callable[[], S],
     folder: Callable[[S, V], S],
 ) -> KeyedStream[S]:
-    """Fold each key's values into an accumulator; emit `(key, acc)` at EOF only."""
+    """Fold each key's values into an accumulator; emit `(key, acc)` at EOF only.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("fold_final_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", 1), ("b", 5), ("a", 2)]))
+    out = []
+    op.output("out", op.fold_final("as_list", keyed, list, lambda acc, v: acc + [v]), TestingSink(out))
+    run_main(flow)
+    assert sorted(out) == [("a", [1, 2]), ("b", [5])]
+    ```
+    """
 
     def shim_builder(resume_state: Optional[S]) -> _FoldFinalLogic[V, S]:
         state = resume_state if resume_state is not None else builder()
@@ -345,6 +441,19 @@ def reduce_final(
 
     Each batch is pre-reduced per key before the stateful step, which cuts
     the state updates to one per key and batch.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("reduce_final_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", 1), ("b", 5), ("a", 2)]))
+    out = []
+    op.output("out", op.reduce_final("sum", keyed, lambda a, b: a + b), TestingSink(out))
+    run_main(flow)
+    assert sorted(out) == [("a", 3), ("b", 5)]
+    ```
     """
 
     def pre_reducer(batch: List[Tuple[str, V]]) -> List[Tuple[str, V]]:
@@ -362,7 +471,21 @@ def reduce_final(
 
 @operator
 def count_final(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[int]:
-    """Count the items per `key(item)`; emit `(key, count)` at EOF only."""
+    """Count the items per `key(item)`; emit `(key, count)` at EOF only.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("count_final_eg")
+    words = op.input("inp", flow, TestingSource(["a", "b", "a"]))
+    out = []
+    op.output("out", op.count_final("count", words, lambda w: w), TestingSink(out))
+    run_main(flow)
+    assert sorted(out) == [("a", 2), ("b", 1)]
+    ```
+    """
 
     def init_count(x: X) -> Tuple[str, int]:
         return (key(x), 1)
@@ -383,7 +506,21 @@ def max_final(
     up: KeyedStream[V],
     by: Callable[[V], Any] = _identity,
 ) -> KeyedStream[V]:
-    """Emit each key's largest value (by `by(value)`) at EOF; ties keep the earlier."""
+    """Emit each key's largest value (by `by(value)`) at EOF; ties keep the earlier.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("max_final_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", 1), ("b", 5), ("a", 2)]))
+    out = []
+    op.output("out", op.max_final("max", keyed), TestingSink(out))
+    run_main(flow)
+    assert sorted(out) == [("a", 2), ("b", 5)]
+    ```
+    """
 
     def pick(a: V, b: V) -> V:
         return max(a, b, key=by)
@@ -397,7 +534,21 @@ def min_final(
     up: KeyedStream[V],
     by: Callable[[V], Any] = _identity,
 ) -> KeyedStream[V]:
-    """Emit each key's smallest value (by `by(value)`) at EOF; ties keep the earlier."""
+    """Emit each key's smallest value (by `by(value)`) at EOF; ties keep the earlier.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("min_final_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", {"t": 3}), ("a", {"t": 1})]))
+    out = []
+    op.output("out", op.min_final("coolest", keyed, by=lambda r: r["t"]), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", {"t": 1})]
+    ```
+    """
 
     def pick(a: V, b: V) -> V:
         return min(a, b, key=by)

@@ -36,7 +36,21 @@ def map(  # noqa: A001
     up: Stream[X],
     mapper: Callable[[X], Y],
 ) -> Stream[Y]:
-    """Replace each item with `mapper(item)`; `None` results are kept."""
+    """Replace each item with `mapper(item)`; `None` results are kept.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("map_eg")
+    nums = op.input("inp", flow, TestingSource([1, 2, 3]))
+    out = []
+    op.output("out", op.map("plus_ten", nums, lambda x: x + 10), TestingSink(out))
+    run_main(flow)
+    assert out == [11, 12, 13]
+    ```
+    """
 
     def shim_mapper(xs: List[X]) -> List[Y]:
         return [mapper(x) for x in xs]
@@ -50,7 +64,21 @@ def flat_map(
     up: Stream[X],
     mapper: Callable[[X], Iterable[Y]],
 ) -> Stream[Y]:
-    """Replace each item with every item of `mapper(item)`, in order."""
+    """Replace each item with every item of `mapper(item)`, in order.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("flat_map_eg")
+    lines = op.input("inp", flow, TestingSource(["to be", "or not"]))
+    out = []
+    op.output("out", op.flat_map("words", lines, str.split), TestingSink(out))
+    run_main(flow)
+    assert out == ["to", "be", "or", "not"]
+    ```
+    """
 
     def shim_mapper(xs: List[X]) -> List[Y]:
         return list(chain.from_iterable(mapper(x) for x in xs))
@@ -60,7 +88,21 @@ def flat_map(
 
 @operator
 def flatten(step_id: str, up: Stream[Iterable[X]]) -> Stream[X]:
-    """Emit the elements of each iterable item; non-iterables are a `TypeError`."""
+    """Emit the elements of each iterable item; non-iterables are a `TypeError`.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("flatten_eg")
+    lists = op.input("inp", flow, TestingSource([[1, 2], [], [3]]))
+    out = []
+    op.output("out", op.flatten("flat", lists), TestingSink(out))
+    run_main(flow)
+    assert out == [1, 2, 3]
+    ```
+    """
 
     def shim_mapper(x: Iterable[X]) -> Iterable[X]:
         if not isinstance(x, IterableABC):
@@ -77,7 +119,21 @@ def filter(  # noqa: A001
     up: Stream[X],
     predicate: Callable[[X], bool],
 ) -> Stream[X]:
-    """Keep the items for which `predicate` returns `True` (it must return a `bool`)."""
+    """Keep the items for which `predicate` returns `True` (it must return a `bool`).
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("filter_eg")
+    nums = op.input("inp", flow, TestingSource([1, 2, 3, 4]))
+    out = []
+    op.output("out", op.filter("evens", nums, lambda x: x % 2 == 0), TestingSink(out))
+    run_main(flow)
+    assert out == [2, 4]
+    ```
+    """
 
     def shim_mapper(x: X) -> Tuple[X, ...]:
         return (x,) if _check_bool(predicate(x), predicate, step_id) else ()
@@ -91,7 +147,21 @@ def filter_map(
     up: Stream[X],
     mapper: Callable[[X], Optional[Y]],
 ) -> Stream[Y]:
-    """Map each item and drop the `None` results."""
+    """Map each item and drop the `None` results.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("filter_map_eg")
+    texts = op.input("inp", flow, TestingSource(["1", "x", "3"]))
+    out = []
+    op.output("out", op.filter_map("ints", texts, lambda s: int(s) if s.isdigit() else None), TestingSink(out))
+    run_main(flow)
+    assert out == [1, 3]
+    ```
+    """
 
     def shim_mapper(x: X) -> Tuple[Y, ...]:
         y = mapper(x)
@@ -102,7 +172,21 @@ def filter_map(
 
 @operator
 def key_on(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[X]:
-    """Turn each item into `(key(item), item)`; the key must be a `str`."""
+    """Turn each item into `(key(item), item)`; the key must be a `str`.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("key_on_eg")
+    users = op.input("inp", flow, TestingSource([{"id": 7, "name": "ada"}]))
+    out = []
+    op.output("out", op.key_on("by_id", users, lambda u: str(u["id"])), TestingSink(out))
+    run_main(flow)
+    assert out == [("7", {"id": 7, "name": "ada"})]
+    ```
+    """
 
     def shim_mapper(x: X) -> Tuple[str, X]:
         k = key(x)
@@ -116,7 +200,21 @@ def key_on(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[
 
 @operator
 def key_rm(step_id: str, up: KeyedStream[X]) -> Stream[X]:
-    """Drop the key of each `(key, value)` item, keeping the value."""
+    """Drop the key of each `(key, value)` item, keeping the value.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("key_rm_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", 1), ("b", 2)]))
+    out = []
+    op.output("out", op.key_rm("values", keyed), TestingSink(out))
+    run_main(flow)
+    assert out == [1, 2]
+    ```
+    """
 
     def shim_mapper(k_v: Tuple[str, X]) -> X:
         _k, v = k_v
@@ -131,7 +229,21 @@ def map_value(
     up: KeyedStream[V],
     mapper: Callable[[V], W],
 ) -> KeyedStream[W]:
-    """Replace each `(key, value)` with `(key, mapper(value))`."""
+    """Replace each `(key, value)` with `(key, mapper(value))`.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("map_value_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", 1), ("b", 2)]))
+    out = []
+    op.output("out", op.map_value("double", keyed, lambda v: v * 2), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", 2), ("b", 4)]
+    ```
+    """
 
     def shim_mapper(k_v: Tuple[str, V]) -> Tuple[str, W]:
         k, v = k_v
@@ -146,7 +258,21 @@ def flat_map_value(
     up: KeyedStream[V],
     mapper: Callable[[V], Iterable[W]],
 ) -> KeyedStream[W]:
-    """Replace each `(key, value)` with `(key, w)` for every `w` of `mapper(value)`."""
+    """Replace each `(key, value)` with `(key, w)` for every `w` of `mapper(value)`.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("flat_map_value_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", "x y"), ("b", "z")]))
+    out = []
+    op.output("out", op.flat_map_value("split", keyed, str.split), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", "x"), ("a", "y"), ("b", "z")]
+    ```
+    """
 
     def shim_mapper(k_v: Tuple[str, V]) -> List[Tuple[str, W]]:
         try:
@@ -167,7 +293,21 @@ def filter_value(
     up: KeyedStream[V],
     predicate: Callable[[V], bool],
 ) -> KeyedStream[V]:
-    """Keep the `(key, value)` items whose value passes `predicate` (a `bool`)."""
+    """Keep the `(key, value)` items whose value passes `predicate` (a `bool`).
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("filter_value_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", 1), ("b", 20)]))
+    out = []
+    op.output("out", op.filter_value("big", keyed, lambda v: v > 10), TestingSink(out))
+    run_main(flow)
+    assert out == [("b", 20)]
+    ```
+    """
 
     def shim_mapper(v: V) -> Tuple[V, ...]:
         return (v,) if _check_bool(predicate(v), predicate, step_id) else ()
@@ -181,7 +321,22 @@ def filter_map_value(
     up: KeyedStream[V],
     mapper: Callable[[V], Optional[W]],
 ) -> KeyedStream[W]:
-    """Map each value and drop the items whose result is `None`."""
+    """Map each value and drop the items whose result is `None`.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("filter_map_value_eg")
+    keyed = op.input("inp", flow, TestingSource([("a", "1"), ("b", "x")]))
+    out = []
+    parsed = op.filter_map_value("ints", keyed, lambda s: int(s) if s.isdigit() else None)
+    op.output("out", parsed, TestingSink(out))
+    run_main(flow)
+    assert out == [("a", 1)]
+    ```
+    """
 
     def shim_mapper(v: V) -> Tuple[W, ...]:
         w = mapper(v)
@@ -204,6 +359,19 @@ def inspect(
 
     `step_id` is this step's qualified id; the default prints
     `"{step_id}: {item!r}"`.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("inspect_eg")
+    nums = op.input("inp", flow, TestingSource([1, 2]))
+    seen = []
+    op.inspect("peek", nums, lambda step_id, x: seen.append((step_id, x)))
+    run_main(flow)
+    assert seen == [("inspect_eg.peek", 1), ("inspect_eg.peek", 2)]
+    ```
     """
 
     def shim_inspector(_fq_step_id: str, item: X, _epoch: int, _worker_idx: int) -> None:
@@ -239,5 +407,21 @@ def raises(step_id: str, up: Stream[Any]) -> None:
     """Fail the run with a `RuntimeError` if any item reaches this step.
 
     Useful to assert that a stream (e.g. a stream of errors) stays empty.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("raises_eg")
+    nums = op.input("inp", flow, TestingSource([1, -2]))
+    op.raises("no_negatives", op.filter("negatives", nums, lambda x: x < 0))
+    try:
+        run_main(flow)
+    except Exception as ex:
+        assert "no_negatives" in str(ex)
+    else:
+        raise AssertionError("a negative number went through")
+    ```
     """
     output("output", up, _RaiseSink(step_id))

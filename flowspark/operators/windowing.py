@@ -389,6 +389,49 @@ def window(
 
     Bad values fail here, naming the step.  See
     `flowspark.operators._windowing.firing` for the complete rules.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+
+    class Values(win.WindowLogic):
+        def __init__(self, resume_state):
+            self.values = resume_state or []
+
+        def on_value(self, value):
+            self.values.append(value[1])
+            return []
+
+        def on_merge(self, original):
+            self.values += original.values
+            return []
+
+        def on_close(self):
+            return [self.values]
+
+        def snapshot(self):
+            return list(self.values)
+
+
+    windows = win.window("values", keyed, clock, ten_s, Values)
+    out = []
+    op.output("out", windows.down, TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, [3, 5])), ("a", (1, [2]))]
+    ```
     """
     check_windower(step_id, windower)
     check_emit(step_id, emit)
@@ -436,6 +479,29 @@ def fold_window(
     absorbed)` combines the accumulators of merging session windows.
     `emit`, `allowed_lateness`, `trigger`: see `window`; early and late
     results are deep copies of the accumulator.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("fold_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    sums = win.fold_window("sum", keyed, clock, ten_s, lambda: 0, lambda acc, v: acc + v[1], lambda a, b: a + b)
+    out = []
+    op.output("out", sums.down, TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, 8)), ("a", (1, 2))]
+    ```
     """
 
     fold = FoldBuilder(builder, folder, merger)
@@ -545,6 +611,29 @@ def collect_window(
     types raise `TypeError` when the flow is built.  `emit`,
     `allowed_lateness`, `trigger`: see `window`; each early or late result
     is a copy, never changed by later values.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("collect_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    batches = win.collect_window("batch", keyed, clock, ten_s)
+    out = []
+    op.output("out", op.map_value("values", batches.down, lambda w: (w[0], [v for _, v in w[1]])), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, [3, 5])), ("a", (1, [2]))]
+    ```
     """
     coll_builder, coll_folder, coll_merger = collect_callbacks(step_id, into)
     return fold_window(
@@ -590,6 +679,29 @@ def count_window(
 
     The input need not be keyed.  Items are counted in arrival order.
     `emit`, `allowed_lateness`, `trigger`: see `window`.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("count_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    counts = win.count_window("count", op.key_rm("values", keyed), clock, ten_s, lambda _: "all")
+    out = []
+    op.output("out", counts.down, TestingSink(out))
+    run_main(flow)
+    assert out == [("all", (0, 2)), ("all", (1, 1))]
+    ```
     """
     keyed = key_on("keyed", up, key)
     return fold_window(
@@ -628,6 +740,29 @@ def reduce_window(
     The first value is the starting accumulator; `reducer` also merges
     sessions.  A `None` accumulator counts as "no value yet".  `emit`,
     `allowed_lateness`, `trigger`: see `window`.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("reduce_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    latest = win.reduce_window("latest", keyed, clock, ten_s, lambda a, b: b)
+    out = []
+    op.output("out", latest.down, TestingSink(out))
+    run_main(flow)
+    assert [(key, (window_id, value[1])) for key, (window_id, value) in out] == [("a", (0, 5)), ("a", (1, 2))]
+    ```
     """
 
     def shim_folder(acc: Optional[V], value: V) -> V:
@@ -667,6 +802,29 @@ def max_window(
     """Emit each window's largest value, compared by `by(value)`; ties keep the earlier value.
 
     `emit`, `allowed_lateness`, `trigger`: see `window`.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("max_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    peaks = win.max_window("peak", keyed, clock, ten_s, by=lambda v: v[1])
+    out = []
+    op.output("out", op.map_value("value", peaks.down, lambda w: (w[0], w[1][1])), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, 5)), ("a", (1, 2))]
+    ```
     """
 
     def bigger(acc: V, value: V) -> V:
@@ -699,6 +857,29 @@ def min_window(
     """Emit each window's smallest value, compared by `by(value)`; ties keep the earlier value.
 
     `emit`, `allowed_lateness`, `trigger`: see `window`.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("min_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    lows = win.min_window("low", keyed, clock, ten_s, by=lambda v: v[1])
+    out = []
+    op.output("out", op.map_value("value", lows.down, lambda w: (w[0], w[1][1])), TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, 3)), ("a", (1, 2))]
+    ```
     """
 
     def smaller(acc: V, value: V) -> V:
@@ -768,6 +949,29 @@ def sum_window(
     `Sum` does (a window of `None`s sums to `0`).  With `ordered` (default)
     numbers are added in timestamp order, so float sums are reproducible.
     `emit`, `allowed_lateness`, `trigger`: see `window`.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("sum_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    totals = win.sum_window("total", keyed, clock, ten_s, by=lambda v: v[1])
+    out = []
+    op.output("out", totals.down, TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, 8)), ("a", (1, 2))]
+    ```
     """
     kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
     return window("window", up, clock, windower, sum_builder(by), ordered, **kw)
@@ -822,6 +1026,29 @@ def mean_window(
     emission (early ones with `emit="current"` included) is `sum / count`,
     as Quix Streams' `Mean`, which skips `None`s (a window of `None`s emits
     `None`).  `emit`, `allowed_lateness`, `trigger`: see `window`.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("mean_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    means = win.mean_window("mean", keyed, clock, ten_s, by=lambda v: v[1])
+    out = []
+    op.output("out", means.down, TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, 4.0)), ("a", (1, 2.0))]
+    ```
     """
     kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
     out = window("window", up, clock, windower, mean_builder(by), ordered, **kw)
@@ -853,6 +1080,30 @@ def aggregate_window(
     `DynamicSessionWindower`) need every aggregation to have a `merger`
     (refused here otherwise).  `emit`, `allowed_lateness`, `trigger`: see
     `window`.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("aggregate_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    aggregations = {"n": win.Count(), "max": win.Max(lambda v: v[1])}
+    stats = win.aggregate_window("stats", keyed, clock, ten_s, aggregations)
+    out = []
+    op.output("out", stats.down, TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, {"n": 2, "max": 5})), ("a", (1, {"n": 1, "max": 2}))]
+    ```
     """
     aggs = AggregationSet.of(step_id, aggregations)
     unmergeable = aggs.unmergeable()
@@ -989,6 +1240,31 @@ def join_window(
     side has a value (then the window's values are cleared), `running` on
     every value.  An `EventClock` sees each side's bare values; any other
     clock gets `(side_index, value)` items, as in Bytewax 0.21.1.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+
+    readings = [("a", (T0 + timedelta(seconds=s), v)) for s, v in [(1, 3), (4, 5), (12, 2)]]
+    flow = Dataflow("join_window_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+
+    emails = op.input("emails", flow, TestingSource([("a", (T0 + timedelta(seconds=2), "ada@example.com"))]))
+    joined = win.join_window("joined", clock, ten_s, keyed, emails)
+    out = []
+    shown = op.map_value("values", joined.down, lambda w: (w[0], tuple(side and side[1] for side in w[1])))
+    op.output("out", shown, TestingSink(out))
+    run_main(flow)
+    assert out == [("a", (0, (5, "ada@example.com"))), ("a", (1, (2, None)))]
+    ```
     """
     check_join_modes(insert_mode, emit_mode)
     side_count = len(sides)

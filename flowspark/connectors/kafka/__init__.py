@@ -509,6 +509,18 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
     auto-created unless `add_config` sets `allow.auto.create.topics`.  Read
     errors raise a `RuntimeError` naming the topic and partition, or, with
     `raise_on_errors=False`, are emitted as `KafkaError` items.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.connectors.kafka import KafkaSource
+    from flowspark.connectors.stdio import StdOutSink
+    from flowspark.dataflow import Dataflow
+
+    # Every message of topic "clicks" so far, then the run ends (tail=False).
+    flow = Dataflow("kafka_source_eg")
+    messages = op.input("inp", flow, KafkaSource(["localhost:9092"], ["clicks"], tail=False))
+    op.output("out", op.map("value", messages, lambda m: m.value.decode()), StdOutSink())
+    ```
     """
 
     lives_in_driver = False
@@ -755,6 +767,18 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
     Its partitions produce from the Spark tasks that made the messages
     (`lives_in_driver` is false): each task takes a producer from its
     process's pool (`clients.PRODUCERS`), and hands it back flushed.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.connectors.kafka import KafkaSink, KafkaSinkMessage
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSource
+
+    flow = Dataflow("kafka_sink_eg")
+    words = op.input("inp", flow, TestingSource(["a", "b"]))
+    messages = op.map("message", words, lambda w: KafkaSinkMessage(key=None, value=w.encode()))
+    op.output("out", messages, KafkaSink(["localhost:9092"], "words"))
+    ```
     """
 
     lives_in_driver = False

@@ -105,7 +105,20 @@ def input(  # noqa: A001
     add_config: Optional[Dict[str, str]] = None,
     batch_size: int = 1000,
 ) -> KafkaOpOut[KafkaSourceMessage[_Bytes, _Bytes], KafkaError[_Bytes, _Bytes]]:
-    """Read Kafka topics (see `KafkaSource`); read errors go to `errs` instead of failing the run."""
+    """Read Kafka topics (see `KafkaSource`); read errors go to `errs` instead of failing the run.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.connectors.kafka import operators as kop
+    from flowspark.connectors.stdio import StdOutSink
+    from flowspark.dataflow import Dataflow
+
+    flow = Dataflow("kop_input_eg")
+    clicks = kop.input("clicks", flow, brokers=["localhost:9092"], topics=["clicks"])
+    op.output("out", op.map("value", clicks.oks, lambda m: m.value), StdOutSink())
+    op.inspect("errors", clicks.errs)  # messages that could not be read
+    ```
+    """
     source = KafkaSource(brokers, topics, tail, starting_offset, add_config, batch_size, raise_on_errors=False)
     return op.input("kafka_input", flow, source).then(_kafka_error_split, "split_err")
 
@@ -119,7 +132,21 @@ def output(
     topic: str,
     add_config: Optional[Dict[str, str]] = None,
 ) -> None:
-    """Produce messages to `topic` (a message's own `topic` wins); see `KafkaSink` for the guarantee."""
+    """Produce messages to `topic` (a message's own `topic` wins); see `KafkaSink` for the guarantee.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.connectors.kafka import KafkaSinkMessage
+    from flowspark.connectors.kafka import operators as kop
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSource
+
+    flow = Dataflow("kop_output_eg")
+    words = op.input("inp", flow, TestingSource([b"a", b"b"]))
+    messages = op.map("message", words, lambda w: KafkaSinkMessage(None, w))
+    kop.output("out", messages, brokers=["localhost:9092"], topic="words")
+    ```
+    """
     _to_sink("to_sink", up).then(op.output, "kafka_output", KafkaSink(brokers, topic, add_config))
 
 
@@ -179,7 +206,26 @@ def deserialize_value(
     up: Stream[KafkaSourceMessage[K, _Bytes]],
     deserializer: Deserializer,
 ) -> KafkaOpOut[KafkaSourceMessage[K, object], KafkaError[K, _Bytes]]:
-    """Decode each message's value; messages whose value fails to decode go to `errs`."""
+    """Decode each message's value; messages whose value fails to decode go to `errs`.
+
+    ```python
+    from confluent_kafka.serialization import StringDeserializer
+
+    import flowspark.operators as op
+    from flowspark.connectors.kafka import KafkaSourceMessage
+    from flowspark.connectors.kafka import operators as kop
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("deserialize_eg")
+    raw = op.input("inp", flow, TestingSource([KafkaSourceMessage(None, b"hello", topic="t")]))
+    decoded = kop.deserialize_value("decode", raw, StringDeserializer())
+    out = []
+    op.output("out", op.map("value", decoded.oks, lambda m: m.value), TestingSink(out))
+    run_main(flow)
+    assert out == ["hello"]
+    ```
+    """
 
     def convert(msg: KafkaSourceMessage[Any, Any]) -> KafkaSourceMessage[Any, Any]:
         return msg._with_value(_decode_value(deserializer, msg))
@@ -232,7 +278,26 @@ def serialize_value(
     up: Stream[Union[KafkaSourceMessage[K, Any], KafkaSinkMessage[K, Any]]],
     serializer: Serializer,
 ) -> Stream[KafkaSinkMessage[K, bytes]]:
-    """Encode each message's value (source messages become sink messages); a failure fails the run."""
+    """Encode each message's value (source messages become sink messages); a failure fails the run.
+
+    ```python
+    from confluent_kafka.serialization import StringSerializer
+
+    import flowspark.operators as op
+    from flowspark.connectors.kafka import KafkaSinkMessage
+    from flowspark.connectors.kafka import operators as kop
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("serialize_eg")
+    messages = op.input("inp", flow, TestingSource([KafkaSinkMessage(None, "hello")]))
+    encoded = kop.serialize_value("encode", messages, StringSerializer())
+    out = []
+    op.output("out", op.map("value", encoded, lambda m: m.value), TestingSink(out))
+    run_main(flow)
+    assert out == [b"hello"]
+    ```
+    """
 
     def shim_mapper(msg: KafkaSinkMessage[K, Any]) -> KafkaSinkMessage[K, bytes]:
         return msg._with_value(_encoded(serializer, msg.value, msg.topic, MessageField.VALUE))

@@ -99,6 +99,24 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
     Every `compact_every` micro-batches, a folder of files has the files
     of those batches rewritten as one file per partition folder
     (compaction reads them back, so it needs `schema`).
+
+    ```python
+    import tempfile
+    from pathlib import Path
+
+    import flowspark.operators as op
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    folder = Path(tempfile.mkdtemp())
+    from flowspark.connectors.spark import SparkSink
+
+    flow = Dataflow("spark_sink_eg")
+    rows = op.input("inp", flow, TestingSource([{"user": "ada", "n": 3}, {"user": "alan", "n": 5}]))
+    op.output("out", rows, SparkSink("parquet", {"path": str(folder / "counts")}, "user string, n long"))
+    run_main(flow)
+    assert list((folder / "counts").glob("*.parquet"))
+    ```
     """
 
     def __init__(

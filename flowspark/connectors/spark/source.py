@@ -145,6 +145,18 @@ class SparkSource(FixedPartitionedSource[Row, SpoolPosition]):
     what arrived since; `tail=True` keeps watching, checking every
     `interval`.  One partition: Spark spreads the reading over its
     executors, the flow receives rows in Spark's batch order.
+
+    ```python
+    import flowspark.operators as op
+    from flowspark.connectors.spark import SparkSource
+    from flowspark.connectors.stdio import StdOutSink
+    from flowspark.dataflow import Dataflow
+
+    # The rows of a folder of JSON files, as dicts; a resumed run reads the files added since.
+    flow = Dataflow("spark_source_eg")
+    rows = op.input("inp", flow, SparkSource("json", {"path": "/data/events"}, "user string, n long"))
+    op.output("out", op.map("show", rows, str), StdOutSink())
+    ```
     """
 
     uses_spark_session = True
