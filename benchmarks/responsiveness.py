@@ -371,7 +371,7 @@ def warm_up_streaming(bench: Bench) -> None:
     """One short, untimed streaming run on flowspark before the timed ones.
 
     The first flowspark run on a machine also writes the driver JVM's class
-    archive (`flowspark/engine/class_archive.py`), a one-off cost that would
+    archive (`flowspark/engine/spark/class_archive.py`), a one-off cost that would
     otherwise land on whichever streaming row comes first.
     """
     folder = bench.work / "warm-up-samples"
@@ -568,7 +568,7 @@ def warm_spark_state() -> str:
     if mode == "0":
         return "turned off (FLOWSPARK_WARM_SPARK=0)"
     try:
-        from flowspark.engine.connect_server import read_record, server_dir
+        from flowspark.engine.connect.connect_server import read_record, server_dir
     except ImportError as ex:
         return f"unknown ({ex})"
     up = "running" if read_record(server_dir()) is not None else "not running"

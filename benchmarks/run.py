@@ -854,7 +854,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     if "flowspark" in args.engines:
         # Untimed: the first flowspark run on a machine also writes the driver
-        # JVM's class archive (flowspark/engine/class_archive.py), a one-off
+        # JVM's class archive (flowspark/engine/spark/class_archive.py), a one-off
         # cost that would otherwise land on whichever run comes first.
         print("flowspark warm-up run (untimed):", file=sys.stderr)
         run_one(args, "windowed", "flowspark", 1000, ensure_input(args.cache_dir, 1000), {}, tag="-warmup")

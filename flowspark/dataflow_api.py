@@ -6,7 +6,7 @@ With `FLOWSPARK_DATAFLOW_API_ENABLED` (or Bytewax's
 - `/dataflow`: the flow as JSON, exactly as `flowspark.visualize.to_json`
   (and Bytewax) renders it;
 - `/metrics`: Prometheus text: the per-step metrics under Bytewax's names
-  (`flowspark.engine.metrics`), then everything in `prometheus_client`'s
+  (`flowspark.engine.reports.metrics`), then everything in `prometheus_client`'s
   default registry (the process's metrics and the user's own).
 
 The port is `FLOWSPARK_DATAFLOW_API_PORT` (or `BYTEWAX_DATAFLOW_API_PORT`),
@@ -33,7 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from flowspark.dataflow import Dataflow
-from flowspark.engine.metrics import BOUNDS, COUNT_HELP, TIMING_HELP, Count, Durations, FlowMetrics, Timing
+from flowspark.engine.reports.metrics import BOUNDS, COUNT_HELP, TIMING_HELP, Count, Durations, FlowMetrics, Timing
 from flowspark.errors import FlowsparkRuntimeError
 
 __all__ = ["ApiSettings", "DataflowApi", "serving_api", "settings_from_env"]

@@ -20,7 +20,7 @@ from typing import Dict, Optional
 
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import serving_api
-from flowspark.engine.progress import Progress
+from flowspark.engine.reports.progress import Progress
 from flowspark.engine.runner import RunConfig, run_flow
 
 __all__ = ["drives_the_run", "launch", "run_config"]

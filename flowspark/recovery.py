@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Union
 
 if TYPE_CHECKING:
-    from flowspark.engine.storage import Location
+    from flowspark.engine.recovery.storage import Location
 
 __all__ = [
     "InconsistentPartitionsError",
@@ -88,7 +88,7 @@ class RecoveryConfig:
 
 def _location(text: str) -> Location:
     """The location a recovery directory's path or URI names."""
-    from flowspark.engine.storage import parse_location
+    from flowspark.engine.recovery.storage import parse_location
 
     return parse_location(text)
 
@@ -101,7 +101,7 @@ def init_db_dir(db_dir: Union[str, Path], count: int) -> None:
     file (kept if present).  Raises `FileNotFoundError` if `db_dir` does
     not exist, as Bytewax does.
     """
-    from flowspark.engine import storage
+    from flowspark.engine.recovery import storage
 
     directory = _location(str(db_dir))
     if directory.is_local and not storage.is_dir(directory):
@@ -147,7 +147,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
             "one Spark checkpoint serves any worker count)"
         )
         return 0
-    from flowspark.engine.inspect_state import snapshot_of, summary
+    from flowspark.engine.state.inspect_state import snapshot_of, summary
 
     if args.step or args.key:
         if not (args.step and args.key):

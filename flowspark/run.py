@@ -171,7 +171,7 @@ def _conf(pairs: Sequence[str], properties_file: Optional[str], parser: argparse
     """The run's own Spark settings: the properties file's, then `--conf`'s, which win."""
     conf: Dict[str, str] = {}
     if properties_file is not None:
-        from flowspark.engine.spark_defaults import read_properties
+        from flowspark.engine.spark.spark_defaults import read_properties
 
         try:
             conf.update(read_properties(properties_file))
@@ -261,7 +261,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     """
     from flowspark.dataflow_api import settings_from_env
     from flowspark.engine.process_zero import announce_status, wait_for_process_zero
-    from flowspark.engine.progress import show_on_stderr
+    from flowspark.engine.reports.progress import show_on_stderr
     from flowspark.launch import drives_the_run, run_config
 
     parser = _parser(testing)
@@ -315,7 +315,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
 
 def _run(import_str: str, config: RunConfig) -> int:
     """Find the flow and run it; the exit status, with the failure or stop told in one message."""
-    from flowspark.engine.failures import user_traceback
+    from flowspark.engine.reports.failures import user_traceback
     from flowspark.launch import launch
 
     flow = locate_flow(import_str)

@@ -153,7 +153,7 @@ STATELESS_KINDS = (
     StepKind.REDISTRIBUTE,
     StepKind.INSPECT_DEBUG,
 )
-"""The kinds the fused pass carries batches through (`engine.route`)."""
+"""The kinds the fused pass carries batches through (`engine.plan.route`)."""
 
 
 def port_ids(step_id: str, *ports: str) -> Tuple[str, ...]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, U
 from typing_extensions import override
 
 from flowspark.dataflow import Dataflow
-from flowspark.engine.progress import BatchReport
+from flowspark.engine.reports.progress import BatchReport
 from flowspark.inputs import (
     AbortExecution,
     FixedPartitionedSource,
@@ -248,7 +248,7 @@ def _config(
     parallelism: Optional[int],
     on_progress: Optional[Callable[[BatchReport], None]],
 ) -> Any:
-    from flowspark.engine.progress import Progress
+    from flowspark.engine.reports.progress import Progress
     from flowspark.launch import run_config
 
     return run_config(

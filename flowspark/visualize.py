@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Sequence, Set, get_args
 
 from flowspark.dataflow import Dataflow, Operator
-from flowspark.engine.destinations import CONTROL_GROUP, output_group, sink_parts_pattern, tap_group
-from flowspark.engine.groups import Groups
-from flowspark.engine.plan import CoreStep, Plan, SinkLayout, SinkRouting, build_plan, for_workers, source_parts
-from flowspark.engine.resume_check import DEFAULT_BUCKETS, new_groups
+from flowspark.engine.plan.destinations import CONTROL_GROUP, output_group, sink_parts_pattern, tap_group
+from flowspark.engine.plan.groups import Groups
+from flowspark.engine.plan.plan import CoreStep, Plan, SinkLayout, SinkRouting, build_plan, for_workers, source_parts
+from flowspark.engine.recovery.resume_check import DEFAULT_BUCKETS, new_groups
 from flowspark.inputs import DynamicSource, FixedPartitionedSource
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
 from flowspark.step_config import STATELESS_KINDS, CoreConfig, StepKind

@@ -28,7 +28,7 @@ from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, 
 import pyspark
 import pytest
 
-from flowspark.engine.driver_link import DriverServer
+from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 

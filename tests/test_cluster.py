@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterator, List
 import pytest
 
 from conftest import StandaloneCluster, pg_query, pg_table, spark_env
-from flowspark.engine.cluster import check_recovery_dir_visible, is_local_master
+from flowspark.engine.spark.cluster import check_recovery_dir_visible, is_local_master
 
 RUN_TIMEOUT = 240.0
 
@@ -557,8 +557,8 @@ def test_postgres_sink_killed_and_resumed_on_cluster_writes_every_row_once(
 
 CHECK_SCRIPT = textwrap.dedent("""
     import sys
-    from flowspark.engine.cluster import check_recovery_dir_visible
-    from flowspark.engine.session import get_session
+    from flowspark.engine.spark.cluster import check_recovery_dir_visible
+    from flowspark.engine.spark.session import get_session
     from flowspark.errors import FlowsparkRuntimeError
 
     def check(spark, path, **kwargs):

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import usage_error
 from flowspark import dataflow_api
 from flowspark.dataflow_api import ApiSettings, DataflowApi, settings_from_env
-from flowspark.engine.metrics import FlowMetrics
+from flowspark.engine.reports.metrics import FlowMetrics
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.run import main
 from flowspark.testing import run_main

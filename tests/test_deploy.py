@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 
 import yaml
 
-from flowspark.engine.spark_version import unsupported
+from flowspark.engine.spark.spark_version import unsupported
 from flowspark.run import _parser
 
 ROOT = Path(__file__).resolve().parents[1]

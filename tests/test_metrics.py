@@ -13,14 +13,14 @@ import flowspark.operators as op
 from conftest import OnePartSource
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import ApiSettings, DataflowApi
-from flowspark.engine.driver_link import DriverServer
-from flowspark.engine.executor_source import ReadNote
-from flowspark.engine.failures import StepFailure
-from flowspark.engine.groups import Groups
-from flowspark.engine.metrics import Count, Durations, FlowMetrics, Meter, QueryWatch, Reading, Timing
-from flowspark.engine.plan import build_plan
-from flowspark.engine.route import Collector, Router
-from flowspark.engine.source_hub import SourceHub
+from flowspark.engine.plan.groups import Groups
+from flowspark.engine.plan.plan import build_plan
+from flowspark.engine.plan.route import Collector, Router
+from flowspark.engine.reports.driver_link import DriverServer
+from flowspark.engine.reports.failures import StepFailure
+from flowspark.engine.reports.metrics import Count, Durations, FlowMetrics, Meter, QueryWatch, Reading, Timing
+from flowspark.engine.sources.executor_source import ReadNote
+from flowspark.engine.sources.source_hub import SourceHub
 from flowspark.inputs import StatefulSourcePartition
 from flowspark.testing import TestingSink, TestingSource
 

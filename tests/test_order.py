@@ -266,7 +266,7 @@ def test_inspect_debug_epochs_count_from_one_as_bytewax_does(interval: Optional[
 def test_inputs_rank_in_the_order_the_first_merge_takes_them() -> None:
     import flowspark.operators as op
     from flowspark.dataflow import Dataflow
-    from flowspark.engine.plan import build_plan, input_ranks
+    from flowspark.engine.plan.plan import build_plan, input_ranks
     from flowspark.testing import TestingSink, TestingSource
 
     flow = Dataflow("ranks")
@@ -282,10 +282,10 @@ def test_inputs_rank_in_the_order_the_first_merge_takes_them() -> None:
 def test_the_writer_puts_runs_from_all_tasks_in_order(tmp_path: Any) -> None:
     import flowspark.operators as op
     from flowspark.dataflow import Dataflow
-    from flowspark.engine import chunks
-    from flowspark.engine.plan import build_plan
-    from flowspark.engine.route import Collector
-    from flowspark.engine.sink_writer import SinkWriter
+    from flowspark.engine.plan import chunks
+    from flowspark.engine.plan.plan import build_plan
+    from flowspark.engine.plan.route import Collector
+    from flowspark.engine.sinks.sink_writer import SinkWriter
     from flowspark.testing import TestingSink, TestingSource
 
     flow = Dataflow("writer")

@@ -22,8 +22,8 @@ from typing import List, Set, Tuple
 
 import pytest
 
-from flowspark.engine.connect_server import DIR_ENV, RECORD
-from flowspark.engine.private_files import private_dir, read_trusted, write_private
+from flowspark.engine.connect.connect_server import DIR_ENV, RECORD
+from flowspark.engine.recovery.private_files import private_dir, read_trusted, write_private
 from flowspark.errors import FlowsparkRuntimeError
 
 SLOW_FLOW = """

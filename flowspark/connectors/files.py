@@ -27,8 +27,8 @@ from zlib import adler32
 
 from typing_extensions import override
 
-from flowspark.engine.encoded_lines import LineFormat
-from flowspark.engine.line_blocks import LineBlock
+from flowspark.engine.plan.encoded_lines import LineFormat
+from flowspark.engine.plan.line_blocks import LineBlock
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition, batch
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
@@ -338,7 +338,7 @@ class FileSource(_OneFileSource[str]):
     folder = Path(tempfile.mkdtemp())
     from flowspark.connectors.files import FileSource
 
-    (folder / "in.txt").write_text("one\ntwo\n")
+    (folder / "in.txt").write_text("one\\ntwo\\n")
     flow = Dataflow("file_source_eg")
     out = []
     op.output("out", op.input("inp", flow, FileSource(folder / "in.txt")), TestingSink(out))
@@ -384,7 +384,7 @@ class CSVSource(_OneFileSource[Dict[str, str]]):
     folder = Path(tempfile.mkdtemp())
     from flowspark.connectors.files import CSVSource
 
-    (folder / "users.csv").write_text("id,name\n7,ada\n8,alan\n")
+    (folder / "users.csv").write_text("id,name\\n7,ada\\n8,alan\\n")
     flow = Dataflow("csv_source_eg")
     out = []
     op.output("out", op.input("inp", flow, CSVSource(folder / "users.csv")), TestingSink(out))
@@ -434,8 +434,8 @@ class DirSource(FixedPartitionedSource[str, int]):
     folder = Path(tempfile.mkdtemp())
     from flowspark.connectors.files import DirSource
 
-    (folder / "a.txt").write_text("a1\na2\n")
-    (folder / "b.txt").write_text("b1\n")
+    (folder / "a.txt").write_text("a1\\na2\\n")
+    (folder / "b.txt").write_text("b1\\n")
     flow = Dataflow("dir_source_eg")
     out = []
     op.output("out", op.input("inp", flow, DirSource(folder, glob_pat="*.txt")), TestingSink(out))
@@ -548,7 +548,7 @@ class FileSink(FixedPartitionedSink[str, int]):
     lines = op.input("inp", flow, TestingSource([("k", "one"), ("k", "two")]))
     op.output("out", lines, FileSink(folder / "out.txt"))
     run_main(flow)
-    assert (folder / "out.txt").read_text() == "one\ntwo\n"
+    assert (folder / "out.txt").read_text() == "one\\ntwo\\n"
     ```
     """
 

@@ -120,7 +120,7 @@ class StdInSource(DynamicSource[str]):
     from flowspark.connectors.stdio import StdInSource, StdOutSink
     from flowspark.dataflow import Dataflow
 
-    # echo.py; run it with: printf 'a\nb\n' | python -m flowspark.run echo:flow
+    # echo.py; run it with: printf 'a\\nb\\n' | python -m flowspark.run echo:flow
     flow = Dataflow("echo")
     lines = op.input("inp", flow, StdInSource())
     op.output("out", op.map("upper", lines, str.upper), StdOutSink())

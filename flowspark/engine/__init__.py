@@ -1,14 +1,21 @@
 """The planner and the Spark runtime: the only package that imports pyspark.
 
-`plan` turns a `Dataflow` into tables the runtime reads; `route` is the fused
-pass that carries batches through runs of stateless steps; `chunks` is the
-row format between Spark stages, `destinations` the rows' group names and
-`input_end` how the input ends; `source_hub` (driver-resident sources),
-`executor_source` with its `snapshot_store` (sources read in Spark's
-tasks), `spark_source`, `stateful` and `sink_writer` are the Spark side of inputs, `stateful_batch` steps and
-outputs; `runner` builds the one streaming query and drives it.
+`runner` builds a flow's one streaming query and drives it (`batch_query`
+runs a flow whose input ends at once as one batch query; `shutdown`
+stops a run on SIGTERM, `process_zero` keeps Bytewax's other processes
+waiting).  Its wings:
+
+- `plan`: the flow as Spark's tables, and the rows between stages;
+- `sources`, `state`, `sinks`: inputs, `stateful_batch` steps and outputs on Spark;
+- `recovery`: the recovery directory;
+- `spark` and `connect`: the Spark a run uses, local, on a cluster or through Spark Connect;
+- `reports`: what travels back to the user's process.
+
+Nothing here imports the launch path above it (`flowspark.launch`, `run`,
+`testing`, `dataflow_api`, `visualize`): what the engine needs of it is
+handed in.
 """
 
-from flowspark.engine.spark_version import check_installed_pyspark
+from flowspark.engine.spark.spark_version import check_installed_pyspark
 
 check_installed_pyspark()

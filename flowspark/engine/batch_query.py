@@ -24,18 +24,18 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Tuple
 
 import pyarrow as pa
 
-from flowspark.engine import chunks
-from flowspark.engine.batch_state import BatchTime, MemoryHandle
-from flowspark.engine.driver_link import DriverLink
-from flowspark.engine.executor_source import ExecutorInputs
-from flowspark.engine.groups import Groups
-from flowspark.engine.input_end import InputEnd
-from flowspark.engine.plan import Plan
-from flowspark.engine.sink_writer import SinkWriter
-from flowspark.engine.source_hub import Offset, SourceHub
-from flowspark.engine.spark_format import SCHEMA_DDL
-from flowspark.engine.spark_source import Reader, ReadTask, encode_options
-from flowspark.engine.stateful import LayerProcessor
+from flowspark.engine.plan import chunks
+from flowspark.engine.plan.groups import Groups
+from flowspark.engine.plan.plan import Plan
+from flowspark.engine.reports.driver_link import DriverLink
+from flowspark.engine.sinks.sink_writer import SinkWriter
+from flowspark.engine.sources.executor_source import ExecutorInputs
+from flowspark.engine.sources.input_end import InputEnd
+from flowspark.engine.sources.source_hub import Offset, SourceHub
+from flowspark.engine.sources.spark_format import SCHEMA_DDL
+from flowspark.engine.sources.spark_source import Reader, ReadTask, encode_options
+from flowspark.engine.state.batch_state import BatchTime, MemoryHandle
+from flowspark.engine.state.stateful import LayerProcessor
 
 _PIECE_COLUMN = "piece"
 

@@ -20,36 +20,38 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ContextManager, Dict, Iterator, List, NoReturn, Optional, Tuple
 
 from flowspark.dataflow import Dataflow
-from flowspark.engine import driver_fence, shutdown, snapshot_store, storage
+from flowspark.engine import shutdown
 from flowspark.engine.batch_query import run_batch
-from flowspark.engine.checkpoint_check import check_checkpoint, looks_damaged
-from flowspark.engine.cluster import check_recovery_dir_visible
-from flowspark.engine.connect_client import check_reachable
-from flowspark.engine.driver_link import DriverLink, DriverServer
-from flowspark.engine.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
-from flowspark.engine.failures import FailureBox, StepFailure, resolve
-from flowspark.engine.fault_report import spark_fault
-from flowspark.engine.groups import Groups
-from flowspark.engine.input_end import InputEnd, recorded_end
-from flowspark.engine.metrics import FlowMetrics, QueryWatch
-from flowspark.engine.plan import Plan, build_plan, for_workers, placed_for_machines
-from flowspark.engine.progress import BatchReport, Progress, state_rows
-from flowspark.engine.proxy_log import quiet_proxy_failures
-from flowspark.engine.recovery_dir import check_recovery_dir
-from flowspark.engine.remote_writer import ForwardedBatches, serve_writer
-from flowspark.engine.resume_check import check_or_record
+from flowspark.engine.connect.connect_client import check_reachable
+from flowspark.engine.plan.groups import Groups
+from flowspark.engine.plan.plan import Plan, build_plan, for_workers, placed_for_machines
+from flowspark.engine.recovery import driver_fence, storage
+from flowspark.engine.recovery.checkpoint_check import check_checkpoint, looks_damaged
+from flowspark.engine.recovery.recovery_dir import check_recovery_dir
+from flowspark.engine.recovery.resume_check import check_or_record
+from flowspark.engine.recovery.storage import Location, Scheme, parse_location
+from flowspark.engine.reports.driver_link import DriverLink, DriverServer
+from flowspark.engine.reports.failures import FailureBox, StepFailure, resolve
+from flowspark.engine.reports.fault_report import spark_fault
+from flowspark.engine.reports.metrics import FlowMetrics, QueryWatch
+from flowspark.engine.reports.progress import BatchReport, Progress, state_rows
+from flowspark.engine.reports.proxy_log import quiet_proxy_failures
+from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, PRINT_CALL, write_error_prints, write_prints
 from flowspark.engine.run_context import RunContext, running
-from flowspark.engine.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
-from flowspark.engine.shipping import ship_by_value, user_packages
-from flowspark.engine.sink_writer import OutputStash, SinkWriter
-from flowspark.engine.source_hub import Offset, SourceHub
-from flowspark.engine.spark_format import FORMAT, SCHEMA
-from flowspark.engine.spark_source import encode_options
-from flowspark.engine.stateful import LayerProcessor
-from flowspark.engine.storage import Location, Scheme, parse_location
-from flowspark.engine.wake_ups import DUE_CALL, WakeUps
-from flowspark.engine.warm_up import warm_python_workers
-from flowspark.engine.worker_prints import ERROR_PRINT_CALL, PRINT_CALL, write_error_prints, write_prints
+from flowspark.engine.sinks.remote_writer import ForwardedBatches, serve_writer
+from flowspark.engine.sinks.sink_writer import OutputStash, SinkWriter
+from flowspark.engine.sources import snapshot_store
+from flowspark.engine.sources.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
+from flowspark.engine.sources.input_end import InputEnd, recorded_end
+from flowspark.engine.sources.source_hub import Offset, SourceHub
+from flowspark.engine.sources.spark_format import FORMAT, SCHEMA
+from flowspark.engine.sources.spark_source import encode_options
+from flowspark.engine.sources.wake_ups import DUE_CALL, WakeUps
+from flowspark.engine.spark.cluster import check_recovery_dir_visible
+from flowspark.engine.spark.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
+from flowspark.engine.spark.shipping import ship_by_value, user_packages
+from flowspark.engine.spark.warm_up import warm_python_workers
+from flowspark.engine.state.stateful import LayerProcessor
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import traced_run
 

@@ -93,7 +93,7 @@ class _PerItemLogic(StatefulBatchLogic[V, W, S]):
 
         Their logics never ask to be woken and do nothing at the end of
         input, and their snapshot is the state itself, so the runtime can
-        keep states instead of logics (see `engine.stateful`).
+        keep states instead of logics (see `engine.state.stateful`).
         """
         return self.logic.fold if type(self.logic) is _StatefulFlatMapLogic else None
 

@@ -50,8 +50,15 @@ from flowspark.connectors.kafka import (  # noqa: E402
 )
 from flowspark.connectors.kafka import operators as kop  # noqa: E402
 from flowspark.dataflow import Dataflow  # noqa: E402
-from flowspark.engine.executor_source import ExecutorInputs, PartReader, PartSpec, Position, ReadNote, next_position  # noqa: E402
-from flowspark.engine.snapshot_store import PartRecord, SnapshotStore  # noqa: E402
+from flowspark.engine.sources.executor_source import (  # noqa: E402
+    ExecutorInputs,
+    PartReader,
+    PartSpec,
+    Position,
+    ReadNote,
+    next_position,
+)
+from flowspark.engine.sources.snapshot_store import PartRecord, SnapshotStore  # noqa: E402
 from flowspark.inputs import StatefulSourcePartition  # noqa: E402
 from flowspark.outputs import DynamicSink, StatelessSinkPartition  # noqa: E402
 from flowspark.recovery import RecoveryConfig  # noqa: E402

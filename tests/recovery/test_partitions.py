@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from flowspark.engine.recovery_dir import check_recovery_dir
+from flowspark.engine.recovery.recovery_dir import check_recovery_dir
 from tests.oracle import ENGINES, Engine, by_key
 
 ERRORS = ("InconsistentPartitionsError", "MissingPartitionsError", "NoPartitionsError")

@@ -12,9 +12,9 @@ import pytest
 import flowspark.operators as op
 import flowspark.operators.windowing as win
 from flowspark.dataflow import Dataflow
-from flowspark.engine.groups import Groups
-from flowspark.engine.inspect_state import snapshot_of, summary
-from flowspark.engine.resume_check import META
+from flowspark.engine.plan.groups import Groups
+from flowspark.engine.recovery.resume_check import META
+from flowspark.engine.state.inspect_state import snapshot_of, summary
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSink, TestingSource, run_main

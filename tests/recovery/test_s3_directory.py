@@ -8,10 +8,10 @@ import pytest
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
-from flowspark.engine import storage
-from flowspark.engine.driver_fence import FENCE
-from flowspark.engine.resume_check import META
-from flowspark.engine.sink_ledger import RUN_ID
+from flowspark.engine.recovery import storage
+from flowspark.engine.recovery.driver_fence import FENCE
+from flowspark.engine.recovery.resume_check import META
+from flowspark.engine.sinks.sink_ledger import RUN_ID
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSink, TestingSource, run_main

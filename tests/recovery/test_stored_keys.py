@@ -7,7 +7,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
-from flowspark.engine.inspect_state import snapshot_of
+from flowspark.engine.state.inspect_state import snapshot_of
 from flowspark.operators import StatefulLogic
 from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSink, TestingSource, run_main

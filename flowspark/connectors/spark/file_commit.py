@@ -41,8 +41,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, List, Optional, Tuple
 
-from flowspark.engine import storage
-from flowspark.engine.storage import Location
+from flowspark.engine.recovery import storage
+from flowspark.engine.recovery.storage import Location
 from flowspark.errors import FlowsparkRuntimeError
 
 __all__ = ["CommitRecord", "FolderCommits"]

@@ -30,9 +30,9 @@ from typing_extensions import override
 from flowspark.connectors.spark import table_commit
 from flowspark.connectors.spark.file_commit import FolderCommits
 from flowspark.connectors.spark.rows import Schema, first_line, struct
-from flowspark.engine import storage
+from flowspark.engine.recovery import storage
+from flowspark.engine.recovery.storage import Location, parse_location
 from flowspark.engine.run_context import current_run
-from flowspark.engine.storage import Location, parse_location
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import MicroBatchSink
 

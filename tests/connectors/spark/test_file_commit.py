@@ -11,8 +11,8 @@ import pytest
 
 from flowspark.connectors.spark import file_commit
 from flowspark.connectors.spark.file_commit import FolderCommits
-from flowspark.engine.session import get_session
-from flowspark.engine.storage import parse_location
+from flowspark.engine.recovery.storage import parse_location
+from flowspark.engine.spark.session import get_session
 from flowspark.errors import FlowsparkRuntimeError
 
 SCHEMA = "user string, n long"

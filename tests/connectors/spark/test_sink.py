@@ -15,9 +15,9 @@ import flowspark.operators as op
 from conftest import run_module
 from flowspark.connectors.spark import SaveMode, SparkSink
 from flowspark.dataflow import Dataflow
-from flowspark.engine.connect_server import read_record, start_supervisor
+from flowspark.engine.connect.connect_server import read_record, start_supervisor
 from flowspark.engine.run_context import RunContext, running
-from flowspark.engine.session import get_session
+from flowspark.engine.spark.session import get_session
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSource, run_main

@@ -1,0 +1,379 @@
+"""The user's warm local Spark: a Spark Connect server that runs start to end on demand.
+
+Starting Spark (the JVM, its classes, Python workers) takes seconds, and a
+run of a small flow needs a fraction of one.  So runs on this machine share
+one Spark Connect server per user and installation (`warm_session`),
+started by the first run that needs it and stopped once no run has used it
+for `FLOWSPARK_WARM_SPARK_IDLE` seconds (600 by default).
+
+The server is a supervisor process (`python -m
+flowspark.engine.connect.connect_server DIR`) and the JVM it starts.  Everything
+about it lives in `DIR`, which only the user can enter (`server_dir`):
+
+- `server.json`, the record runs read: port, authentication token, session
+  id, pids;
+- `lock`, which a run holds while it reads the record or starts a server,
+  and the supervisor while it decides to stop;
+- `lease`, which every process using the server holds shared (`flock`) for
+  as long as it lives; the supervisor counts idle time while nobody does;
+- `server.log`, the JVM's output.
+
+The server listens on loopback only and takes only clients that present
+the token, which other users can't read; Spark's own RPC needs a secret too
+(`session.spark_settings`).  The JVM dies with its supervisor
+(`PR_SET_PDEATHSIG`), and a supervisor whose JVM dies removes the record,
+so the next run starts a new server.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import IO, List, Optional
+
+import pyspark
+
+import flowspark
+from flowspark.engine.recovery.private_files import make_dirs, write_private
+
+RECORD = "server.json"
+LOCK = "lock"
+LEASE = "lease"
+LOG = "server.log"
+
+IDLE_ENV = "FLOWSPARK_WARM_SPARK_IDLE"
+"""Seconds a warm server stays up with no run using it."""
+
+DEFAULT_IDLE_SECONDS = 600.0
+READY_SECONDS = 180.0
+"""How long a new server may take to listen before its start counts as failed."""
+
+_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """How runs reach a warm server, as its supervisor records it."""
+
+    port: int
+    token: str
+    session_id: str
+    """The one Spark Connect session every run uses, so that they share its warm Python workers."""
+    parallelism: int
+    """The server's local cores: `local[parallelism]`."""
+    supervisor: int
+    jvm: int
+    ui_port: int
+    """The port of the server's Spark UI, on loopback."""
+
+    @property
+    def url(self) -> str:
+        """The Spark Connect URL of the shared session, token included (`localhost`, which the client reaches without TLS)."""
+        return f"{self.private_url};session_id={self.session_id}"
+
+    @property
+    def private_url(self) -> str:
+        """The Spark Connect URL that gets a session of its own."""
+        return f"sc://localhost:{self.port}/;token={self.token}"
+
+
+DIR_ENV = "FLOWSPARK_WARM_SPARK_DIR"
+"""The folder the warm servers' directories go in, instead of `~/.cache/flowspark/spark-connect`."""
+
+
+def server_dir() -> str:
+    """This installation's server directory: one per Python, PySpark, Java and flowspark code.
+
+    A server runs the flowspark code it started with in its Python workers,
+    so a changed flowspark (a new version, an edited checkout) gets a
+    server of its own; the old one stops when idle.
+    """
+    parts = [os.path.realpath(sys.executable), pyspark.__version__, os.environ.get("JAVA_HOME", "")]
+    root = os.path.dirname(os.path.abspath(flowspark.__file__))
+    parts.append(root)
+    for folder, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                facts = os.stat(os.path.join(folder, name))
+                parts.append(f"{folder}/{name}:{facts.st_mtime_ns}:{facts.st_size}")
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    folder = os.environ.get(DIR_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "flowspark", "spark-connect")
+    return os.path.join(folder, digest)
+
+
+def read_record(directory: str) -> Optional[ServerRecord]:
+    """The record of the server in `directory`, if one is written and its supervisor lives."""
+    try:
+        with open(os.path.join(directory, RECORD)) as f:
+            record = ServerRecord(**json.load(f))
+    except (OSError, ValueError, TypeError):
+        return None
+    return record if _alive(record.supervisor) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class FileLock:
+    """An exclusive `flock` on a file of the server directory, for a `with` block."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._file: Optional[IO[str]] = None
+
+    def __enter__(self) -> FileLock:
+        self._file = open_private(self._path)
+        fcntl.flock(self._file, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self._file is not None
+        self._file.close()
+
+
+def open_private(path: str) -> IO[str]:
+    """`path` opened for appending, created readable and writable by the user alone."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a")
+
+
+def idle_seconds() -> float:
+    try:
+        return float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+    except ValueError:
+        return DEFAULT_IDLE_SECONDS
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _die_with_parent() -> None:
+    """In the JVM's process before it starts: be killed when the supervisor dies, however it dies."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class Supervisor:
+    """Starts the JVM of the server in `directory`, records it, and stops it when idle or asked to."""
+
+    def __init__(self, directory: str) -> None:
+        self._directory = directory
+        self._jvm: Optional[subprocess.Popen[bytes]] = None
+        self._stopping = False
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self._directory, name)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._asked_to_stop)
+        signal.signal(signal.SIGINT, self._asked_to_stop)
+        port, ui_port, token, cores = _free_port(), _free_port(), secrets.token_urlsafe(32), os.cpu_count() or 2
+        try:
+            self._jvm = self._start_jvm(port, ui_port, token, cores)
+            if not self._wait_ready(port):
+                return 1
+            record = ServerRecord(port, token, str(uuid.uuid4()), cores, os.getpid(), self._jvm.pid, ui_port)
+            write_private(self._path(RECORD), json.dumps(asdict(record)).encode())
+            try:
+                self._watch()
+            finally:
+                with FileLock(self._path(LOCK)):
+                    self._forget()
+        finally:
+            self._stop_jvm()
+        return 0
+
+    def _asked_to_stop(self, signum: int, frame: object) -> None:
+        self._stopping = True
+
+    def _start_jvm(self, port: int, ui_port: int, token: str, cores: int) -> subprocess.Popen[bytes]:
+        from flowspark.engine.spark.session import jvm_environment, spark_home, spark_settings
+
+        settings = spark_settings(True, "", {})
+        settings.update(
+            {
+                "spark.connect.grpc.binding.address": "127.0.0.1",
+                "spark.connect.grpc.binding.port": str(port),
+                # The UI of every run's queries, on loopback (`jvm_environment`), without its kill buttons.
+                "spark.ui.enabled": "true",
+                "spark.ui.port": str(ui_port),
+                # Each run's queries are small and the server stays up: every
+                # Python worker it starts is worth keeping for the next run.
+                "spark.sql.adaptive.enabled": "false",
+            }
+        )
+        properties = self._path("spark.properties")
+        write_private(properties, "".join(f"{k}={_escaped(v)}\n" for k, v in settings.items()).encode())
+        home = spark_home()
+        command = [
+            os.path.join(home, "bin", "spark-submit"),
+            "--class",
+            _SERVER_CLASS,
+            "--name",
+            "flowspark local Spark",
+            "--master",
+            f"local[{cores}]",
+            "--properties-file",
+            properties,
+        ]
+        env = dict(
+            os.environ,
+            SPARK_HOME=home,
+            SPARK_CONNECT_MODE="0",
+            SPARK_CONNECT_AUTHENTICATE_TOKEN=token,
+            PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable),
+            **jvm_environment(local=True),
+        )
+        log = open(self._path(LOG), "ab")
+        os.fchmod(log.fileno(), 0o600)
+        with log:
+            return subprocess.Popen(
+                command,
+                env=env,
+                cwd=self._directory,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+
+    def _wait_ready(self, port: int) -> bool:
+        deadline = time.monotonic() + READY_SECONDS
+        assert self._jvm is not None
+        while time.monotonic() < deadline and not self._stopping:
+            if self._jvm.poll() is not None:
+                return False
+            if _listening(port):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _watch(self) -> None:
+        """Wait until the JVM exits, the supervisor is asked to stop, or nobody has held a lease for the idle time."""
+        assert self._jvm is not None
+        idle_since: Optional[float] = None
+        limit = idle_seconds()
+        while not self._stopping and self._jvm.poll() is None:
+            if self._leased():
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > limit:
+                with FileLock(self._path(LOCK)):
+                    if not self._leased():
+                        self._forget()
+                        return
+                idle_since = None  # a run took the lease just now
+            time.sleep(0.5)
+
+    def _leased(self) -> bool:
+        """Whether some process holds the lease (a shared `flock` on it)."""
+        with open_private(self._path(LEASE)) as lease:
+            try:
+                fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+
+    def _forget(self) -> None:
+        try:
+            os.remove(self._path(RECORD))
+        except FileNotFoundError:
+            pass
+
+    def _stop_jvm(self) -> None:
+        if self._jvm is None or self._jvm.poll() is not None:
+            return
+        self._jvm.terminate()
+        try:
+            self._jvm.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self._jvm.kill()
+            self._jvm.wait()
+
+
+def _escaped(value: str) -> str:
+    """`value` as a Java properties file holds it."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def start_supervisor(directory: str) -> subprocess.Popen[bytes]:
+    """Start the supervisor of a new server in `directory`, detached from this process and its terminal.
+
+    Its output goes nowhere: a run's own output streams must not stay open
+    (a caller that waits for them would wait for the server), and the
+    JVM's output goes to its log.
+    """
+    make_dirs(directory)
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, directory],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=directory,
+    )
+
+
+def stop(directory: str) -> Optional[ServerRecord]:
+    """Stop the server recorded in `directory` (its supervisor stops its JVM); the record of the one stopped, if any."""
+    record = read_record(directory)
+    if record is not None:
+        os.kill(record.supervisor, signal.SIGTERM)
+    return record
+
+
+USAGE = f"""usage: python -m {__name__} [--stop | --status]
+
+  --status  say whether this installation's warm local Spark runs, and where its files are
+  --stop    stop it (the next run that needs it starts it again)
+"""
+
+
+def main(argv: List[str]) -> int:
+    """`--status`, `--stop`, or (for a run that starts a server) the supervisor of the server in the directory given."""
+    if argv == ["--status"] or argv == ["--stop"]:
+        directory = server_dir()
+        record = stop(directory) if argv == ["--stop"] else read_record(directory)
+        state = (
+            "not running"
+            if record is None
+            else f"{'stopped' if argv == ['--stop'] else 'running'}: supervisor pid {record.supervisor}, "
+            f"JVM pid {record.jvm}, port {record.port}"
+        )
+        print(f"warm local Spark {state}; its files: {directory}")
+        return 0
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(USAGE, file=sys.stderr, end="")
+        return 2
+    return Supervisor(argv[0]).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

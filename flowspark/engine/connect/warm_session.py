@@ -1,0 +1,172 @@
+"""A Spark Connect session on the user's warm local server (`connect_server`), started if need be.
+
+The first run on a machine (or after the server went idle) starts the
+server and waits for it; every later run, from any of the user's
+processes, connects in a fraction of a second.  The process then holds the
+server's lease for the rest of its life, so the server is not stopped under
+it, and keeps one session for all its runs.
+
+`FLOWSPARK_WARM_SPARK` says which runs use it (`WarmMode`); runs with Spark
+settings of their own (`--conf`) or a master (`--master`) never do.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import IO, Any, Dict, Optional
+
+from flowspark.engine.connect.connect_client import connect, forget
+from flowspark.engine.connect.connect_server import (
+    LEASE,
+    LOCK,
+    LOG,
+    READY_SECONDS,
+    FileLock,
+    ServerRecord,
+    open_private,
+    read_record,
+    server_dir,
+    start_supervisor,
+)
+from flowspark.engine.recovery.private_files import make_dirs, others_can_write
+from flowspark.engine.spark.java_check import check_java
+from flowspark.errors import FlowsparkRuntimeError
+
+SWITCH_ENV = "FLOWSPARK_WARM_SPARK"
+"""Which runs use the warm server: `auto` (the default), `all`, or `0` for none (`WarmMode`)."""
+
+
+class WarmMode(Enum):
+    """Which runs use the warm server."""
+
+    NONE = "0"
+    """None: every run starts Spark in its own process."""
+    AUTO = "auto"
+    """Runs whose input ends within their first read (one batch query, `batch_query`), and every run of a process
+    that runs one flow (the command line).
+
+    A program that runs many streaming flows (a test suite) starts Spark
+    in its process once and runs each on it, for less than a streaming
+    query costs to start through Spark Connect (`run_spark`).
+    """
+    ALL = "all"
+    """Every run that may: streaming queries of every process too."""
+
+
+@dataclass(frozen=True)
+class WarmSpark:
+    """A session on the warm server, its parallelism, and what the server's record says of it."""
+
+    session: Any
+    parallelism: int
+    """The session's shuffle partitions: the run's parallelism."""
+    record: ServerRecord
+    directory: str
+
+    @property
+    def log(self) -> str:
+        """Where the server's JVM writes its log."""
+        return os.path.join(self.directory, LOG)
+
+
+_lease: Optional[IO[str]] = None
+"""This process's lease on the server it uses, held until the process exits."""
+
+_leased: Optional[ServerRecord] = None
+"""The record of the server this process holds the lease of."""
+
+_sessions: Dict[int, WarmSpark] = {}
+"""This process's sessions on the warm server, by parallelism."""
+
+
+def warm_mode() -> WarmMode:
+    """Which runs use the warm server (`FLOWSPARK_WARM_SPARK`); an unknown value is refused, naming the ones that work."""
+    value = os.environ.get(SWITCH_ENV, WarmMode.AUTO.value).strip().lower()
+    try:
+        return WarmMode(value)
+    except ValueError:
+        known = ", ".join(repr(mode.value) for mode in WarmMode)
+        msg = f"{SWITCH_ENV}={value!r} is not one of {known}"
+        raise FlowsparkRuntimeError(msg) from None
+
+
+def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
+    """A session on the warm server for runs of `parallelism` (the server's cores by default); the server is started if none runs.
+
+    Runs of the server's own parallelism, from every process, share one
+    session and so its warm Python workers; another parallelism (which a
+    query's state records in its checkpoint) gets a session of its own.
+    """
+    directory = server_dir()
+    record = read_record(directory)
+    if record is None or record != _leased:
+        for warm in _sessions.values():
+            forget(warm.record.url)
+            forget(warm.record.private_url)
+        _sessions.clear()
+        record = _reached(directory)
+    want = parallelism or record.parallelism
+    found = _sessions.get(want)
+    if found is None:
+        found = _sessions[want] = WarmSpark(
+            _session(record, shared=want == record.parallelism, parallelism=want), want, record, directory
+        )
+    return found
+
+
+def _reached(directory: str) -> ServerRecord:
+    """The record of the server in `directory`, started if need be; this process then holds its lease.
+
+    The record is read again under the directory's lock, which the server's
+    supervisor holds when it forgets an idle server: a lease taken here is
+    on a server that is not being stopped.
+    """
+    global _leased
+    make_dirs(directory)
+    if others_can_write(directory):
+        msg = f"the warm Spark's directory {directory!r} can be changed by other users; make it yours alone (chmod 700)"
+        raise FlowsparkRuntimeError(msg)
+    with FileLock(os.path.join(directory, LOCK)):
+        record = read_record(directory)
+        if record is None:
+            check_java()
+            record = _started(directory)
+        _take_lease(directory)
+        _leased = record
+    return record
+
+
+def _session(record: ServerRecord, shared: bool, parallelism: int) -> Any:
+    return connect(record.url if shared else record.private_url, parallelism).session
+
+
+def _started(directory: str) -> ServerRecord:
+    """Start a server in `directory` and wait for its record (the caller holds the directory's lock)."""
+    supervisor = start_supervisor(directory)
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        record = read_record(directory)
+        if record is not None and record.supervisor == supervisor.pid:
+            return record
+        if supervisor.poll() is not None:
+            break
+        time.sleep(0.05)
+    else:
+        supervisor.terminate()
+    log = os.path.join(directory, LOG)
+    msg = f"the warm local Spark did not start; its log is {log!r} (set {SWITCH_ENV}=0 to run Spark in the run's own process)"
+    raise FlowsparkRuntimeError(msg)
+
+
+def _take_lease(directory: str) -> None:
+    """Hold the server's lease (shared) from now on; one taken on an earlier server is let go."""
+    global _lease
+    lease = open_private(os.path.join(directory, LEASE))
+    fcntl.flock(lease, fcntl.LOCK_SH)
+    if _lease is not None:
+        _lease.close()
+    _lease = lease

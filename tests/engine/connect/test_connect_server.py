@@ -1,0 +1,216 @@
+"""The warm local Spark: started by the first run, reused by later ones, gone when idle or crashed, closed to others."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import pytest
+
+from flowspark.engine.connect.connect_server import DIR_ENV, IDLE_ENV, RECORD, ServerRecord, read_record, server_dir
+
+FLOW = """
+import os
+import flowspark.operators as op
+from flowspark.connectors.stdio import StdOutSink
+from flowspark.dataflow import Dataflow
+from flowspark.testing import TestingSource
+
+flow = Dataflow("warm")
+words = op.input("inp", flow, TestingSource(["a", "b", "a"]))
+counts = op.count_final("count", words, lambda word: word)
+op.output("out", counts, StdOutSink())
+
+seen = Dataflow("seen")
+where = op.input("inp", seen, TestingSource(["x"]))
+op.output("out", op.map("look", where, lambda _: (os.getcwd(), os.environ.get("FLOWSPARK_TEST_VALUE"))), StdOutSink())
+
+def warn(item):
+    import logging, warnings
+    logging.getLogger("user").warning("logged %s", item)
+    warnings.warn(f"warned {item}")
+    return item
+
+noisy = Dataflow("noisy")
+op.output("out", op.map("warn", op.input("inp", noisy, TestingSource(["x"])), warn), StdOutSink())
+
+def nap(item):
+    import time
+    time.sleep(6)
+    return item
+
+slow = Dataflow("slow")
+op.output("out", op.map("nap", op.input("inp", slow, TestingSource(["x"])), nap), StdOutSink())
+"""
+
+
+@pytest.fixture
+def warm_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder of its own for the test's warm servers, every one of them stopped afterwards."""
+    folder = tmp_path / "servers"
+    monkeypatch.setenv(DIR_ENV, str(folder))
+    (tmp_path / "warm_flows.py").write_text(FLOW)
+    yield folder
+    for record in folder.glob(f"*/{RECORD}"):
+        try:
+            os.kill(json.loads(record.read_text())["supervisor"], signal.SIGTERM)
+        except (OSError, ValueError, KeyError):
+            pass
+    _wait_for(lambda: not list(folder.glob(f"*/{RECORD}")), 60)
+
+
+def _run(tmp_path: Path, target: str = "warm_flows:flow", **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "flowspark.run", target, "--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def _record() -> Optional[ServerRecord]:
+    return read_record(server_dir())
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_run_starts_a_private_server_that_a_later_run_reuses(warm_dir: Path, tmp_path: Path) -> None:
+    first = _run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert sorted(first.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
+    record = _record()
+    assert record is not None
+    again = _run(tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
+    assert _record() == record
+    directory = Path(server_dir())
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    for path in directory.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+
+
+def test_a_run_lends_its_directory_and_variables_to_the_servers_tasks(warm_dir: Path, tmp_path: Path) -> None:
+    done = _run(tmp_path, "warm_flows:seen", FLOWSPARK_TEST_VALUE="from the run")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [repr((str(tmp_path), "from the run"))]
+
+
+def test_what_a_step_writes_to_standard_error_reaches_the_runs(warm_dir: Path, tmp_path: Path) -> None:
+    done = _run(tmp_path, "warm_flows:noisy")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["x"]
+    assert "logged x" in done.stderr
+    assert "warned x" in done.stderr
+
+
+def test_the_server_stops_once_no_run_has_used_it_for_the_idle_time(warm_dir: Path, tmp_path: Path) -> None:
+    done = _run(tmp_path, **{IDLE_ENV: "2"})
+    assert done.returncode == 0, done.stderr
+    record = _record()
+    assert record is not None
+    assert _wait_for(lambda: _gone(record.supervisor) and _gone(record.jvm), 60)
+    assert not (Path(server_dir()) / RECORD).exists()
+
+
+def test_a_run_on_a_server_another_process_started_keeps_it_from_stopping_as_idle(
+    warm_dir: Path, tmp_path: Path
+) -> None:
+    started = _run(tmp_path, **{IDLE_ENV: "2"})
+    assert started.returncode == 0, started.stderr
+    record = _record()
+    assert record is not None
+    slow = _run(tmp_path, "warm_flows:slow")
+    assert slow.returncode == 0, slow.stderr
+    assert slow.stdout.splitlines() == ["x"]
+    assert _record() == record
+
+
+def test_a_server_whose_jvm_died_is_replaced_by_the_next_run(warm_dir: Path, tmp_path: Path) -> None:
+    assert _run(tmp_path).returncode == 0
+    crashed = _record()
+    assert crashed is not None
+    os.kill(crashed.jvm, signal.SIGKILL)
+    assert _wait_for(lambda: _gone(crashed.supervisor), 30)
+    assert _record() is None
+    again = _run(tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
+    replaced = _record()
+    assert replaced is not None and replaced.supervisor != crashed.supervisor
+
+
+def test_the_jvm_dies_with_its_supervisor(warm_dir: Path, tmp_path: Path) -> None:
+    assert _run(tmp_path).returncode == 0
+    record = _record()
+    assert record is not None
+    os.kill(record.supervisor, signal.SIGKILL)
+    assert _wait_for(lambda: _gone(record.jvm), 30)
+    assert _record() is None
+
+
+def test_a_client_without_the_token_is_refused(warm_dir: Path, tmp_path: Path) -> None:
+    assert _run(tmp_path).returncode == 0
+    record = _record()
+    assert record is not None
+    probe = (
+        "import sys\n"
+        "from pyspark.sql.connect.session import SparkSession\n"
+        "try:\n"
+        "    SparkSession.builder.remote(sys.argv[1]).create().range(1).collect()\n"
+        "except Exception as ex:\n"
+        "    print(type(ex).__name__, str(ex)[:300])\n"
+        "else:\n"
+        "    print('served')\n"
+    )
+    for url in (f"sc://127.0.0.1:{record.port}", f"sc://localhost:{record.port}/;token=guess"):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert "served" not in done.stdout, url
+        assert done.stdout.strip(), done.stderr
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user"
+)
+def test_another_user_cannot_read_the_servers_token(warm_dir: Path, tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o755)
+    os.chmod(warm_dir.parent, 0o755)
+    assert _run(tmp_path).returncode == 0
+    record_file = Path(server_dir()) / RECORD
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", str(record_file)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "Permission denied" in done.stderr
