@@ -19,7 +19,7 @@ from flowspark.engine.connect.connect_client import check_reachable, connect
 from flowspark.engine.connect.connect_server import read_record, start_supervisor
 from flowspark.errors import FlowsparkRuntimeError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 FLOWS = """
 import os

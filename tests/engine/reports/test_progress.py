@@ -17,7 +17,7 @@ from flowspark.dataflow import Dataflow
 from flowspark.engine.reports.progress import BatchReport, Progress, render, show_on_stderr
 from flowspark.testing import TestingSink, TestingSource, run_main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_render_shows_counts_duration_state_and_bar() -> None:

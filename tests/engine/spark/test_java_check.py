@@ -13,7 +13,7 @@ import pytest
 from flowspark.engine.spark.java_check import check_java, major_version
 from flowspark.errors import FlowsparkRuntimeError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 INSTALL = "Install a Java 17 or later runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)"
 
 

@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 _CHILD = """
 import json, sys

@@ -14,7 +14,7 @@ import pytest
 from flowspark.engine.spark.spark_version import OLDEST, OLDEST_TEXT, check_spark, installed_pyspark, unsupported
 from flowspark.errors import FlowsparkRuntimeError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.quick
