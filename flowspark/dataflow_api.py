@@ -32,15 +32,16 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from flowspark import settings
 from flowspark.dataflow import Dataflow
 from flowspark.engine.reports.metrics import BOUNDS, COUNT_HELP, TIMING_HELP, Count, Durations, FlowMetrics, Timing
 from flowspark.errors import FlowsparkRuntimeError
 
 __all__ = ["ApiSettings", "DataflowApi", "serving_api", "settings_from_env"]
 
-ENABLED = ("FLOWSPARK_DATAFLOW_API_ENABLED", "BYTEWAX_DATAFLOW_API_ENABLED")
-PORT = ("FLOWSPARK_DATAFLOW_API_PORT", "BYTEWAX_DATAFLOW_API_PORT")
-HOST = ("FLOWSPARK_DATAFLOW_API_HOST", "BYTEWAX_DATAFLOW_API_HOST")
+ENABLED = (settings.DATAFLOW_API_ENABLED.name, "BYTEWAX_DATAFLOW_API_ENABLED")
+PORT = (settings.DATAFLOW_API_PORT.name, "BYTEWAX_DATAFLOW_API_PORT")
+HOST = (settings.DATAFLOW_API_HOST.name, "BYTEWAX_DATAFLOW_API_HOST")
 DEFAULT_PORT = 3030
 DEFAULT_HOST = "127.0.0.1"
 REQUEST_SECONDS = 10.0

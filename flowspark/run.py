@@ -17,6 +17,7 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
+from flowspark import settings
 from flowspark.dataflow import Dataflow
 from flowspark.errors import RunStopped
 from flowspark.locate import locate_flow
@@ -50,11 +51,20 @@ class _EnvDefault(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def _environment_help() -> str:
+    """The environment variables flowspark reads, for `--help` (`flowspark.settings`)."""
+    width = max(len(setting.name) for setting in settings.ALL)
+    lines = [f"  {setting.name:<{width}}  {setting.meaning}" for setting in settings.ALL]
+    return "environment variables (docs/settings.md):\n" + "\n".join(lines)
+
+
 def _parser(testing: bool = False) -> argparse.ArgumentParser:
     """`python -m flowspark.run`'s options; `testing`: `python -m flowspark.testing`'s (`-p` in place of `-i/-a`)."""
     parser = argparse.ArgumentParser(
         prog="python -m flowspark.testing" if testing else "python -m flowspark.run",
         description="Run a flowspark dataflow as a Spark Structured Streaming query.",
+        epilog=_environment_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "import_str", help="module[:flow] or path/to/file.py[:flow]; flow defaults to `flow`; may be a factory call"
@@ -129,12 +139,12 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--master",
-        default=os.environ.get("FLOWSPARK_MASTER"),
+        default=settings.MASTER.get(),
         help="Spark master URL, e.g. spark://host:7077 (default: embedded local[N])",
     )
     parser.add_argument(
         "--remote",
-        default=os.environ.get("SPARK_REMOTE"),
+        default=settings.REMOTE.get(),
         metavar="URL",
         help="run through the Spark Connect server at URL, e.g. sc://host:15002/;token=... (env SPARK_REMOTE)",
     )
@@ -148,7 +158,7 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--driver-link-port",
         type=int,
-        default=int(os.environ.get("FLOWSPARK_DRIVER_LINK_PORT", "0")),
+        default=int(settings.DRIVER_LINK_PORT.get() or "0"),
         metavar="PORT",
         help="on a cluster, the port executors reach the driver's flowspark server on "
         "(default: a free one; env FLOWSPARK_DRIVER_LINK_PORT)",
@@ -212,7 +222,7 @@ def cli_main(
             parallelism=parallelism,
             interval=epoch_interval,
             recovery_dir=recovery_dir,
-            remote=os.environ.get("SPARK_REMOTE"),
+            remote=settings.REMOTE.get(),
         ),
     )
 

@@ -8,7 +8,6 @@ launcher: one run with the workers of `N` processes of `W` each.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from itertools import islice
@@ -16,6 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, U
 
 from typing_extensions import override
 
+from flowspark import settings
 from flowspark.dataflow import Dataflow
 from flowspark.engine.reports.progress import BatchReport
 from flowspark.inputs import (
@@ -256,7 +256,7 @@ def _config(
         interval=epoch_interval,
         recovery_dir=None if recovery_config is None else recovery_config.location,
         progress=Progress(on_progress),
-        remote=os.environ.get("SPARK_REMOTE"),
+        remote=settings.REMOTE.get(),
     )
 
 

@@ -22,9 +22,10 @@ from typing import List, Set, Tuple
 
 import pytest
 
-from flowspark.engine.connect.connect_server import DIR_ENV, RECORD
+from flowspark.engine.connect.connect_server import RECORD
 from flowspark.engine.recovery.private_files import private_dir, read_trusted, write_private
 from flowspark.errors import FlowsparkRuntimeError
+from flowspark.settings import WARM_SPARK_DIR
 
 SLOW_FLOW = """
 import time
@@ -149,7 +150,7 @@ def test_a_run_listens_on_loopback_only_and_finishes_while_its_ports_are_prodded
     out = tmp_path / "out.txt"
     servers = tmp_path / "servers"
     (tmp_path / "prodded_flow.py").write_text(f"OUT = {str(out)!r}\n" + SLOW_FLOW)
-    env = dict(os.environ, FLOWSPARK_WARM_SPARK=warm, **{DIR_ENV: str(servers)})
+    env = dict(os.environ, FLOWSPARK_WARM_SPARK=warm, **{WARM_SPARK_DIR.name: str(servers)})
     run = subprocess.Popen(
         [sys.executable, "-m", "flowspark.run", "prodded_flow:flow"],
         cwd=tmp_path,

@@ -45,15 +45,13 @@ from typing import IO, List, Optional
 import pyspark
 
 import flowspark
+from flowspark import settings
 from flowspark.engine.recovery.private_files import make_dirs, write_private
 
 RECORD = "server.json"
 LOCK = "lock"
 LEASE = "lease"
 LOG = "server.log"
-
-IDLE_ENV = "FLOWSPARK_WARM_SPARK_IDLE"
-"""Seconds a warm server stays up with no run using it."""
 
 DEFAULT_IDLE_SECONDS = 600.0
 READY_SECONDS = 180.0
@@ -89,10 +87,6 @@ class ServerRecord:
         return f"sc://localhost:{self.port}/;token={self.token}"
 
 
-DIR_ENV = "FLOWSPARK_WARM_SPARK_DIR"
-"""The folder the warm servers' directories go in, instead of `~/.cache/flowspark/spark-connect`."""
-
-
 def server_dir() -> str:
     """This installation's server directory: one per Python, PySpark, Java and flowspark code.
 
@@ -109,7 +103,7 @@ def server_dir() -> str:
                 facts = os.stat(os.path.join(folder, name))
                 parts.append(f"{folder}/{name}:{facts.st_mtime_ns}:{facts.st_size}")
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-    folder = os.environ.get(DIR_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "flowspark", "spark-connect")
+    folder = settings.WARM_SPARK_DIR.get() or settings.cache_folder("spark-connect")
     return os.path.join(folder, digest)
 
 
@@ -157,7 +151,7 @@ def open_private(path: str) -> IO[str]:
 
 def idle_seconds() -> float:
     try:
-        return float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_SECONDS))
+        return float(settings.WARM_SPARK_IDLE.get() or DEFAULT_IDLE_SECONDS)
     except ValueError:
         return DEFAULT_IDLE_SECONDS
 

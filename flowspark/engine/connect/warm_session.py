@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import IO, Any, Dict, Optional
 
+from flowspark import settings
 from flowspark.engine.connect.connect_client import connect, forget
 from flowspark.engine.connect.connect_server import (
     LEASE,
@@ -35,9 +36,6 @@ from flowspark.engine.connect.connect_server import (
 from flowspark.engine.recovery.private_files import make_dirs, others_can_write
 from flowspark.engine.spark.java_check import check_java
 from flowspark.errors import FlowsparkRuntimeError
-
-SWITCH_ENV = "FLOWSPARK_WARM_SPARK"
-"""Which runs use the warm server: `auto` (the default), `all`, or `0` for none (`WarmMode`)."""
 
 
 class WarmMode(Enum):
@@ -85,12 +83,12 @@ _sessions: Dict[int, WarmSpark] = {}
 
 def warm_mode() -> WarmMode:
     """Which runs use the warm server (`FLOWSPARK_WARM_SPARK`); an unknown value is refused, naming the ones that work."""
-    value = os.environ.get(SWITCH_ENV, WarmMode.AUTO.value).strip().lower()
+    value = (settings.WARM_SPARK.get() or WarmMode.AUTO.value).strip().lower()
     try:
         return WarmMode(value)
     except ValueError:
         known = ", ".join(repr(mode.value) for mode in WarmMode)
-        msg = f"{SWITCH_ENV}={value!r} is not one of {known}"
+        msg = f"{settings.WARM_SPARK.name}={value!r} is not one of {known}"
         raise FlowsparkRuntimeError(msg) from None
 
 
@@ -158,7 +156,10 @@ def _started(directory: str) -> ServerRecord:
     else:
         supervisor.terminate()
     log = os.path.join(directory, LOG)
-    msg = f"the warm local Spark did not start; its log is {log!r} (set {SWITCH_ENV}=0 to run Spark in the run's own process)"
+    msg = (
+        f"the warm local Spark did not start; its log is {log!r} "
+        f"(set {settings.WARM_SPARK.name}=0 to run Spark in the run's own process)"
+    )
     raise FlowsparkRuntimeError(msg)
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 
 import cloudpickle
 
+from flowspark import settings
 from flowspark.engine.reports.worker_prints import errors_to_driver, prints_to_driver
 from flowspark.errors import FlowsparkRuntimeError
 
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 _TOKEN = re.compile(r"flowspark-failure-([0-9a-f]{32})")
 
-FULL_TRACEBACK_ENV = "FLOWSPARK_FULL_TRACEBACK"
-"""Set to 1 to keep flowspark's and Spark's own frames in user tracebacks."""
 
 WORKER_TRACEBACK = "Traceback in a Spark worker (most recent call last):\n"
 """How the note with the user's frames from a worker begins."""
@@ -72,7 +71,7 @@ def user_frames(tb: Optional[TracebackType]) -> List[Frame]:
         if name.startswith("<"):
             name = frame.f_globals.get("__file__") or name
         frames.append((name, line, frame.f_code.co_name))
-    if os.environ.get(FULL_TRACEBACK_ENV) == "1":
+    if settings.full_traceback():
         return frames
     internal = tuple(_internal_dirs())
     return [f for f in frames if not os.path.abspath(f[0]).startswith(internal)]

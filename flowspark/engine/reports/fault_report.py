@@ -15,13 +15,12 @@ own record of its executors, which keeps lost ones too.  With
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from flowspark.engine.reports.failures import FULL_TRACEBACK_ENV
+from flowspark import settings
 
 __all__ = ["SparkFault", "is_spark_error", "spark_fault"]
 
@@ -56,7 +55,7 @@ class SparkFault:
             else "run it again (with -r/--recovery-directory a run resumes instead of starting over)"
         )
         error = FlowsparkRuntimeError(f"flow {flow_id!r} stopped: {self.line}; {todo}")
-        if os.environ.get(FULL_TRACEBACK_ENV) == "1":
+        if settings.full_traceback():
             error.__cause__ = self.error
         else:
             error.__suppress_context__ = True

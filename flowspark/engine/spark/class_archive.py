@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import pyspark
 
+from flowspark import settings
 from flowspark.engine.spark.java_check import java_binary
 
 STALE_SECONDS = 86400.0
@@ -140,12 +141,12 @@ def java_options(spark_home: Optional[str]) -> Tuple[str, Optional[Callable[[Any
     The hook is `None` when the archive is used (or off); when this run is
     the one that writes it, the hook arranges for the rename at exit.
     """
-    if os.environ.get("FLOWSPARK_CLASS_ARCHIVE", "1") == "0" or spark_home is None:
+    if settings.CLASS_ARCHIVE.get() == "0" or spark_home is None:
         return "", None
     java = java_binary()
     if java is None:
         return "", None
-    directory = os.path.join(os.path.expanduser("~"), ".cache", "flowspark", "class-archives")
+    directory = settings.cache_folder("class-archives")
     try:
         os.makedirs(directory, exist_ok=True)
         stem = f"driver-{_digest(java, spark_home)}"

@@ -20,6 +20,7 @@ import tempfile
 import zipfile
 from typing import Optional
 
+from flowspark import settings
 from flowspark.engine.recovery.private_files import make_dirs, others_can_write
 
 LIBRARY = "librocksdbjni-linux64.so"
@@ -47,7 +48,7 @@ def rocksdb_library_dir(spark_home: Optional[str]) -> Optional[str]:
 def _unpacked(jar: str) -> Optional[str]:
     facts = os.stat(jar)
     digest = hashlib.sha256(f"{os.path.realpath(jar)}:{facts.st_size}:{facts.st_mtime_ns}".encode()).hexdigest()[:16]
-    folder = os.path.join(os.path.expanduser("~"), ".cache", "flowspark", "native", f"rocksdbjni-{digest}")
+    folder = settings.cache_folder("native", f"rocksdbjni-{digest}")
     make_dirs(folder)
     if others_can_write(folder):
         return None

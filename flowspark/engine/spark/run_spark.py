@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional
 
 from pyspark.sql import SparkSession
 
+from flowspark import settings
 from flowspark.engine.connect.client_environment import ClientEnvironment
 from flowspark.engine.connect.connect_client import connect, driver_link_host, server_host
 from flowspark.engine.connect.warm_session import WarmMode, warm_mode, warm_spark
@@ -57,10 +58,6 @@ class RunSpark:
         """The classic session's `SparkContext` (a remote session has none)."""
         assert not self.remote, "a Spark Connect session has no SparkContext"
         return self.session.sparkContext
-
-
-LINK_HOST_ENV = "FLOWSPARK_DRIVER_LINK_HOST"
-"""The address of this machine that a Spark Connect server's tasks reach the driver link at, if not the route's own."""
 
 
 def spark_driving_steps(plan: Plan) -> List[str]:
@@ -134,7 +131,7 @@ def spark_for(
 def _may_run_warm(plan: Plan, master: Optional[str], own_conf: bool, recovery_dir: Optional[str]) -> bool:
     """Whether a run may use the warm server: not if it has Spark settings of its own (given, in `spark-defaults.conf`,
     or spark-submit's, whose driver JVM is already up), or other needs (see the module doc)."""
-    if master is not None or own_conf or os.environ.get("FLOWSPARK_MASTER"):
+    if master is not None or own_conf or settings.MASTER.get():
         return False
     if started_by_spark_submit() or user_defaults(spark_home()):
         return False
@@ -163,4 +160,4 @@ def _connected(plan: Plan, url: str, parallelism: Optional[int]) -> RunSpark:
 def link_host_for(url: str) -> str:
     """Where the tasks of the Spark Connect server at `url` reach this process: `FLOWSPARK_DRIVER_LINK_HOST`, else the
     address this machine's route to the server leaves from."""
-    return os.environ.get(LINK_HOST_ENV) or driver_link_host(server_host(url))
+    return settings.DRIVER_LINK_HOST.get() or driver_link_host(server_host(url))

@@ -33,6 +33,7 @@ from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Set
 import pyspark
 from pyspark.sql import SparkSession
 
+from flowspark import settings
 from flowspark.engine.shutdown import jvm_ignores_sigterm
 from flowspark.engine.sources.spark_format import FlowsparkSource
 from flowspark.engine.spark import class_archive
@@ -62,7 +63,7 @@ def _spark_home_without_zip() -> Optional[str]:
     """
     real = os.path.dirname(os.path.abspath(pyspark.__file__))
     tag = hashlib.sha1(real.encode()).hexdigest()[:12]
-    home = os.path.join(os.path.expanduser("~"), ".cache", "flowspark", f"spark-home-{pyspark.__version__}-{tag}")
+    home = settings.cache_folder(f"spark-home-{pyspark.__version__}-{tag}")
     try:
         lib = os.path.join(home, "python", "lib")
         os.makedirs(lib, exist_ok=True)
@@ -87,9 +88,7 @@ def spark_home() -> str:
 
 def default_master(parallelism: int) -> str:
     """`FLOWSPARK_MASTER`, else the master spark-submit or `spark-defaults.conf` gives, else `local[parallelism]`."""
-    return (
-        os.environ.get("FLOWSPARK_MASTER") or user_defaults(spark_home()).get("spark.master") or f"local[{parallelism}]"
-    )
+    return settings.MASTER.get() or user_defaults(spark_home()).get("spark.master") or f"local[{parallelism}]"
 
 
 def get_session(
@@ -136,7 +135,7 @@ def get_session(
     check_spark(spark.version, f"Spark (SPARK_HOME={home})")
     if on_started is not None:
         on_started(spark)
-    level = os.environ.get("FLOWSPARK_SPARK_LOG_LEVEL")
+    level = settings.SPARK_LOG_LEVEL.get()
     if level is not None or "spark.log.level" not in given:  # Spark has set the user's level itself
         spark.sparkContext.setLogLevel((level or "OFF").upper())
     spark.dataSource.register(FlowsparkSource)
@@ -149,7 +148,7 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
     `local` adds those of a Spark that runs on this machine alone, and
     `java_options` goes with flowspark's driver JVM options.
     """
-    settings = {
+    chosen = {
         "spark.sql.streaming.stateStore.providerClass": (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
@@ -160,7 +159,7 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
         "spark.driver.defaultJavaOptions": f"{_JAVA_OPTIONS} {java_options}".strip(),
         # Spark's 1g default is tight for the chunks big micro-batches carry;
         # more only lets the heap grow with the input (see the module doc).
-        "spark.driver.memory": os.environ.get("FLOWSPARK_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": settings.DRIVER_MEMORY.get() or "2g",
         "spark.executor.defaultJavaOptions": "-Xss16m",
         # A micro-batch runs when input comes, or when a timer is due
         # (`wake_ups`): never one without either, which a stateful query
@@ -194,7 +193,7 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
         # Python workers talk to the JVM over Unix sockets in a directory
         # only the user can enter: on TCP, any local process could take a
         # state server's one connection before the worker does.
-        settings.update(
+        chosen.update(
             {
                 "spark.driver.host": "127.0.0.1",
                 "spark.driver.bindAddress": "127.0.0.1",
@@ -209,9 +208,9 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
         )
         library_dir = rocksdb_library_dir(os.environ.get("SPARK_HOME"))
         if library_dir is not None and "spark.driver.extraLibraryPath" not in conf:
-            settings["spark.driver.extraLibraryPath"] = library_dir
-    settings.update(conf)
-    return settings
+            chosen["spark.driver.extraLibraryPath"] = library_dir
+    chosen.update(conf)
+    return chosen
 
 
 def _import_gateway_converters() -> None:

@@ -15,7 +15,8 @@ from typing import Callable, Iterator, Optional
 
 import pytest
 
-from flowspark.engine.connect.connect_server import DIR_ENV, IDLE_ENV, RECORD, ServerRecord, read_record, server_dir
+from flowspark.engine.connect.connect_server import RECORD, ServerRecord, read_record, server_dir
+from flowspark.settings import WARM_SPARK_DIR, WARM_SPARK_IDLE
 
 FLOW = """
 import os
@@ -56,7 +57,7 @@ op.output("out", op.map("nap", op.input("inp", slow, TestingSource(["x"])), nap)
 def warm_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A folder of its own for the test's warm servers, every one of them stopped afterwards."""
     folder = tmp_path / "servers"
-    monkeypatch.setenv(DIR_ENV, str(folder))
+    monkeypatch.setenv(WARM_SPARK_DIR.name, str(folder))
     (tmp_path / "warm_flows.py").write_text(FLOW)
     yield folder
     for record in folder.glob(f"*/{RECORD}"):
@@ -131,7 +132,7 @@ def test_what_a_step_writes_to_standard_error_reaches_the_runs(warm_dir: Path, t
 
 
 def test_the_server_stops_once_no_run_has_used_it_for_the_idle_time(warm_dir: Path, tmp_path: Path) -> None:
-    done = _run(tmp_path, **{IDLE_ENV: "2"})
+    done = _run(tmp_path, **{WARM_SPARK_IDLE.name: "2"})
     assert done.returncode == 0, done.stderr
     record = _record()
     assert record is not None
@@ -142,7 +143,7 @@ def test_the_server_stops_once_no_run_has_used_it_for_the_idle_time(warm_dir: Pa
 def test_a_run_on_a_server_another_process_started_keeps_it_from_stopping_as_idle(
     warm_dir: Path, tmp_path: Path
 ) -> None:
-    started = _run(tmp_path, **{IDLE_ENV: "2"})
+    started = _run(tmp_path, **{WARM_SPARK_IDLE.name: "2"})
     assert started.returncode == 0, started.stderr
     record = _record()
     assert record is not None

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import PySparkException
 
-from flowspark.engine.reports.failures import FULL_TRACEBACK_ENV
 from flowspark.engine.reports.fault_report import spark_fault
+from flowspark.settings import FULL_TRACEBACK
 
 _STACK = "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:3173)\n" * 40
 
@@ -129,5 +129,5 @@ def test_the_run_s_error_says_what_to_do_and_keeps_spark_s_only_on_request(monke
     )
     assert len(str(error).splitlines()) == 1 and error.__cause__ is None and error.__suppress_context__
     assert "with -r/--recovery-directory a run resumes" in str(fault.as_error("my_flow", resumable=False))
-    monkeypatch.setenv(FULL_TRACEBACK_ENV, "1")
+    monkeypatch.setenv(FULL_TRACEBACK.name, "1")
     assert fault.as_error("my_flow", resumable=True).__cause__ is spark_error
