@@ -262,14 +262,10 @@ def test_default_aggregations_keep_the_fast_path() -> None:
 
 
 def test_hopping_windower_is_on_the_fast_path() -> None:
-    """`HoppingWindower` (once the windowing module exports it) has sliding windows: fast path too."""
-    from flowspark.operators._windowing.per_key import _fast_windowers
+    """`HoppingWindower` has sliding windows: the batch-merging fast path takes it too."""
+    from flowspark.operators._windowing.per_key import _FAST_WINDOWERS
 
-    hopping = getattr(win, "HoppingWindower", None)
-    if hopping is None:
-        pytest.skip("HoppingWindower is not exported yet")
-    _fast_windowers.cache_clear()
-    assert hopping in _fast_windowers()
+    assert win.HoppingWindower in _FAST_WINDOWERS
 
 
 def test_bad_aggregations_fail_naming_the_step() -> None:
