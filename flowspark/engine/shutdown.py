@@ -17,7 +17,9 @@ SIGTERM itself keeps its handler.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from types import FrameType
@@ -37,11 +39,29 @@ class StopAtBoundary(Exception):
     """Raised by the sinks' writer for a micro-batch Spark starts after a stop was asked for: it is not written."""
 
 
+HARD_STOP_SECONDS = 10.0
+"""How long a second SIGTERM leaves the run to unwind before the process exits regardless (as SIGTERM's default
+action would have ended it): a thread of Spark's may hold the main thread in a call that does not return."""
+
+SECOND_STOP = (
+    "the run stopped at once on a second SIGTERM; started again with the same recovery directory, "
+    "it reads the micro-batch this cut short again"
+)
+
+
 class _Request:
     """Whether a stop was asked for in this process, by which signal."""
 
     def __init__(self) -> None:
         self.asked = threading.Event()
+        self.hard_stop: Optional[threading.Timer] = None
+        """The exit a second SIGTERM arranged, cancelled once the run has unwound."""
+
+
+def _exit_now() -> None:
+    sys.stderr.write(f"flowspark: {SECOND_STOP}\n")
+    sys.stderr.flush()
+    os._exit(STOPPED_STATUS)
 
 
 _REQUEST = _Request()
@@ -54,11 +74,11 @@ def stop_requested() -> bool:
 
 def _handle(signum: int, frame: Optional[FrameType]) -> None:
     if _REQUEST.asked.is_set():
-        raise RunStopped(
-            "the run stopped at once on a second SIGTERM; started again with the same recovery directory, "
-            "it reads the micro-batch this cut short again",
-            STOPPED_STATUS,
-        )
+        if _REQUEST.hard_stop is None:
+            _REQUEST.hard_stop = threading.Timer(HARD_STOP_SECONDS, _exit_now)
+            _REQUEST.hard_stop.daemon = True
+            _REQUEST.hard_stop.start()
+        raise RunStopped(SECOND_STOP, STOPPED_STATUS)
     _REQUEST.asked.set()
     _log.warning(
         "SIGTERM: stopping once the micro-batch being written is committed (a second SIGTERM or Ctrl-C stops at once)"
@@ -85,6 +105,9 @@ def stop_on_sigterm() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _REQUEST.asked.clear()
+        if _REQUEST.hard_stop is not None:
+            _REQUEST.hard_stop.cancel()
+            _REQUEST.hard_stop = None
 
 
 def stopped(flow_id: str, last_batch: int, resumable: bool) -> RunStopped:

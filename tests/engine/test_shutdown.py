@@ -77,3 +77,43 @@ def test_the_stop_says_what_was_committed_and_how_to_go_on() -> None:
     assert str(stopped("f", -1, resumable=False)) == (
         "flow 'f' stopped on SIGTERM before it wrote any micro-batch; it has no recovery directory, so a new run starts over"
     )
+
+
+HELD_MAIN_THREAD = """
+import os, signal, time
+from flowspark.engine import shutdown
+from flowspark.errors import RunStopped
+
+shutdown.HARD_STOP_SECONDS = 0.5
+with shutdown.stop_on_sigterm():
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.1)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+    except RunStopped:
+        pass  # as a main thread held in a call that swallows the stop would be
+    time.sleep(60)
+"""
+
+
+def test_a_second_sigterm_ends_the_process_even_if_the_run_can_not_unwind() -> None:
+    import subprocess
+    import sys
+
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", HELD_MAIN_THREAD], capture_output=True, text=True, timeout=60)
+    assert done.returncode == STOPPED_STATUS
+    assert "flowspark: the run stopped at once on a second SIGTERM" in done.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_the_hard_stop_is_called_off_once_the_run_has_unwound() -> None:
+    with pytest.raises(RunStopped):
+        with stop_on_sigterm():
+            os.kill(os.getpid(), signal.SIGTERM)
+            _delivered()
+            os.kill(os.getpid(), signal.SIGTERM)
+            _delivered()
+    time.sleep(0.2)
+    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
