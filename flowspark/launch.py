@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
+from flowspark import settings
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import serving_api
 from flowspark.engine.reports.progress import Progress
 from flowspark.engine.runner import RunConfig, run_flow
 
-__all__ = ["drives_the_run", "launch", "run_config"]
+__all__ = ["drives_the_run", "launch", "launch_process", "run_config"]
 
 _log = logging.getLogger(__name__)
 
@@ -88,3 +89,28 @@ def drives_the_run(proc_id: Optional[int], process_count: int) -> bool:
 def launch(flow: Dataflow, config: RunConfig) -> None:
     """Run `flow` as `config` says, with the dataflow API server if the environment asks for it."""
     run_flow(flow, config, serve_api=serving_api)
+
+
+def launch_process(
+    flow: Dataflow,
+    addresses: Sequence[str],
+    proc_id: Optional[int],
+    workers_per_process: int,
+    *,
+    interval: Optional[timedelta] = None,
+    recovery_dir: Optional[str] = None,
+    progress: Optional[Progress] = None,
+) -> None:
+    """This process's part of a Bytewax-style launch (`cli_main`, `cluster_main`): process 0 runs `flow` with every
+    process's workers; the others return at once."""
+    if not drives_the_run(proc_id, len(addresses)):
+        return
+    parallelism = workers_per_process * max(1, len(addresses))
+    config = run_config(
+        parallelism=parallelism,
+        interval=interval,
+        recovery_dir=recovery_dir,
+        progress=progress,
+        remote=settings.REMOTE.get(),
+    )
+    launch(flow, config)

@@ -210,20 +210,11 @@ def cli_main(
     (`process_id`, `addresses`) runs the whole flow with every process's
     workers, and the others return at once.
     """
-    from flowspark.launch import drives_the_run, launch, run_config
+    from flowspark.launch import launch_process
 
-    if not drives_the_run(process_id, len(addresses or [])):
-        return
-    parallelism = workers_per_process * max(1, len(addresses or []))
     recovery_dir = None if recovery_config is None else recovery_config.location
-    launch(
-        flow,
-        run_config(
-            parallelism=parallelism,
-            interval=epoch_interval,
-            recovery_dir=recovery_dir,
-            remote=settings.REMOTE.get(),
-        ),
+    launch_process(
+        flow, addresses or [], process_id, workers_per_process, interval=epoch_interval, recovery_dir=recovery_dir
     )
 
 

@@ -211,9 +211,14 @@ def run_main(
     `on_progress`, if given, gets a `BatchReport` for every written
     micro-batch, on the thread that writes the outputs.
     """
-    from flowspark.launch import launch
+    from flowspark.engine.reports.progress import Progress
+    from flowspark.launch import launch, run_config
 
-    launch(flow, _config(epoch_interval, recovery_config, None, on_progress))
+    recovery_dir = None if recovery_config is None else recovery_config.location
+    config = run_config(
+        interval=epoch_interval, recovery_dir=recovery_dir, progress=Progress(on_progress), remote=settings.REMOTE.get()
+    )
+    launch(flow, config)
 
 
 def cluster_main(
@@ -234,29 +239,18 @@ def cluster_main(
     whole flow would write its output again).  `on_progress` is as for
     `run_main`.
     """
-    from flowspark.launch import drives_the_run, launch
-
-    if not drives_the_run(proc_id, len(addresses)):
-        return
-    parallelism = worker_count_per_proc * max(1, len(addresses))
-    launch(flow, _config(epoch_interval, recovery_config, parallelism, on_progress))
-
-
-def _config(
-    epoch_interval: Optional[timedelta],
-    recovery_config: Optional[RecoveryConfig],
-    parallelism: Optional[int],
-    on_progress: Optional[Callable[[BatchReport], None]],
-) -> Any:
     from flowspark.engine.reports.progress import Progress
-    from flowspark.launch import run_config
+    from flowspark.launch import launch_process
 
-    return run_config(
-        parallelism=parallelism,
+    recovery_dir = None if recovery_config is None else recovery_config.location
+    launch_process(
+        flow,
+        addresses,
+        proc_id,
+        worker_count_per_proc,
         interval=epoch_interval,
-        recovery_dir=None if recovery_config is None else recovery_config.location,
+        recovery_dir=recovery_dir,
         progress=Progress(on_progress),
-        remote=settings.REMOTE.get(),
     )
 
 
