@@ -377,13 +377,12 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
     def _where(self) -> str:
         return f"Kafka topic {self._tp.topic!r} partition {self._tp.partition}"
 
-    def _lost(self, err: ConfluentKafkaError) -> bool:
-        """Whether `err` says the next offset, a known one, is no longer in the partition (librdkafka may not skip)."""
-        return (
-            err.code() == ConfluentKafkaError._AUTO_OFFSET_RESET
-            and self._offset >= 0
-            and self._watermarks()[0] > self._offset
-        )
+    def _oldest_past_a_loss(self, err: ConfluentKafkaError) -> Optional[int]:
+        """The partition's oldest offset, if `err` says the next offset, a known one, is no longer there."""
+        if err.code() != ConfluentKafkaError._AUTO_OFFSET_RESET or self._offset < 0:
+            return None
+        low = self._watermarks()[0]
+        return low if low > self._offset else None
 
     def _past_lost_messages(self, low: int) -> int:
         """Where to go on when the messages from the next offset up to `low` are gone: as `auto.offset.reset` says,
@@ -392,8 +391,12 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
             return low
         if self._on_data_loss in ("latest", "largest", "end"):
             return self._end
+        raise self._data_loss(low)
+
+    def _data_loss(self, low: int) -> KafkaDataLoss:
+        """The error for the messages from the next offset up to `low`, deleted unread; the consumer is not kept."""
         self._config = None
-        raise KafkaDataLoss(
+        return KafkaDataLoss(
             f"{self._where()} no longer holds offsets {self._offset} to {low - 1}, which this flow has not read: "
             f"they were deleted (retention or DeleteRecords) before it got to them, and its oldest message is now at "
             f"offset {low}. To go on without them, set auto.offset.reset in the source's add_config to 'earliest' "
@@ -464,8 +467,8 @@ class _KafkaSourcePartition(StatefulSourcePartition[_RawItem, Optional[int]]):
                     self._end = max(self._end, offset)
             elif err is not None and _unreachable(err):
                 self._outage.began(err)
-            elif err is not None and self._lost(err):
-                self._past_lost_messages(self._watermarks()[0])
+            elif err is not None and (oldest := self._oldest_past_a_loss(err)) is not None:
+                raise self._data_loss(oldest)
             elif err is not None:
                 batch.append(self._error(err, msg))
         if batch:
