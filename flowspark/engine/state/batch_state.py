@@ -23,10 +23,10 @@ class MemoryHandle:
     def __init__(self) -> None:
         self.bucket = ""
 
-    def getValueState(self, name: str, schema: str) -> ValueState:  # noqa: N802 - Spark's handle's name
+    def getValueState(self, name: str, schema: Any) -> ValueState:  # noqa: N802 - Spark's handle's name
         return ValueState(self)
 
-    def getMapState(self, name: str, key_schema: str, value_schema: str) -> MapState:  # noqa: N802 - Spark's handle's name
+    def getMapState(self, name: str, key_schema: Any, value_schema: Any) -> MapState:  # noqa: N802 - Spark's handle's name
         return MapState(self)
 
     def registerTimer(self, at_ms: int) -> None:  # noqa: N802 - Spark's handle's name

@@ -29,6 +29,8 @@ import struct
 import zlib
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
+from pyspark.sql.types import BinaryType, DataType, IntegerType, LongType, StructField, StructType
+
 from flowspark.engine.plan import chunks
 from flowspark.engine.reports.failures import StepFailure
 from flowspark.engine.state.slot_cache import WORKER_CACHE, SlotCache, new_version
@@ -60,12 +62,26 @@ class StateVariables(NamedTuple):
     wakes: Any
 
 
+def _schema(*columns: Tuple[str, DataType]) -> StructType:
+    return StructType([StructField(name, kind) for name, kind in columns])
+
+
+LAYOUT_SCHEMA = _schema(("slots", IntegerType()), ("keys", LongType()), ("versions", BinaryType()))
+SLOT_SCHEMA = _schema(("slot", IntegerType()))
+ENTRIES_SCHEMA = _schema(("entries", BinaryType()))
+AT_SCHEMA = _schema(("at", LongType()))
+
+
 def state_variables(handle: Any) -> StateVariables:
-    """Declare a processor's state variables on its `StatefulProcessorHandle`."""
+    """Declare a processor's state variables on its `StatefulProcessorHandle`.
+
+    The schemas are Spark types, not DDL strings: a worker would send each
+    string to the JVM to be parsed, five more round trips per task.
+    """
     return StateVariables(
-        handle.getValueState("layout", "slots int, keys long, versions binary"),
-        handle.getMapState("slots", "slot int", "entries binary"),
-        handle.getMapState("wakes", "slot int", "at long"),
+        handle.getValueState("layout", LAYOUT_SCHEMA),
+        handle.getMapState("slots", SLOT_SCHEMA, ENTRIES_SCHEMA),
+        handle.getMapState("wakes", SLOT_SCHEMA, AT_SCHEMA),
     )
 
 
