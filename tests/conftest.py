@@ -235,14 +235,55 @@ def kafka_classpath() -> str:
     return saved.read_text()
 
 
+class KafkaProcess:
+    """The broker's JVM, which a test may kill and start again on the same ports and data, as a crashed broker is."""
+
+    def __init__(self, java: List[str], properties: Path, log: Path, address: str) -> None:
+        self._java, self._properties, self._log, self._address = java, properties, log, address
+        self._proc: Optional["subprocess.Popen[bytes]"] = None
+
+    def start(self) -> None:
+        """Start the broker and wait until it answers (at most 90 s)."""
+        from confluent_kafka.admin import AdminClient
+
+        with open(self._log, "ab") as out:
+            self._proc = subprocess.Popen(
+                [*self._java, "kafka.Kafka", str(self._properties)], stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 90
+        while True:
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Apache Kafka did not start: {self._log.read_text()[-3000:]}")
+            try:
+                AdminClient({"bootstrap.servers": self._address}).list_topics(timeout=2)
+                return
+            except Exception:
+                time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL the broker: no clean shutdown, as when its host is lost."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
 @dataclass(frozen=True)
 class KafkaBroker:
     """A running Apache Kafka broker: its plain listener and its SASL_SSL one, with the client settings the latter
-    needs (user `alice`, PLAIN, a self-signed certificate for 127.0.0.1)."""
+    needs (user `alice`, PLAIN, a self-signed certificate for 127.0.0.1), and its process."""
 
     address: str
     secure_address: str
     secure_config: Dict[str, str]
+    process: KafkaProcess
 
 
 def _self_signed_certificate(folder: Path) -> Tuple[Path, Path]:
@@ -318,22 +359,10 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
         capture_output=True,
         timeout=120,
     )
-    log = folder / "broker.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([*java, "kafka.Kafka", str(properties)], stdout=out, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{plain}"
+    process = KafkaProcess(java, properties, folder / "broker.log", address)
     try:
-        from confluent_kafka.admin import AdminClient
-
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Apache Kafka did not start: {log.read_text()[-3000:]}")
-            try:
-                AdminClient({"bootstrap.servers": address}).list_topics(timeout=2)
-                break
-            except Exception:
-                time.sleep(0.2)
+        process.start()
         yield KafkaBroker(
             address,
             f"127.0.0.1:{secure}",
@@ -344,14 +373,10 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
                 "sasl.password": "alice-secret",
                 "ssl.ca.location": str(cert),
             },
+            process,
         )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        process.stop()
 
 
 @pytest.fixture(scope="session")

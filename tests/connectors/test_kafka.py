@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 import pytest
 
 from conftest import KafkaRecord as Record
-from conftest import Outage, free_port
+from conftest import Outage, apache_kafka, free_port
 from conftest import new_topic as _topic
 from conftest import produce as _produce
 from conftest import read_back as _read_back
@@ -763,6 +763,43 @@ def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(
     said = [line for line in err.decode().splitlines() if "Kafka" in line]
     assert any("unreachable" in line and "waiting" in line for line in said), err.decode()
     assert not any("Traceback" in line or "py4j" in line for line in err.decode().splitlines()), err.decode()
+
+
+def test_a_tailing_run_goes_on_after_its_broker_is_killed_and_started_again(tmp_path: Path) -> None:
+    """The broker process SIGKILLed mid-run and started 15 s later on its ports and data: the run waits, says so in a
+    line, and reads on; the file sink writes every message once, the Kafka sink each at least once."""
+    (tmp_path / "broker").mkdir()
+    with apache_kafka(tmp_path / "broker") as kafka:
+        broker = kafka.address
+        src, dst = _topic(broker, 2), _topic(broker)
+        (tmp_path / "kill_flow.py").write_text(KILL_FLOW)
+        out_file = tmp_path / "out.txt"
+        env = dict(os.environ, KILL_BROKER=broker, KILL_IN=src, KILL_OUT=dst, KILL_FILE=str(out_file))
+        cmd = [sys.executable, "-m", "flowspark.run", f"{tmp_path / 'kill_flow.py'}:flow", "-r", str(tmp_path / "rec")]
+        values = [f"m{i}" for i in range(40)]
+        records: List[Record] = [(i % 2, None, v.encode(), []) for i, v in enumerate(values)]
+        _produce(broker, src, records[:20])
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            _wait_for_lines(out_file, 20, proc)
+            kafka.process.kill()
+            time.sleep(15)
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            kafka.process.start()
+            _produce(broker, src, records[20:])
+            _wait_for_lines(out_file, 40, proc)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            _, err = proc.communicate(timeout=120)
+        lines = out_file.read_text().splitlines()
+        assert sorted(lines) == sorted(f"{i % 2} {v}" for i, v in enumerate(values))
+        assert {m.value().decode() for m in _read_back(broker, dst, 40)} == set(values)
+    said = err.decode()
+    assert any("unreachable" in line and "waiting" in line for line in said.splitlines() if "Kafka" in line), said
+    assert "Traceback" not in said and "py4j" not in said, said
 
 
 def test_a_sink_waits_out_a_broker_outage(broker_behind_outage: Tuple[str, Outage]) -> None:
