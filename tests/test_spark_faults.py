@@ -1,7 +1,9 @@
-"""Faults that are not the user's: killed Python workers, lost executors, a lost worker host, a lost driver, SIGTERM.
+"""Faults that are not the user's: killed Python workers, lost executors, a lost worker host, a lost driver, SIGTERM,
+a broker killed and started again.
 
 Each run is `python -m flowspark.run` on a keyed, windowed flow from files
-(`DirSource` -> tumbling `fold_window` -> `DirSink`, exactly once), and
+(`DirSource` -> tumbling `fold_window` -> `DirSink`, exactly once), or from
+the same lines in a Kafka topic, and
 each faulted run's output is compared with an undisturbed local run's:
 nothing lost, nothing repeated.  The flow's own functions mark where a
 fault is to strike (`hook`): at a chosen point (a line read in the
@@ -25,7 +27,7 @@ from typing import Dict, Iterator, List, Optional
 
 import pytest
 
-from conftest import StandaloneCluster, ancestor, command_line, spark_env
+from conftest import StandaloneCluster, ancestor, apache_kafka, command_line, new_topic, spark_env
 
 FLOW_MODULE = textwrap.dedent('''
     import os
@@ -61,8 +63,20 @@ FLOW_MODULE = textwrap.dedent('''
         time.sleep(float(os.environ.get("CHAOS_PAUSE", "5")))  # the test strikes meanwhile
 
 
+    def source():
+        """The input: the files, or a Kafka topic holding each file's lines in one partition (`CHAOS_KAFKA`)."""
+        broker = os.environ.get("CHAOS_KAFKA")
+        if broker is None:
+            return DirSource(Path(os.environ["CHAOS_IN"]))
+        from flowspark.connectors.kafka import KafkaSource
+
+        return KafkaSource([broker], [os.environ["CHAOS_TOPIC"]], tail=False)
+
+
     def parse(line):
         hook("read")
+        if not isinstance(line, str):
+            line = line.value.decode()
         key, second, value = line.split(",")
         return key, (int(second), int(value))
 
@@ -109,7 +123,7 @@ FLOW_MODULE = textwrap.dedent('''
 
 
     flow = Dataflow("chaos")
-    events = op.map("parse", op.input("inp", flow, DirSource(Path(os.environ["CHAOS_IN"]))), parse)
+    events = op.map("parse", op.input("inp", flow, source()), parse)
     sums = win.fold_window(
         "sum",
         events,
@@ -409,3 +423,49 @@ def test_a_user_error_on_a_cluster_ends_the_run_on_its_first_raise(cluster: Stan
         f'File "{flow_dir / "chaos_flow.py"}", line ' in run.err and "ValueError: no event may be worth 30" in run.err
     )
     assert "py4j" not in run.err and "at org.apache" not in run.err, run.err
+
+
+@pytest.mark.cluster
+def test_a_flow_from_kafka_on_a_cluster_survives_a_lost_executor_its_broker_killed_and_a_sigterm(
+    cluster: StandaloneCluster, flow_dir: Path, reference: Dict[str, Dict[str, List[str]]]
+) -> None:
+    """The faults one after another in one run from Kafka: an executor SIGKILLed in the stateful stage, the broker
+    SIGKILLed and started again 10 s later, the driver sent SIGTERM during a sink write; started again, the run ends
+    with the output of the undisturbed run from files."""
+    from confluent_kafka import Producer
+
+    folder = flow_dir / "kafka-broker"
+    folder.mkdir()
+    with apache_kafka(folder) as kafka:
+        topic = new_topic(kafka.address, IN_FILES)
+        producer = Producer({"bootstrap.servers": kafka.address})
+        for index in range(IN_FILES):
+            for line in (flow_dir / "in" / f"in{index}.txt").read_text().splitlines():
+                producer.produce(topic, line.encode(), partition=index)
+        assert producer.flush(60) == 0
+        recovery = str(flow_dir / "recovery-kafka")
+        first = Run(
+            flow_dir,
+            "kafka",
+            "--master",
+            cluster.url,
+            "-r",
+            recovery,
+            points="state,write",
+            CHAOS_KAFKA=kafka.address,
+            CHAOS_TOPIC=topic,
+        )
+        os.kill(_executor(first.struck("state")), signal.SIGKILL)
+        kafka.process.kill()
+        time.sleep(10)
+        kafka.process.start()
+        first.struck("write")
+        first.proc.send_signal(signal.SIGTERM)
+        assert first.wait() == 143, _short(first.err)
+        second = Run(
+            flow_dir, "kafka", "--master", cluster.url, "-r", recovery, CHAOS_KAFKA=kafka.address, CHAOS_TOPIC=topic
+        )
+        assert second.wait() == 0, _short(second.err)
+    assert _lines(flow_dir / "kafka") == reference
+    said = first.err + second.err
+    assert "Traceback" not in said and "py4j" not in said, said

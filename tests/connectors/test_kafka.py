@@ -334,12 +334,36 @@ class _KnownParts(KafkaSource):
         return [f"0-{topic}" for topic in self._topics]
 
 
-def test_an_unreachable_broker_names_the_step_and_partition() -> None:
+def test_a_broker_never_reached_fails_the_run_at_its_start_naming_the_step() -> None:
     dead = f"127.0.0.1:{free_port()}"
-    source = _KnownParts([dead], ["t"], tail=False, add_config={"socket.connection.setup.timeout.ms": "1000"})
-    with pytest.raises(Exception, match="error building partition '0-t' of step 'kafka_in.inp'") as info:
+    source = KafkaSource([dead], ["t"], tail=False, add_config={"socket.connection.setup.timeout.ms": "1000"})
+    with pytest.raises(Exception, match="error listing partitions of step 'kafka_in.inp'") as info:
         _kafka_to_list(source)
-    assert "error opening Kafka topic 't' partition 0" in str(info.value.__cause__)
+    assert "error listing partitions for Kafka topic 't'" in str(info.value.__cause__)
+
+
+def test_a_partition_opened_while_its_broker_is_away_waits_for_it(
+    broker_behind_outage: Tuple[str, Outage], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A partition built again (the next micro-batch, a retried task) while its broker is away: the build waits,
+    says so, and reads on once the broker answers."""
+    broker, outage = broker_behind_outage
+    topic = _topic(broker)
+    _produce(broker, topic, [(0, None, b"kept", [])])
+    source = KafkaSource([broker], [topic], tail=False)
+    outage.cut()
+    # Longer than a request for the partition's offsets waits (10 s), so the first try to open it fails.
+    threading.Timer(13, outage.restore).start()
+    started = time.monotonic()
+    part = source.build_part("inp", f"0-{topic}", 0)
+    try:
+        assert time.monotonic() - started >= 12
+        assert [m.value for m in part.next_batch()] == [b"kept"]
+    finally:
+        part.close()
+    said = capsys.readouterr().err
+    assert f"flowspark: Kafka brokers {broker} unreachable (" in said, said
+    assert f"flowspark: Kafka brokers {broker} answer again after " in said, said
 
 
 def test_missing_topic_is_a_clear_error(broker: str) -> None:

@@ -45,7 +45,6 @@ restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import (
@@ -72,6 +71,7 @@ from flowspark.connectors.kafka.clients import CONSUMERS, PRODUCERS
 from flowspark.connectors.kafka.consumer_lag import CONSUMER_LAG
 from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
+from flowspark.notices import say
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 
 __all__ = [
@@ -111,6 +111,9 @@ _PROBE_TIMEOUT = 2.0
 
 _WAIT = 0.2
 """Seconds a partition waits for messages it knows are there but were not fetched yet."""
+
+_REOPEN_WAIT = 1.0
+"""Seconds between two tries to open a partition while its broker can't be reached."""
 
 _UNREACHABLE = frozenset(
     {
@@ -156,22 +159,16 @@ class BrokerOutage:
         """`err` said the brokers could not be reached (librdkafka goes on trying)."""
         if self._brokers not in self._since:
             self._since[self._brokers] = time.monotonic()
-            print(
-                f"flowspark: Kafka brokers {self._brokers} unreachable ({err.str()}); "
-                "waiting for them, nothing is lost",
-                file=sys.stderr,
-                flush=True,
+            say(
+                f"flowspark: Kafka brokers {self._brokers} unreachable ({err.str()}); waiting for them, nothing is lost"
             )
 
     def ended(self) -> None:
         """The brokers answered."""
         since = self._since.pop(self._brokers, None)
         if since is not None:
-            print(
-                f"flowspark: Kafka brokers {self._brokers} answer again after "
-                f"{time.monotonic() - since:.0f} s; reading on",
-                file=sys.stderr,
-                flush=True,
+            say(
+                f"flowspark: Kafka brokers {self._brokers} answer again after {time.monotonic() - since:.0f} s; reading on"
             )
 
 
@@ -648,6 +645,14 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
 
     @override
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _KafkaSourcePartition:
+        """Partition `for_part` at `resume_state`; while its broker can't be reached, wait for it, saying so.
+
+        A partition is built again in every micro-batch and in every retried
+        task (a lost executor's, say), so a broker that is down or restarting
+        then must not end the run: the task waits, as a tailing read does.
+        A broker that was never there fails the run at its start instead,
+        when `list_parts` asks it for the topics' partitions.
+        """
         tp = self._topic_partition(for_part)
         config = self._consumer_config()
         kept = CONSUMERS.take(config)
@@ -656,11 +661,19 @@ class KafkaSource(FixedPartitionedSource[_RawItem, Optional[int]]):
                 return self._open(kept, config, step_id, tp, resume_state)
             except KafkaException:
                 pass  # a kept consumer may know the brokers as they were: a new one asks again
-        try:
-            return self._open(Consumer(config), config, step_id, tp, resume_state)
-        except KafkaException as ex:
-            msg = f"error opening Kafka topic {tp.topic!r} partition {tp.partition}: {ex.args[0].str()}"
-            raise RuntimeError(msg) from ex
+        outage = self._outage()
+        while True:
+            try:
+                part = self._open(Consumer(config), config, step_id, tp, resume_state)
+            except KafkaException as ex:
+                if not _unreachable(ex.args[0]):
+                    msg = f"error opening Kafka topic {tp.topic!r} partition {tp.partition}: {ex.args[0].str()}"
+                    raise RuntimeError(msg) from ex
+                outage.began(ex.args[0])
+                time.sleep(_REOPEN_WAIT)
+                continue
+            outage.ended()
+            return part
 
     def _open(
         self, consumer: Consumer, config: Dict[str, Any], step_id: str, tp: TopicPartition, resume_state: Optional[int]

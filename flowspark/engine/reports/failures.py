@@ -24,13 +24,14 @@ import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import cloudpickle
 
-from flowspark import settings
-from flowspark.engine.reports.worker_prints import errors_to_driver, prints_to_driver
+from flowspark import notices, settings
+from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, errors_to_driver, prints_to_driver
 from flowspark.errors import FlowsparkRuntimeError
 
 if TYPE_CHECKING:
@@ -244,14 +245,15 @@ def reported_to(link: DriverLink) -> Iterator[None]:
     """In a Spark worker, while user code runs: its prints go to the driver, and so does any `StepFailure`, before
     Spark turns it into text.
 
-    On a Spark the run did not start, the code also runs with the run's
+    flowspark's own notices (`flowspark.notices`) go to the driver's
+    standard error.  On a Spark the run did not start, the code also runs with the run's
     directory and variables, and its standard error goes to the driver
     too (`DriverLink.lent`).  A retried task attempt first asks the driver
     whether the run already failed (`refuse_after_failure`).
     """
     refuse_after_failure(link)
     try:
-        with prints_to_driver(link), lent_by_driver(link):
+        with prints_to_driver(link), lent_by_driver(link), notices.forwarded_to(partial(link.call, ERROR_PRINT_CALL)):
             yield
     except StepFailure as failure:
         try:
