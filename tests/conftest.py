@@ -32,7 +32,7 @@ from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
-pytest_plugins = ["s3_server"]
+pytest_plugins = ["support.s3_server"]
 """Fixtures every test folder may ask for: `s3_endpoint`, `s3_folder`."""
 
 ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)

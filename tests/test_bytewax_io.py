@@ -10,7 +10,7 @@ from bytewax.connectors.files import FileSink, FileSource
 from bytewax.inputs import DynamicSource, StatelessSourcePartition
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from bytewax.testing import TestingSink, TestingSource
-from oracle import Engine, run_both, run_on
+from support.oracle import Engine, run_both, run_on
 
 
 class Countdown(DynamicSource[int]):

@@ -6,7 +6,7 @@ import importlib
 from typing import Any, List, Tuple
 
 import pytest
-from oracle import Engine, assert_same_by_key, cause_chain, run_both, run_on
+from support.oracle import Engine, assert_same_by_key, cause_chain, run_both, run_on
 
 
 @pytest.mark.quick

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, Optional, Type
 
 import pytest
-from oracle import ENGINES, Engine
+from support.oracle import ENGINES, Engine
 
 Misuse = Callable[[Engine, Any, Any, Any], Any]
 """Given an engine, a flow and two of its streams, do something wrong."""

@@ -14,9 +14,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Mapping, Set, Tuple
 
-import api_flow
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support import api_flow
 
 from conftest import usage_error
 from flowspark import dataflow_api
@@ -154,7 +154,7 @@ def _scrape_bytewax(tmp_path: Any) -> Scrape:
     )
     # In `tmp_path`: Bytewax also writes the flow's JSON to `dataflow.json` in its working directory.
     flow = subprocess.Popen(
-        [sys.executable, "-m", "bytewax.run", f"api_flow:bytewax_flow({release!r})"], env=env, cwd=tmp_path
+        [sys.executable, "-m", "bytewax.run", f"support.api_flow:bytewax_flow({release!r})"], env=env, cwd=tmp_path
     )
     try:
         return _scrape_when_done(f"http://127.0.0.1:{port}", release)

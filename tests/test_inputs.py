@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
-from oracle import ENGINES, Engine, run_both
+from support.oracle import ENGINES, Engine, run_both
 
 CLOSED = object()
 """What a producer puts on the queue after its last item."""

@@ -13,8 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, List, Optional, Tuple
 
 import pytest
-
-from tests.oracle import Engine, Outputs, run_both
+from support.oracle import Engine, Outputs, run_both
 
 
 @pytest.mark.parametrize("shape", ["tap_output_tap", "deeper_step_created_first", "after_a_stateful_step", "merge"])

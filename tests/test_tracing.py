@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
-from oracle import ENGINES, Engine
-from otlp_receiver import ReceivedSpan, grpc_receiver, http_receiver
+from support.oracle import ENGINES, Engine
+from support.otlp_receiver import ReceivedSpan, grpc_receiver, http_receiver
 
 from flowspark import tracing
 from flowspark.testing import TestingSink, TestingSource, run_main

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
-from oracle import ENGINES, Engine
+from support.oracle import ENGINES, Engine
 
 import flowspark.operators as op
 from conftest import ALIGN, run_module

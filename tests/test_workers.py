@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Dict, List, Set, Tuple
 
-from oracle import Engine
+from support.oracle import Engine
 
 LINES = [f"line {n}" for n in range(10)]
 

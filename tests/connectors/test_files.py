@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Tuple, Union
 
 import bytewax.connectors.files as bw
 import pytest
-from oracle import Engine
+from support.oracle import Engine
 
 from flowspark.connectors.files import CSVSource, DirSink, DirSource, FileSink, FileSource, _Lines
 

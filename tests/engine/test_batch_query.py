@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any, Iterator, List
 
 import pytest
-from oracle import Engine, run_both, run_on
+from support.oracle import Engine, run_both, run_on
 
 from conftest import ALIGN
 

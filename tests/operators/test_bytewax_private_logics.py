@@ -6,7 +6,7 @@ import importlib
 from datetime import datetime, timedelta, timezone
 from typing import List
 
-from oracle import ENGINES
+from support.oracle import ENGINES
 
 NOW = datetime(2023, 1, 1, tzinfo=timezone.utc)
 

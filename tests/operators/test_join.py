@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any, List
 
 import pytest
-from oracle import ENGINES, Engine, Event, assert_same_by_key, core_arg, core_steps, drive, run_both
+from support.oracle import ENGINES, Engine, Event, assert_same_by_key, core_arg, core_steps, drive, run_both
 
 from flowspark.operators._join import JoinState
 

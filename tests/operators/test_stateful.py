@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, List, Optional, Tuple
 
 import pytest
-from oracle import (
+from support.oracle import (
     ENGINES,
     Engine,
     Event,

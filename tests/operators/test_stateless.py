@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, List
 
 import pytest
-from oracle import (
+from support.oracle import (
     ENGINES,
     Engine,
     Make,

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
+from support.oracle import ENGINES, Engine, by_key
 
 from flowspark.engine.recovery.recovery_dir import check_recovery_dir
-from tests.oracle import ENGINES, Engine, by_key
 
 ERRORS = ("InconsistentPartitionsError", "MissingPartitionsError", "NoPartitionsError")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
-from oracle import cause_chain
+from support.oracle import cause_chain
 
 import flowspark.operators as op
 from flowspark.connectors.files import FileSource

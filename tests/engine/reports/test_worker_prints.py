@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
-from oracle import ENGINES, Engine, run_on
+from support.oracle import ENGINES, Engine, run_on
 
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.worker_prints import PRINT_CALL, prints_to_driver

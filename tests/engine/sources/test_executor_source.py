@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
-from oracle import run_both
+from support.oracle import run_both
 
 import flowspark.operators as op
 from flowspark.connectors.files import DirSource

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from firing_helpers import Outputs, by_key, downs, drive_op, events, flow_clock, logic_builder, sec, sink_all
+from support.firing_helpers import Outputs, by_key, downs, drive_op, events, flow_clock, logic_builder, sec, sink_all
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, List, Tuple
 
 import pytest
-from firing_helpers import (
+from support.firing_helpers import (
     Outputs,
     by_key,
     drive_op,

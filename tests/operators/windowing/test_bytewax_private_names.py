@@ -9,7 +9,7 @@ import importlib
 from datetime import datetime, timedelta, timezone
 from typing import Any, List
 
-from oracle import ENGINES
+from support.oracle import ENGINES
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc)
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, List, Tuple
 
 import pytest
-from oracle import ENGINES, Engine
+from support.oracle import ENGINES, Engine
 
 from flowspark.operators._windowing.clocks import SystemClockLogic, TimestampError, add_clamped
 from flowspark.operators.windowing import UTC_MAX, UTC_MIN, EventClock, SystemClock

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, List, Tuple
 
 import pytest
-from firing_helpers import Outputs, Step, by_key, downs, drive_op, events, logic_builder, sec, sink_all, stamp
-from oracle import cause_chain
+from support.firing_helpers import Outputs, Step, by_key, downs, drive_op, events, logic_builder, sec, sink_all, stamp
+from support.oracle import cause_chain
 from test_window_ops import random_script, run_script
 
 import flowspark.operators as op

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any, List, Optional, Tuple
 
 import pytest
-from firing_helpers import (
+from support.firing_helpers import (
     Outputs,
     by_key,
     downs,
@@ -27,7 +27,7 @@ from firing_helpers import (
     sec,
     sink_all,
 )
-from oracle import core_arg, core_steps
+from support.oracle import core_arg, core_steps
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, List, Tuple
 
 import pytest
-from firing_helpers import Outputs, Step, by_key, downs, drive_op, events, logic_builder, sec, sink_all, stamp
+from support.firing_helpers import Outputs, Step, by_key, downs, drive_op, events, logic_builder, sec, sink_all, stamp
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, List, Optional, Tuple
 
 import pytest
-from firing_helpers import SYSTEM_START, drive_op, events, panes, payload
+from support.firing_helpers import SYSTEM_START, drive_op, events, panes, payload
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, FrozenSet, List, Set, Tuple
 
 import pytest
-from firing_helpers import Outputs, Step, by_key, downs, drive_op, events, logic_builder, sink_all
+from support.firing_helpers import Outputs, Step, by_key, downs, drive_op, events, logic_builder, sink_all
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win

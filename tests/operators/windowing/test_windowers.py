@@ -12,8 +12,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, List, Tuple
 
 import pytest
-from firing_helpers import meta_tuple, sec
-from oracle import ENGINES, Engine
+from support.firing_helpers import meta_tuple, sec
+from support.oracle import ENGINES, Engine
 
 from conftest import ALIGN
 from flowspark.operators._windowing.windowers import check_windower

@@ -15,13 +15,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
-from oracle import core_arg, core_steps
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
 from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSink, TestingSource, TimeTestingGetter
+from support.oracle import core_arg, core_steps
 
 SYSTEM_START = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
