@@ -22,7 +22,8 @@ from flowspark import settings
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import serving_api
 from flowspark.engine.reports.progress import Progress
-from flowspark.engine.runner import RunConfig, run_flow
+from flowspark.engine.run_config import RunConfig
+from flowspark.engine.runner import run_flow
 
 __all__ = ["drives_the_run", "launch", "launch_process", "run_config"]
 

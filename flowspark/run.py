@@ -24,7 +24,7 @@ from flowspark.locate import locate_flow
 from flowspark.recovery import RecoveryConfig
 
 if TYPE_CHECKING:
-    from flowspark.engine.runner import RunConfig
+    from flowspark.engine.run_config import RunConfig
 
 __all__ = ["cli_main"]
 

@@ -1,9 +1,10 @@
 """The planner and the Spark runtime: the only package that imports pyspark.
 
-`runner` builds a flow's one streaming query and drives it (`batch_query`
+`runner` runs a flow with a `run_config.RunConfig`: it starts the flow's
+one streaming query (`streaming_query`) and drives it (`batch_query`
 runs a flow whose input ends at once as one batch query; `shutdown`
 stops a run on SIGTERM, `process_zero` keeps Bytewax's other processes
-waiting).  Its wings:
+waiting; `run_context` is what the run's code may ask of it).  Its wings:
 
 - `plan`: the flow as Spark's tables, and the rows between stages;
 - `sources`, `state`, `sinks`: inputs, `stateful_batch` steps and outputs on Spark;

@@ -1,11 +1,13 @@
-"""Run a flow as one Spark Structured Streaming query and wait for its end.
+"""Run a flow as one Spark Structured Streaming query (`streaming_query`) and wait for its end.
 
-The query is: the flowspark source (inputs plus the stateless steps right
-after them), one `transformWithState` per stateful layer (each also running
-the stateless steps after its steps), and one `foreachBatch` writer on the
-driver, which writes the outputs that live there and starts one job per
-micro-batch for those written in Spark's tasks (`sink_tasks`).  A bounded run ends once the end-of-input micro-batch has been
-written; the query is then stopped between batches' writes.
+The driver side of a run: its Spark, the driver link, the recovery
+directory's checks, the `foreachBatch` writer on the driver (which writes
+the outputs that live there and starts one job per micro-batch for those
+written in Spark's tasks, `sink_tasks`), and the attempts: a failure in
+Spark rather than in user code gets another, from the last committed
+micro-batch.  A bounded run ends once the end-of-input micro-batch has
+been written; the query is then stopped between batches' writes.  A run
+whose input ends at once runs as one batch query (`batch_query`).
 """
 
 from __future__ import annotations
@@ -13,260 +15,49 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-import time
-import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ContextManager, Dict, Iterator, List, NoReturn, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Callable, ContextManager, Iterator, List, NoReturn, Optional, Tuple
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine import shutdown
 from flowspark.engine.batch_query import run_batch
 from flowspark.engine.connect.connect_client import check_reachable
-from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import Plan, build_plan, for_workers, placed_for_machines
 from flowspark.engine.recovery import driver_fence, storage
-from flowspark.engine.recovery.checkpoint_check import check_checkpoint, looks_damaged
+from flowspark.engine.recovery.checkpoint_check import check_checkpoint
 from flowspark.engine.recovery.recovery_dir import check_recovery_dir
 from flowspark.engine.recovery.resume_check import check_or_record
 from flowspark.engine.recovery.storage import Location, Scheme, parse_location
-from flowspark.engine.reports.driver_link import DriverLink, DriverServer
+from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import FailureBox, StepFailure, resolve
-from flowspark.engine.reports.fault_report import spark_fault
 from flowspark.engine.reports.metrics import FlowMetrics, QueryWatch
-from flowspark.engine.reports.progress import BatchReport, Progress, state_rows
 from flowspark.engine.reports.proxy_log import quiet_proxy_failures
 from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, PRINT_CALL, write_error_prints, write_prints
+from flowspark.engine.run_config import RunConfig
 from flowspark.engine.run_context import RunContext, running
-from flowspark.engine.sinks.remote_writer import ForwardedBatches, serve_writer
+from flowspark.engine.sinks.remote_writer import serve_writer
 from flowspark.engine.sinks.sink_writer import OutputStash, SinkWriter
 from flowspark.engine.sources import snapshot_store
-from flowspark.engine.sources.executor_source import ExecutorInputs, list_executor_inputs, reads_in_executors
+from flowspark.engine.sources.executor_source import list_executor_inputs, reads_in_executors
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
 from flowspark.engine.sources.source_hub import Offset, SourceHub
-from flowspark.engine.sources.spark_format import FORMAT, SCHEMA
-from flowspark.engine.sources.spark_source import encode_options
 from flowspark.engine.sources.wake_ups import DUE_CALL, WakeUps
 from flowspark.engine.spark.cluster import check_recovery_dir_visible
 from flowspark.engine.spark.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
 from flowspark.engine.spark.shipping import ship_by_value, user_packages
 from flowspark.engine.spark.warm_up import warm_python_workers
-from flowspark.engine.state.stateful import LayerProcessor
+from flowspark.engine.streaming_query import (
+    SparkHiccup,
+    batch_reporter,
+    run_failure,
+    start_query,
+    wait_for_end,
+)
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import traced_run
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """How to run: parallelism, micro-batch interval, recovery directory, Spark settings (`flowspark.launch.run_config`
-    makes one from Bytewax's arguments)."""
-
-    parallelism: Optional[int] = None
-    interval_seconds: float = 0.0
-    """Seconds between micro-batch starts (Spark's processing-time trigger); 0: the next starts once there is input
-    and the last is done."""
-    recovery_dir: Optional[str] = None
-    master: Optional[str] = None
-    conf: Dict[str, str] = field(default_factory=dict)
-    max_items_per_batch: int = 1_000_000
-    max_seconds_per_poll: float = 5.0
-    progress: Optional[Progress] = None
-    driver_link_port: int = 0
-    """The driver link's port on a cluster (for firewalls); 0 picks a free one."""
-    ordered: bool = False
-    """Keep one Bytewax worker's output order (`run_main`, `-w 1`), whatever Spark's parallelism."""
-    epoch_per_round: bool = False
-    """Each source round is an epoch, as with Bytewax's zero epoch interval; else each micro-batch is."""
-    spark_ui: bool = False
-    """A Spark started for the run serves its UI (`spark.ui.enabled`, unless `conf` says otherwise)."""
-    remote: Optional[str] = None
-    """A Spark Connect server to run on (`sc://host:port/;token=...`), instead of a Spark of the run's own."""
-    single_run: bool = False
-    """The process runs this one flow (the command line): a Spark started for it would serve no other run (`run_spark`)."""
-
-    def session_conf(self) -> Dict[str, str]:
-        """The Spark settings of a session started for the run: the UI if asked for, then the user's `conf`."""
-        return {"spark.ui.enabled": "true", **self.conf} if self.spark_ui else dict(self.conf)
-
-    @property
-    def workers(self) -> int:
-        """Bytewax's worker count: `-w` (times the processes of a Bytewax launch), else 1 as in Bytewax.
-
-        Dynamic sources and sinks get one partition per worker; Spark's
-        parallelism defaults to the cores when it is not given.
-        """
-        return self.parallelism or 1
-
-
-class _SparkHiccup(Exception):
-    """The query failed inside Spark, not in user code: worth one more attempt; `summary` says what failed."""
-
-    def __init__(self, error: BaseException, summary: str) -> None:
-        super().__init__(summary)
-        self.error = error
-
-
-def _failure(
-    plan: Plan,
-    checkpoint: Location,
-    box: FailureBox,
-    query_error: Optional[BaseException],
-    *others: Optional[BaseException],
-    resumable: bool = False,
-) -> Optional[BaseException]:
-    """The error to raise for a failed run: the user's as Bytewax would raise it, else Spark's in one line (`fault_report`)."""
-    for err in (query_error, *others):
-        if err is None:
-            continue
-        found = resolve(err, box)
-        if found is not None:
-            return found
-    first = box.first()  # the query was stopped on it: Spark's errors are only the stop's
-    if first is not None:
-        return first
-    for err in (*others, query_error):
-        if err is None:
-            continue
-        if looks_damaged(str(err)):
-            fault = spark_fault(err)
-            summary = fault.line if fault is not None else str(err).strip().splitlines()[0]
-            msg = (
-                f"flow {plan.flow_id!r} can't resume: its checkpoint in {str(checkpoint)!r} is damaged ({summary}); "
-                "restore the recovery directory from a backup, or start with an empty one"
-            )
-            return FlowsparkRuntimeError(msg)
-        fault = spark_fault(err)
-        if fault is not None:
-            return _SparkHiccup(fault.as_error(plan.flow_id, resumable), f"flow {plan.flow_id!r}: {fault.line}")
-        if err is not query_error:
-            return err
-    return None
-
-
-def _start_query(
-    spark: RunSpark,
-    plan: Plan,
-    link: DriverLink,
-    writer: SinkWriter,
-    checkpoint: Location,
-    groups: Groups,
-    interval: float,
-    inputs: ExecutorInputs,
-    hub: bool,
-    metered: bool = False,
-) -> Any:
-    """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items.
-
-    Through Spark Connect, Spark calls `foreachBatch` in its server, which
-    hands each micro-batch to `writer` over the driver link (`remote_writer`).
-    """
-    workers = for_workers(plan)
-    session = spark.session
-    if not spark.remote:
-        session.conf.set("spark.sql.shuffle.partitions", str(spark.parallelism))
-    frame = (
-        session.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
-    )
-    for layer in range(1, plan.depth + 1):
-        frame = frame.groupBy("grp").transformWithState(
-            LayerProcessor(workers, layer, groups, link, metered), SCHEMA, "Append", "ProcessingTime"
-        )
-    location = checkpoint.join("query").hadoop_uri
-    writing = (
-        frame.writeStream.foreachBatch(ForwardedBatches(link) if spark.remote else writer)
-        .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
-        .option("checkpointLocation", location)
-        .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
-    )
-    try:
-        return writing.start()
-    except Exception as ex:
-        if "S3AFileSystem not found" not in str(ex) or spark.remote:
-            raise
-        hadoop = spark.context._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
-        msg = (
-            f"Spark can't keep its checkpoint in {location!r}: its Hadoop {hadoop} has no s3a file system. Add "
-            f"hadoop-aws of that version and its AWS SDK to Spark (--conf spark.jars.packages="
-            f"org.apache.hadoop:hadoop-aws:{hadoop}), or use a path every node mounts"
-        )
-        raise FlowsparkRuntimeError(msg) from None
-
-
-def _reporter(progress: Optional[Progress], hub: SourceHub, queries: List[Any]) -> Optional[Callable[[int, int], None]]:
-    """The writer's per-batch callback that feeds `progress`, if there is one."""
-    if progress is None:
-        return None
-    written = [0]
-    last = [time.monotonic()]
-
-    def report(batch_id: int, items_out: int) -> None:
-        now = time.monotonic()
-        written[0] += items_out
-        last_progress = queries[0].lastProgress if queries else None
-        progress.batch(
-            BatchReport(
-                batch_id + 1, hub.items_read, written[0], now - last[0], state_rows(last_progress), hub.fraction_done()
-            )
-        )
-        last[0] = now
-
-    return report
-
-
-def _await_commit(query: Any, checkpoint: Location, batch_id: int, timeout: float = 120.0) -> None:
-    """Let Spark log the last batch as committed, so a resume does not replay it.
-
-    Waits for the batch's entry in Spark's commit log itself: the query's
-    progress can already show the batch while the entry is not yet
-    written (a stop then left the ledger one batch ahead of the log).
-    """
-    entry = checkpoint.join("query", "commits", str(batch_id))
-    deadline = time.monotonic() + timeout
-    while query.isActive and time.monotonic() < deadline:
-        if storage.exists(entry):
-            return
-        time.sleep(0.02 if entry.is_local else 0.2)  # S3 and HDFS: a request or two per look
-
-
-def _wait(
-    plan: Plan,
-    query: Any,
-    checkpoint: Location,
-    server: DriverServer,
-    box: FailureBox,
-    writer: SinkWriter,
-    sees_commits: bool = True,
-    resumable: bool = False,
-) -> None:
-    """Wait for the end of input, a failure (a user's stops the query at once) or a SIGTERM; stop the query; raise
-    the failure, if any.
-
-    `sees_commits`: this process can read Spark's commit log (not so for a
-    temporary checkpoint of a Spark Connect server elsewhere).
-    """
-    try:
-        while not writer.finished.wait(0.05):
-            if server.failure is not None or writer.failure is not None or box.reported.is_set() or not query.isActive:
-                break
-            if shutdown.stop_requested():
-                writer.hold(lambda: bool(query.isActive))
-                break
-        if sees_commits and (writer.finished.is_set() or (shutdown.stop_requested() and writer.last_batch >= 0)):
-            _await_commit(query, checkpoint, writer.last_batch)
-    finally:
-        if query.isActive:
-            query.stop()
-    # A batch refused after the stop began (`SinkWriter.hold`) is no failure.
-    called = None if isinstance(server.failure, shutdown.StopAtBoundary) else server.failure
-    if writer.finished.is_set() and called is None and writer.failure is None:
-        return  # the end of input is written and committed; a batch cut by the stop replays on resume
-    if shutdown.stop_requested() and called is None and writer.failure is None and not box.reported.is_set():
-        raise shutdown.stopped(plan.flow_id, writer.last_batch, resumable)
-    error = _failure(plan, checkpoint, box, query.exception(), called, writer.failure, resumable=resumable)
-    if error is not None:
-        raise error
 
 
 INPUT_LOG = "flowspark-input"
@@ -352,7 +143,7 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
                     with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
                         _attempt(spark, plan, config, checkpoint, metrics, driver if attempt == 0 else None)
                     return
-                except _SparkHiccup as hiccup:
+                except SparkHiccup as hiccup:
                     if attempt == RESTARTS:
                         raise hiccup.error from hiccup.error.__cause__  # Spark's own error only with FLOWSPARK_FULL_TRACEBACK=1
                     _log.warning(
@@ -469,10 +260,10 @@ def _run_as_batch(
             except (FlowsparkRuntimeError, StepFailure):
                 raise  # flowspark's own, already naming the step
             except Exception as ex:
-                error = _failure(plan, checkpoint, driver.box, ex, driver.server.failure, writer.failure)
+                error = run_failure(plan, checkpoint, driver.box, ex, driver.server.failure, writer.failure)
                 if error is None:
                     raise
-                if isinstance(error, _SparkHiccup):
+                if isinstance(error, SparkHiccup):
                     error = error.error
                 raise error from error.__cause__
         if config.progress is not None:
@@ -499,7 +290,7 @@ def _writer(
         plan,
         checkpoint,
         OutputStash(driver.server),
-        _reporter(config.progress, driver.hub, queries),
+        batch_reporter(config.progress, driver.hub, queries),
         None if metrics is None else metrics.driver_meter(),
         workers=config.workers,
         epoch_per_round=config.epoch_per_round,
@@ -597,7 +388,7 @@ def _attempt(
             serve_writer(driver.server, writer)
         if config.progress is not None and spark.ui_url:
             config.progress.announce(f"Spark UI at {spark.ui_url}")
-        query = _start_query(
+        query = start_query(
             spark,
             plan,
             driver.server.link,
@@ -612,7 +403,7 @@ def _attempt(
         queries.append(query)
         if metrics is not None:
             metrics.watch(QueryWatch(lambda: query.lastProgress, hub.fraction_done, hub.lags))
-        _wait(
+        wait_for_end(
             plan,
             query,
             checkpoint,

@@ -8,7 +8,8 @@ import pytest
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
-from flowspark.engine.runner import RunConfig, run_flow
+from flowspark.engine.run_config import RunConfig
+from flowspark.engine.runner import run_flow
 from flowspark.engine.sources.read_ahead import ReadAhead
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.testing import TestingSink
