@@ -13,7 +13,8 @@ import bytewax.connectors.files as bw
 import pytest
 from support.oracle import Engine
 
-from flowspark.connectors.files import CSVSource, DirSink, DirSource, FileSink, FileSource, _Lines
+from flowspark.connectors.files import CSVSource, DirSink, DirSource, FileSink, FileSource
+from flowspark.connectors.files.reading import _Lines
 
 
 def _fs(_dir: Path) -> str:
