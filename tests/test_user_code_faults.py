@@ -105,7 +105,7 @@ def test_a_source_partition_whose_close_fails_keeps_the_run_going_as_in_bytewax(
     records: List[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("flowspark.engine.sources.source_hub")
+    logger = logging.getLogger("flowspark.engine.sources")
     level = logger.level
     logger.setLevel(logging.WARNING)
     logger.addHandler(handler)

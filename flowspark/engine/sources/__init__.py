@@ -1,6 +1,7 @@
 """Inputs on Spark: `spark_source` is the one Python streaming data source of a flow.
 
-Driver-resident partitions are read by `source_hub`, partitions that may
+Driver-resident partitions are read by `source_hub` (each a
+`driver_partition`), partitions that may
 leave the driver by `executor_source` in the tasks that own them, with
 their snapshots in `snapshot_store`; `read_ahead` reads the next
 micro-batch early, `wake_ups` says when timers alone make one due and

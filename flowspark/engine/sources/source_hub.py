@@ -14,169 +14,40 @@ a restart) is read again from the start snapshot.
 
 from __future__ import annotations
 
-import base64
-import logging
 import pickle
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
-
-import cloudpickle
+from typing import Any, Dict, List, Optional, Tuple
 
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import source_origin
-from flowspark.engine.plan.line_blocks import GivesLineBlocks, LineBlock, batch_items
+from flowspark.engine.plan.line_blocks import batch_items
 from flowspark.engine.plan.plan import Plan, input_ranks
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.storage import Location
 from flowspark.engine.reports.driver_link import DriverServer
-from flowspark.engine.reports.failures import StepFailure, aware_or_none, built
+from flowspark.engine.reports.failures import StepFailure
 from flowspark.engine.reports.metrics import Count, Meter, Timing
+from flowspark.engine.sources.driver_partition import (
+    Batch,
+    DriverPartition,
+    PartData,
+    Polled,
+    decode_snapshot,
+    encode_snapshot,
+    split_batches,
+)
 from flowspark.engine.sources.executor_source import ReadNote, reads_in_executors
 from flowspark.engine.sources.input_end import InputEnd
 from flowspark.engine.sources.read_ahead import ReadAhead
 from flowspark.inputs import AbortExecution, DynamicSource, FixedPartitionedSource
 
-_log = logging.getLogger(__name__)
-
 Offset = Dict[str, Any]
-Batch = Tuple[int, Union[bytes, LineBlock]]
-"""One batch a partition produced: its item count and the items, pickled as soon as read (or its lines' bytes)."""
-PartData = Tuple[int, int, List[Batch]]
-"""A partition's input step index, its global index, and the batches it produced."""
 Piece = Tuple[str, int, int, int, int, int]
 """Work for one Spark task: origin name, first sequence number, the batch
 number and index under which the hub keeps its pickled batches (`piece`),
 the round of its first batch and its partition's rank in a round (`order`)."""
-
-
-@dataclass
-class _Polled:
-    """What one poll of every partition read."""
-
-    data: List[PartData]
-    counts: Dict[str, int]
-    aborted_at: Optional[int]
-    """How many batches the partition that raised `AbortExecution` read before it in this poll (`None`: none raised).
-
-    Each source batch is an epoch of Bytewax's with `epoch_interval=0`, so
-    that many epochs of it were closed before the abort.
-    """
-    backlog: bool
-    """Some partition stopped at the item limit: more is waiting."""
-
-
-def _split(batches: List[Batch], pieces: int) -> List[List[Batch]]:
-    """Cut a run of batches into at most `pieces` runs of similar item counts."""
-    total = sum(count for count, _ in batches)
-    target = max(1, -(-total // max(1, pieces)))
-    runs: List[List[Batch]] = [[]]
-    size = 0
-    for batch in batches:
-        if size >= target:
-            runs.append([])
-            size = 0
-        runs[-1].append(batch)
-        size += batch[0]
-    return [r for r in runs if r]
-
-
-def _encode(value: Any) -> str:
-    return base64.b64encode(cloudpickle.dumps(value)).decode()
-
-
-def _decode(text: str) -> Any:
-    return pickle.loads(base64.b64decode(text))
-
-
-class _Part:
-    """One live source partition and where it stands."""
-
-    def __init__(
-        self, input_index: int, name: str, step_id: str, source: Any, resume: Any, fixed: bool, workers: int = 1
-    ) -> None:
-        self.input_index = input_index
-        self.workers = workers
-        """For a dynamic source's partition (named `*<worker index>`): how many workers build one."""
-        self.name = name
-        self.step_id = step_id
-        self.source = source
-        self.fixed = fixed
-        self.done = False
-        self.final: Any = None
-        self.partition = self._build(resume)
-        self._gives_lines = isinstance(self.partition, GivesLineBlocks)
-        self.wakes_at: Optional[datetime] = None
-        """The partition's last `next_awake` answer: it is not polled before then (`None`: right away)."""
-        self.ask_awake()
-
-    def _build(self, resume: Any) -> Any:
-        try:
-            if self.fixed:
-                return built(self.source.build_part, self.step_id, self.name, resume)
-            return built(self.source.build, self.step_id, int(self.name[1:]), self.workers)
-        except Exception as ex:
-            raise StepFailure(f"error building partition {self.name!r} of step {self.step_id!r}", ex) from ex
-
-    def call(self, what: str, func: Callable[[], Any]) -> Any:
-        """Call a method of the partition; on failure raise a `StepFailure` naming the step and partition."""
-        try:
-            return func()
-        except (StopIteration, AbortExecution, StepFailure):
-            raise
-        except Exception as ex:
-            raise StepFailure(
-                f"error calling `{what}` in step {self.step_id!r} for partition {self.name!r}", ex
-            ) from ex
-
-    def read(self) -> Batch:
-        """The next batch, pickled, or as its lines' bytes if the partition can hand them over (`line_blocks`)."""
-        if self._gives_lines:
-            block = self.partition.next_line_block()
-            return block.count, block
-        items = list(self.partition.next_batch())
-        return len(items), chunks.dumps_items(self.step_id, items) if items else b""
-
-    def ask_awake(self) -> None:
-        """Ask when to poll the partition next, as Bytewax does once it is built and after each batch."""
-        self.wakes_at = self.call("next_awake", lambda: aware_or_none(self.partition.next_awake()))
-
-    def awake(self, now: datetime) -> bool:
-        return self.wakes_at is None or self.wakes_at <= now
-
-    def snapshot(self) -> Any:
-        if self.done or not self.fixed:
-            return self.final
-        return self.call("snapshot", self.partition.snapshot)
-
-    def encoded_snapshot(self) -> str:
-        """The snapshot as the offset carries it: it must pickle, as Spark checkpoints every offset."""
-        snapshot = self.snapshot()
-        try:
-            return _encode(snapshot)
-        except Exception as ex:
-            ex.add_note(
-                "flowspark keeps each source partition's snapshot in Spark's offsets after every micro-batch, "
-                "so it must pickle even without recovery"
-            )
-            raise StepFailure(
-                f"error pickling the snapshot of partition {self.name!r} of step {self.step_id!r}", ex
-            ) from ex
-
-    def finish(self) -> None:
-        """The partition ended: keep its last snapshot, then close it."""
-        self.final = self.call("snapshot", self.partition.snapshot) if self.fixed else None
-        self.done = True
-        self.close()
-
-    def close(self) -> None:
-        """Close the partition; as in Bytewax, a failing `close` is logged and the run goes on."""
-        try:
-            self.partition.close()
-        except Exception as ex:
-            _log.warning("error calling `close` in step %r for partition %r: %r", self.step_id, self.name, ex)
 
 
 class SourceHub:
@@ -211,8 +82,8 @@ class SourceHub:
         """Guards the buffers of read batches and pickled pieces."""
         self._parts_lock = threading.Lock()
         """Guards the live partitions (a read ahead uses them in its own thread)."""
-        self._ahead: Optional[ReadAhead[_Polled]] = None
-        self._parts: Dict[str, _Part] = {}
+        self._ahead: Optional[ReadAhead[Polled]] = None
+        self._parts: Dict[str, DriverPartition] = {}
         self._keys: List[str] = []
         self._position: Optional[Offset] = None
         self._buffer: Dict[int, List[PartData]] = {}
@@ -281,7 +152,7 @@ class SourceHub:
         with self._parts_lock:
             specs = self._part_specs()
             self._keys = [key for key, *_ in specs]
-            return {"n": 0, "end": "", "parts": {key: {"s": _encode(None), "c": 0} for key in self._keys}}
+            return {"n": 0, "end": "", "parts": {key: {"s": encode_snapshot(None), "c": 0} for key in self._keys}}
 
     def _sync(self, start: Offset) -> None:
         """Make the live partitions stand at `start` (first call, or a restart)."""
@@ -294,8 +165,10 @@ class SourceHub:
         self._keys = [key for key, *_ in specs]
         for key, i, name, source, fixed in specs:
             state = start["parts"].get(key)
-            resume = _decode(state["s"]) if state else None
-            self._parts[key] = _Part(i, name, self._plan.inputs[i].step_id, source, resume, fixed, self._workers)
+            resume = decode_snapshot(state["s"]) if state else None
+            self._parts[key] = DriverPartition(
+                i, name, self._plan.inputs[i].step_id, source, resume, fixed, self._workers
+            )
         self._position = start
 
     def prime(self) -> Tuple[Offset, Offset]:
@@ -355,7 +228,7 @@ class SourceHub:
             return new
 
     @staticmethod
-    def _rounds(polled: _Polled) -> int:
+    def _rounds(polled: Polled) -> int:
         """The most batches any partition read in the poll: the source rounds the micro-batch counts for."""
         return max((len(batches) for _, _, batches in polled.data), default=0)
 
@@ -382,7 +255,7 @@ class SourceHub:
             self._ended = True
         return new
 
-    def _take_ahead(self, start: Offset) -> Optional[_Polled]:
+    def _take_ahead(self, start: Offset) -> Optional[Polled]:
         """What the read ahead got, if it read on from `start`; else it is waited for and dropped."""
         ahead, self._ahead = self._ahead, None
         if ahead is None:
@@ -392,18 +265,18 @@ class SourceHub:
         ahead.wait()  # Spark went back (a restart): `_sync` rebuilds the partitions
         return None
 
-    def _poll_ahead(self) -> _Polled:
+    def _poll_ahead(self) -> Polled:
         with self._parts_lock:
             return self._poll()
 
-    def _poll(self) -> _Polled:
+    def _poll(self) -> Polled:
         """Read each partition's batches while it is awake, up to the item limit and the poll's time.
 
         A partition not yet awake is passed over, not waited for: a later
         micro-batch reads it once its time has come.
         """
         deadline = time.monotonic() + self._max_seconds
-        polled = _Polled([], {}, aborted_at=None, backlog=False)
+        polled = Polled([], {}, aborted_at=None, backlog=False)
         for index, key in enumerate(self._keys):
             part = self._parts[key]
             batches: List[Batch] = []
@@ -480,7 +353,7 @@ class SourceHub:
         for input_index, index, batches in data:
             round_ = first_round
             rank = self._ranks[input_index] << 20 | index
-            for piece, run in enumerate(_split(batches, self._pieces_per_part)):
+            for piece, run in enumerate(split_batches(batches, self._pieces_per_part)):
                 origin = source_origin(input_index, index, piece)
                 pieces.append((origin, piece << 40, number, len(payloads), round_, rank))
                 payloads.append(pickle.dumps([blob for _, blob in run], pickle.HIGHEST_PROTOCOL))
@@ -506,7 +379,9 @@ class SourceHub:
             want = end["parts"].get(key, {"c": 0})["c"] - start["parts"].get(key, {"c": 0})["c"]
             if want <= 0 or not fixed:
                 continue
-            part = _Part(i, name, self._plan.inputs[i].step_id, source, _decode(start["parts"][key]["s"]), fixed)
+            part = DriverPartition(
+                i, name, self._plan.inputs[i].step_id, source, decode_snapshot(start["parts"][key]["s"]), fixed
+            )
             batches: List[Batch] = []
             got = 0
             while got < want:
@@ -526,7 +401,7 @@ class SourceHub:
             data.append((i, index, batches))
         return data
 
-    def _note_lag(self, part: _Part) -> None:
+    def _note_lag(self, part: DriverPartition) -> None:
         """Keep how many items `part` has yet to read, if it tells (a `lag()` method, as `KafkaSource`'s)."""
         tell = getattr(part.partition, "lag", None)
         if not callable(tell):
@@ -603,7 +478,7 @@ class SourceHub:
         with self._parts_lock:
             for key, part in told:
                 state = end["parts"].get(key)
-                snapshot = _decode(state["s"]) if state is not None else None
+                snapshot = decode_snapshot(state["s"]) if state is not None else None
                 if snapshot is not None and not part.done:
                     part.partition.committed(snapshot)
 
