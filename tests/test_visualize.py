@@ -30,8 +30,9 @@ from flowspark.errors import FlowsparkRuntimeError
 from flowspark.inputs import DynamicSource
 from flowspark.outputs import DynamicSink, MicroBatchSink, StatelessSinkPartition
 from flowspark.recovery import RecoveryConfig, init_db_dir
+from flowspark.spark_plan import PASS
 from flowspark.testing import TestingSink, TestingSource, run_main
-from flowspark.visualize import PASS, physical_plan, to_mermaid, to_physical
+from flowspark.visualize import physical_plan, to_mermaid, to_physical
 
 ROOT = Path(__file__).resolve().parent.parent
 
