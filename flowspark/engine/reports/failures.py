@@ -246,10 +246,10 @@ def reported_to(link: DriverLink) -> Iterator[None]:
     Spark turns it into text.
 
     flowspark's own notices (`flowspark.notices`) go to the driver's
-    standard error.  On a Spark the run did not start, the code also runs with the run's
-    directory and variables, and its standard error goes to the driver
-    too (`DriverLink.lent`).  A retried task attempt first asks the driver
-    whether the run already failed (`refuse_after_failure`).
+    standard error.  On a Spark the run did not start, the code also runs
+    with the run's directory and variables, and its standard error goes to
+    the driver too (`DriverLink.lent`).  A retried task attempt first asks
+    the driver whether the run already failed (`refuse_after_failure`).
     """
     refuse_after_failure(link)
     try:
