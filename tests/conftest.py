@@ -278,11 +278,13 @@ class KafkaProcess:
 @dataclass(frozen=True)
 class KafkaBroker:
     """A running Apache Kafka broker: its plain listener and its SASL_SSL one, with the client settings the latter
-    needs (user `alice`, PLAIN, a self-signed certificate for 127.0.0.1), and its process."""
+    needs (user `alice` with PLAIN, or user `bob` with SCRAM-SHA-256; a self-signed certificate for 127.0.0.1), and
+    its process."""
 
     address: str
     secure_address: str
     secure_config: Dict[str, str]
+    scram_config: Dict[str, str]
     process: KafkaProcess
 
 
@@ -342,9 +344,11 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
                 "transaction.state.log.replication.factor=1",
                 "transaction.state.log.min.isr=1",
                 "group.initial.rebalance.delay.ms=0",
-                "sasl.enabled.mechanisms=PLAIN",
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
                 "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule"
                 ' required user_alice="alice-secret";',
+                "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config="
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
                 "ssl.keystore.type=PEM",
                 f"ssl.keystore.location={keystore}",
             ]
@@ -354,7 +358,17 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
     java = ["java", "-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-cp", classpath]
     cluster_id = "flowspark-tests-" + uuid.uuid4().hex[:6]
     subprocess.run(
-        [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)],
+        [
+            *java,
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(properties),
+            "--add-scram",
+            "SCRAM-SHA-256=[name=bob,password=bob-secret]",
+        ],
         check=True,
         capture_output=True,
         timeout=120,
@@ -363,16 +377,12 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
     process = KafkaProcess(java, properties, folder / "broker.log", address)
     try:
         process.start()
+        tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(cert)}
         yield KafkaBroker(
             address,
             f"127.0.0.1:{secure}",
-            {
-                "security.protocol": "SASL_SSL",
-                "sasl.mechanism": "PLAIN",
-                "sasl.username": "alice",
-                "sasl.password": "alice-secret",
-                "ssl.ca.location": str(cert),
-            },
+            {**tls, "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"},
+            {**tls, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "bob", "sasl.password": "bob-secret"},
             process,
         )
     finally:

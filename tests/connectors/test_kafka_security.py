@@ -1,5 +1,5 @@
-"""Kafka connectors over SASL_SSL (user and password over TLS) against Apache Kafka's broker, with certificates
-given by path or shipped with the job."""
+"""Kafka connectors over SASL_SSL (user and password over TLS, PLAIN or SCRAM-SHA-256) against Apache Kafka's broker,
+with certificates given by path or shipped with the job."""
 
 from __future__ import annotations
 
@@ -24,21 +24,23 @@ pytestmark = pytest.mark.kafka
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
 @pytest.mark.parametrize("workers", [1, 2], ids=["in_the_driver", "in_spark_tasks"])
-def test_source_and_sink_over_sasl_ssl(kafka: KafkaBroker, workers: int) -> None:
+def test_source_and_sink_over_sasl_ssl(kafka: KafkaBroker, workers: int, mechanism: str) -> None:
+    config = kafka.secure_config if mechanism == "PLAIN" else kafka.scram_config
     topic = new_topic(kafka.address, 2)
     messages = [KafkaSinkMessage(f"k{i}".encode(), f"v{i}".encode(), partition=i % 2) for i in range(6)]
     flow = Dataflow("kafka_secure_out")
     op.output(
         "out",
         op.input("inp", flow, TestingSource(messages)),
-        KafkaSink([kafka.secure_address], topic, kafka.secure_config),
+        KafkaSink([kafka.secure_address], topic, config),
     )
     cluster_main(flow, [], 0, worker_count_per_proc=workers)
 
     flow = Dataflow("kafka_secure_in")
     got: List[Any] = []
-    source = KafkaSource([kafka.secure_address], [topic], tail=False, add_config=kafka.secure_config)
+    source = KafkaSource([kafka.secure_address], [topic], tail=False, add_config=config)
     op.output("out", op.input("inp", flow, source), TestingSink(got))
     cluster_main(flow, [], 0, worker_count_per_proc=workers)
 
