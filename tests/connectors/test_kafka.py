@@ -21,7 +21,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -745,11 +745,12 @@ def test_resume_after_kill_loses_and_repeats_nothing_and_idles_cheaply(broker: s
     assert set(sunk) == set(values)
 
 
-def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(
-    broker_behind_outage: Tuple[str, Outage], tmp_path: Path
+def _tailing_run_through_an_outage(
+    broker: str, tmp_path: Path, away: Callable[[], None], back: Callable[[], None], seconds: float
 ) -> None:
-    """The broker cut off for longer than any Kafka timeout: the run waits, says so in a line, and reads on after."""
-    broker, outage = broker_behind_outage
+    """A tailing `-r` run to a file sink and a `KafkaSink`: 20 messages, then the broker `away` for `seconds` and
+    `back`, then 20 more.  The run waits, says so in a line, and reads on; the file sink writes every message once,
+    the Kafka sink each at least once."""
     src, dst = _topic(broker, 2), _topic(broker)
     (tmp_path / "kill_flow.py").write_text(KILL_FLOW)
     out_file = tmp_path / "out.txt"
@@ -771,10 +772,10 @@ def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(
     )
     try:
         _wait_for_lines(out_file, 20, proc)
-        outage.cut()
-        time.sleep(20)
+        away()
+        time.sleep(seconds)
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        outage.restore()
+        back()
         _produce(broker, src, records[20:])
         _wait_for_lines(out_file, 40, proc)
     finally:
@@ -789,41 +790,19 @@ def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(
     assert not any("Traceback" in line or "py4j" in line for line in err.decode().splitlines()), err.decode()
 
 
+def test_a_tailing_run_waits_out_a_broker_outage_and_goes_on(
+    broker_behind_outage: Tuple[str, Outage], tmp_path: Path
+) -> None:
+    """The broker cut off for longer than any Kafka timeout."""
+    broker, outage = broker_behind_outage
+    _tailing_run_through_an_outage(broker, tmp_path, outage.cut, outage.restore, 20)
+
+
 def test_a_tailing_run_goes_on_after_its_broker_is_killed_and_started_again(tmp_path: Path) -> None:
-    """The broker process SIGKILLed mid-run and started 15 s later on its ports and data: the run waits, says so in a
-    line, and reads on; the file sink writes every message once, the Kafka sink each at least once."""
+    """The broker process SIGKILLed mid-run and started 15 s later on its ports and data."""
     (tmp_path / "broker").mkdir()
     with apache_kafka(tmp_path / "broker") as kafka:
-        broker = kafka.address
-        src, dst = _topic(broker, 2), _topic(broker)
-        (tmp_path / "kill_flow.py").write_text(KILL_FLOW)
-        out_file = tmp_path / "out.txt"
-        env = dict(os.environ, KILL_BROKER=broker, KILL_IN=src, KILL_OUT=dst, KILL_FILE=str(out_file))
-        cmd = [sys.executable, "-m", "flowspark.run", f"{tmp_path / 'kill_flow.py'}:flow", "-r", str(tmp_path / "rec")]
-        values = [f"m{i}" for i in range(40)]
-        records: List[Record] = [(i % 2, None, v.encode(), []) for i, v in enumerate(values)]
-        _produce(broker, src, records[:20])
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        try:
-            _wait_for_lines(out_file, 20, proc)
-            kafka.process.kill()
-            time.sleep(15)
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            kafka.process.start()
-            _produce(broker, src, records[20:])
-            _wait_for_lines(out_file, 40, proc)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-            _, err = proc.communicate(timeout=120)
-        lines = out_file.read_text().splitlines()
-        assert sorted(lines) == sorted(f"{i % 2} {v}" for i, v in enumerate(values))
-        assert {m.value().decode() for m in _read_back(broker, dst, 40)} == set(values)
-    said = err.decode()
-    assert any("unreachable" in line and "waiting" in line for line in said.splitlines() if "Kafka" in line), said
-    assert "Traceback" not in said and "py4j" not in said, said
+        _tailing_run_through_an_outage(kafka.address, tmp_path, kafka.process.kill, kafka.process.start, 15)
 
 
 def test_a_sink_waits_out_a_broker_outage(broker_behind_outage: Tuple[str, Outage]) -> None:
