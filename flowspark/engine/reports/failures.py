@@ -33,6 +33,7 @@ import cloudpickle
 from flowspark import notices, settings
 from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, errors_to_driver, prints_to_driver
 from flowspark.errors import FlowsparkRuntimeError
+from flowspark.inputs import AbortExecution
 
 if TYPE_CHECKING:
     from flowspark.engine.reports.driver_link import DriverLink, DriverServer
@@ -158,6 +159,20 @@ def built(build: Callable[..., T], *args: Any) -> T:
     if partition is None:
         raise TypeError(f"`{build.__name__}` returned `None`; it must return a partition")
     return partition
+
+
+def partition_call(step_id: str, partition: str, what: str, func: Callable[..., T], *args: Any) -> T:
+    """Call method `what` of a source partition; a failure is a `StepFailure` naming the step and the partition.
+
+    The end of input (`StopIteration`), `AbortExecution` and failures
+    already named pass through as they are.
+    """
+    try:
+        return func(*args)
+    except (StopIteration, AbortExecution, StepFailure):
+        raise
+    except Exception as ex:
+        raise StepFailure(f"error calling `{what}` in step {step_id!r} for partition {partition!r}", ex) from ex
 
 
 def aware_or_none(moment: Any) -> Optional[datetime]:

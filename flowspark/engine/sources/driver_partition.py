@@ -17,8 +17,7 @@ import cloudpickle
 
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.line_blocks import GivesLineBlocks, LineBlock
-from flowspark.engine.reports.failures import StepFailure, aware_or_none, built
-from flowspark.inputs import AbortExecution
+from flowspark.engine.reports.failures import StepFailure, aware_or_none, built, partition_call
 
 _log = logging.getLogger(__name__)
 
@@ -98,14 +97,7 @@ class DriverPartition:
 
     def call(self, what: str, func: Callable[[], Any]) -> Any:
         """Call a method of the partition; on failure raise a `StepFailure` naming the step and partition."""
-        try:
-            return func()
-        except (StopIteration, AbortExecution, StepFailure):
-            raise
-        except Exception as ex:
-            raise StepFailure(
-                f"error calling `{what}` in step {self.step_id!r} for partition {self.name!r}", ex
-            ) from ex
+        return partition_call(self.step_id, self.name, what, func)
 
     def read(self) -> Batch:
         """The next batch, pickled, or as its lines' bytes if the partition can hand them over (`line_blocks`)."""

@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from flowspark.engine.plan.plan import Plan
 from flowspark.engine.recovery.storage import Location
-from flowspark.engine.reports.failures import StepFailure, aware_or_none
+from flowspark.engine.reports.failures import StepFailure, aware_or_none, partition_call
 from flowspark.engine.reports.metrics import Count, Meter, Timing
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
 from flowspark.engine.sources.snapshot_store import PartRecord, SnapshotStore, part_folder
@@ -309,14 +309,7 @@ class PartReader:
             raise StepFailure(f"error building partition {spec.name!r} of step {spec.step_id!r}", ex) from ex
 
     def _call(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return func(*args)
-        except (StopIteration, AbortExecution, StepFailure):
-            raise
-        except Exception as ex:
-            raise StepFailure(
-                f"error calling `{what}` in step {self._spec.step_id!r} for partition {self._spec.name!r}", ex
-            ) from ex
+        return partition_call(self._spec.step_id, self._spec.name, what, func, *args)
 
     def _ask_awake(self) -> None:
         self.awake = self._call("next_awake", lambda: aware_or_none(self._partition.next_awake()))
