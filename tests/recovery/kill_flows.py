@@ -172,3 +172,11 @@ table_sums = op.stateful_batch(
 op.output(
     "out", op.map("row", table_sums, as_row), SparkSink("json", {"path": OUT_PATH}, "line string", table="kill_sums")
 )
+
+
+# The same running sums appended to a Delta Lake table at `KILL_OUT` (the run is given Delta's settings).
+spark_delta = Dataflow("kill_spark_delta")
+delta_sums = op.stateful_batch(
+    "sum", op.map("parse", op.input("inp", spark_delta, FileSource(IN_PATH, batch_size=500)), parse), RunningSum
+)
+op.output("out", op.map("row", delta_sums, as_row), SparkSink("delta", {"path": OUT_PATH}, "line string"))

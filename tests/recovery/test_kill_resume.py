@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import pytest
+from support.table_formats import conf_args, delta_settings, delta_table_rows
 
 from conftest import pg_query, pg_table
 
@@ -25,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOWS = ROOT / "tests" / "recovery" / "kill_flows.py"
 
 
-def _start(flow: str, env: Dict[str, str], recovery: str) -> "subprocess.Popen[bytes]":
+def _start(flow: str, env: Dict[str, str], recovery: str, *spark_args: str) -> "subprocess.Popen[bytes]":
+    """Start `flow` of `kill_flows` in a process group of its own, with `spark_args` (`--conf`s) after flowspark's."""
     cmd = [
         sys.executable,
         "-m",
@@ -37,6 +39,7 @@ def _start(flow: str, env: Dict[str, str], recovery: str) -> "subprocess.Popen[b
         "4000",
         "-w",
         "2",
+        *spark_args,
     ]
     return subprocess.Popen(
         cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -65,10 +68,12 @@ def _run_with_kills(flow: str, env: Dict[str, str], recovery: str, kills: int, s
 
 
 def _lines(path: Path) -> List[str]:
-    """The sorted lines of an output file, of a `DirSink`'s files, or of every data file of a Spark output directory
-    (partition folders included)."""
+    """The sorted lines of an output file, of a `DirSink`'s files, of a Delta table, or of every data file of a Spark
+    output directory (partition folders included)."""
     if path.is_file():
         return sorted(path.read_text().splitlines())
+    if (path / "_delta_log").is_dir():
+        return sorted(row["line"] for row in delta_table_rows(path))
     data = _data_files(path)
     if all(p.name.startswith("part_") for p in data):
         return sorted(f"{p.name}|{line}" for p in data for line in p.read_text().splitlines())
@@ -171,10 +176,7 @@ def _kill_when(proc: "subprocess.Popen[bytes]", seen: Callable[[], bool]) -> boo
 
 
 def _killed_mid_write(flow: str, tmp_path: Path, writing: Callable[[Path], bool]) -> Tuple[List[str], List[str], int]:
-    """The reference output and that of a run killed twice while `writing(out)`, then resumed.
-
-    The second kill waits for a dozen data files more than the first saw, so it hits a later batch.
-    """
+    """The reference output and that of a run killed twice while `writing(out)`, then resumed (`_killed_twice`)."""
     src = tmp_path / "in.txt"
     _write_input(src, 60_000)
     reference, killed = tmp_path / "reference", tmp_path / "killed"
@@ -184,14 +186,25 @@ def _killed_mid_write(flow: str, tmp_path: Path, writing: Callable[[Path], bool]
         flow, dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0
     )
     env = dict(os.environ, KILL_IN=str(src), KILL_OUT=str(killed))
-    recovery = str(tmp_path / "recovery")
-    kills = int(_kill_when(_start(flow, env, recovery), lambda: writing(killed)))
-    files = len(_data_files(killed))
-    kills += _kill_when(_start(flow, env, recovery), lambda: writing(killed) and len(_data_files(killed)) >= files + 12)
-    proc = _start(flow, env, recovery)
+    kills = _killed_twice(flow, env, str(tmp_path / "recovery"), writing, 12)
+    return _lines(reference), _lines(killed), kills
+
+
+def _killed_twice(
+    flow: str, env: Dict[str, str], recovery: str, writing: Callable[[Path], bool], later: int, *run_args: str
+) -> int:
+    """Run `flow` (with `run_args`) to its end, killed while `writing(out)` and again once `later` data files more are
+    out, so the second kill hits a later batch; the kills done."""
+    out = Path(env["KILL_OUT"])
+    kills = int(_kill_when(_start(flow, env, recovery, *run_args), lambda: writing(out)))
+    files = len(_data_files(out))
+    kills += _kill_when(
+        _start(flow, env, recovery, *run_args), lambda: writing(out) and len(_data_files(out)) >= files + later
+    )
+    proc = _start(flow, env, recovery, *run_args)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err.decode()
-    return _lines(reference), _lines(killed), kills
+    return kills
 
 
 def _data_files(path: Path) -> List[Path]:
@@ -214,6 +227,33 @@ def test_a_spark_catalog_table_killed_while_spark_writes_a_batch(tmp_path: Path)
     expected, got, kills = _killed_mid_write("spark_table", tmp_path, lambda out: (out / "_temporary").exists())
     assert len(expected) == 60_000 + 50
     assert got == expected, f"after {kills} kills"
+    assert kills == 2
+
+
+def _running_sums(src: Path) -> List[str]:
+    """The lines `kill_flows`' running sums write for the input `src`: a key's count and total after each of its
+    values, then its total at the end."""
+    totals: Dict[str, Tuple[int, int]] = {}
+    lines = []
+    for line in src.read_text().splitlines():
+        key, _, value = line.split(",")
+        seen, total = totals.get(key, (0, 0))
+        totals[key] = (seen + 1, total + int(value))
+        lines.append(f"{key},{seen + 1}:{total + int(value)}")
+    return sorted(lines + [f"{key},eof:{total}" for key, (_, total) in totals.items()])
+
+
+@pytest.mark.table_formats
+def test_a_delta_table_killed_while_spark_writes_a_batch(tmp_path: Path) -> None:
+    """Killed once a batch's first data file is out (before or after Delta's commit of it), and a few files later."""
+    src, out = tmp_path / "in.txt", tmp_path / "out"
+    _write_input(src, 8_000)
+    env = dict(os.environ, KILL_IN=str(src), KILL_OUT=str(out))
+    run_args = ("--max-batch-items", "500", *conf_args(delta_settings()))
+    kills = _killed_twice(
+        "spark_delta", env, str(tmp_path / "recovery"), lambda o: any(o.glob("*.parquet")), 4, *run_args
+    )
+    assert _lines(out) == _running_sums(src), f"after {kills} kills"
     assert kills == 2
 
 
