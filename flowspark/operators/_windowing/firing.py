@@ -83,7 +83,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Dict, Generic, Iterable, List, Optional, Set, Tuple, Union
+from typing import Dict, Generic, Iterable, List, Optional, Set, Tuple
 
 from typing_extensions import override
 
@@ -91,14 +91,9 @@ from flowspark.operators._core import S, V, W
 from flowspark.operators._windowing.base import (
     LATE_SESSION_ID,
     ZERO_TD,
-    SeededWindowerLogic,
-    ValueWindowerLogic,
     WindowLogic,
     WindowMetadata,
 )
-from flowspark.operators._windowing.clocks import add_clamped
-from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindowerLogic
-from flowspark.operators._windowing.logics import FoldWindowLogic
 from flowspark.operators._windowing.panes import EmitMode, Pane, PaneTiming
 from flowspark.operators._windowing.per_key import (
     Closed,
@@ -110,7 +105,6 @@ from flowspark.operators._windowing.per_key import (
     WindowEvent,
 )
 from flowspark.operators._windowing.triggers import Trigger, WindowBook
-from flowspark.operators._windowing.windowers import SessionWindowerLogic, SlidingWindowerLogic
 
 __all__ = ["FiringKeyWindowLogic", "FiringWindowConfig", "KeptWindow"]
 
@@ -166,10 +160,6 @@ class _Kept(Generic[V, W, S]):
     book: WindowBook
 
 
-_INSTANT = timedelta(microseconds=1)
-"""The smallest step of a `datetime`: what "at or after" adds to "after"."""
-
-
 def _earlier(a: Optional[datetime], b: Optional[datetime]) -> Optional[datetime]:
     if a is None:
         return b
@@ -219,9 +209,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
 
     def _running(self, logic: WindowLogic[V, W, S]) -> List[W]:
         """The window's result if it closed now, without closing it (see the module)."""
-        if isinstance(logic, FoldWindowLogic):
-            return [logic.current()]
-        return list(self._config.builder(logic.snapshot()).on_close())
+        return list(logic.running(self._config.builder))
 
     @override
     def _wrap(self, window_id: int, items: Iterable[W]) -> List[WindowEvent[V, W]]:
@@ -263,23 +251,18 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         window set, so a trigger sees the merged session (counts added up)
         and an emit mode emits its result once.
         """
-        windower = self._windower
-        if isinstance(windower, ValueWindowerLogic):
-            window_ids = list(windower.open_for_value(value, timestamp))
-        else:
-            window_ids = list(windower.open_for(timestamp))
+        window_ids = list(self._windower.place(value, timestamp))
         events, absorbed_into = self._merge_pending()
         for window_id in window_ids:
             while window_id in absorbed_into:
                 window_id = absorbed_into[window_id]
-            events.extend(self._take_into(windower, window_id, value))
-        if isinstance(windower, SeededWindowerLogic):
-            self._remember(windower, value, timestamp)
+            events.extend(self._take_into(window_id, value))
+        self._remember(value, timestamp)
         return events
 
     @override
     def _seed(
-        self, windower: SeededWindowerLogic[Any], window_id: int, logic: WindowLogic[V, W, S]
+        self, window_id: int, logic: WindowLogic[V, W, S], span: Tuple[datetime, datetime]
     ) -> List[WindowEvent[V, W]]:
         """Seed a new window; its trigger counts the seeded values but cannot fire on them.
 
@@ -287,11 +270,11 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         the value that opened it, so a window seeded with `n` values does
         not emit `n` early panes.
         """
-        events = super()._seed(windower, window_id, logic)
+        events = super()._seed(window_id, logic, span)
         trigger = self._firing.trigger
         if trigger is not None:
             book = self._book(window_id)
-            for value in self._remembered(windower, window_id):
+            for value in self._remembered(span):
                 trigger.after_value(book, value)
         return events
 
@@ -326,19 +309,12 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 book.on_time = book.on_time or absorbed.on_time
         return events, absorbed_into
 
-    def _session_spans(self) -> Optional[Dict[int, Tuple[datetime, datetime]]]:
-        """`(open_time, reach)` of each open session, for the built-in session windowers; else `None`."""
-        windower = self._windower
-        if isinstance(windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
-            return windower.spans()
-        return None
-
     @override
     def _close(self, watermark: datetime) -> List[WindowEvent[V, W]]:
         events: List[WindowEvent[V, W]] = []
         lateness = self._firing.allowed_lateness
         # Read before `close_for` forgets the sessions it closes.
-        spans = self._session_spans() if lateness > ZERO_TD else None
+        spans = self._windower.session_spans() if lateness > ZERO_TD else None
         for window_id, meta in self._windower.close_for(watermark):
             logic = self._logics.pop(window_id, None)
             if logic is None:
@@ -359,18 +335,16 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         return events
 
     def _purge_at(self, reach: datetime) -> datetime:
-        """When a window that closed at `reach` is dropped: once the watermark passes its lateness.
+        """When a window that closed at `reach` is dropped: once the watermark reaches its lateness.
 
-        A session, whose gap counts inclusively (it stays open while the
-        watermark is at its reach), is kept while the watermark is at its
-        reach plus the lateness, as Kafka Streams keeps sessions for their
-        grace; a fixed window, which ends before its `close_time`, is
-        dropped when the watermark reaches `close_time` plus the lateness.
+        The windower answers (`kept_until`): a session, whose gap counts
+        inclusively (it stays open while the watermark is at its reach), is
+        kept while the watermark is at its reach plus the lateness, as Kafka
+        Streams keeps sessions for their grace; a fixed window, which ends
+        before its `close_time`, is dropped when the watermark reaches
+        `close_time` plus the lateness.
         """
-        purge_at = add_clamped(reach, self._firing.allowed_lateness)
-        if isinstance(self._windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
-            purge_at = add_clamped(purge_at, _INSTANT)
-        return purge_at
+        return self._windower.kept_until(reach, self._firing.allowed_lateness)
 
     @override
     def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
@@ -409,13 +383,12 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
     def _place_late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
         """Give a late value to the windows that still take it, opening them if need be; the rest to `late`."""
         windower = self._windower
-        if isinstance(windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
-            return self._late_in_session(windower, value, timestamp)
-        window_ids = list(windower.late_for(timestamp))
+        open_spans = windower.session_spans()
+        if open_spans is not None:
+            return self._late_in_session(open_spans, value, timestamp)
+        window_ids = windower.late_windows(timestamp, self._kept)
         if window_ids == [LATE_SESSION_ID] and self._cannot_tell(LATE_SESSION_ID):
             return self._late_by_span(value, timestamp)
-        if isinstance(windower, SeededWindowerLogic):
-            window_ids = sorted({*window_ids, *self._kept_spanning(windower, timestamp)})
         events: List[WindowEvent[V, W]] = []
         taken = False
         for window_id in window_ids:
@@ -427,46 +400,40 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             elif window_id in self._kept:
                 events.extend(self._refire(window_id, value))
                 taken = True
-            elif isinstance(windower, SlidingWindowerLogic) and self._still_takes(windower, window_id):
-                events.extend(self._open_late(windower, window_id, value))
             else:
-                events.append(Late(window_id, value))
-        if taken and isinstance(windower, SeededWindowerLogic):
+                meta = windower.late_window(window_id)
+                if meta is not None and self._purge_at(meta.close_time) > self._watermark:
+                    events.extend(self._open_late(window_id, meta, value))
+                else:
+                    events.append(Late(window_id, value))
+        if taken:
             # Windows opened later over its timestamp take it from memory, like any applied value.
-            self._remember(windower, value, timestamp)
+            self._remember(value, timestamp)
         return events
 
-    def _still_takes(self, windower: SlidingWindowerLogic, window_id: int) -> bool:
-        """Whether a fixed window that does not exist yet is within the allowed lateness."""
-        close_time = windower.metadata_for(window_id).close_time
-        return add_clamped(close_time, self._firing.allowed_lateness) > self._watermark
-
-    def _open_late(self, windower: SlidingWindowerLogic, window_id: int, value: V) -> List[WindowEvent[V, W]]:
+    def _open_late(self, window_id: int, meta: WindowMetadata, value: V) -> List[WindowEvent[V, W]]:
         """Create the fixed window a late value is the first to fall in (Flink and Kafka Streams do).
 
         If the window has not ended yet it opens as usual.  If it has, it is
         created closed and kept: it emits its result at once as a `"late"`
         pane, then reports its metadata on `meta`.
         """
-        meta = windower.metadata_for(window_id)
         if meta.close_time > self._watermark:
-            windower.open_window(window_id)
+            self._windower.reopen(window_id, meta, meta.close_time)
             logic = self._logics[window_id] = self._config.builder(None)
             return self._wrap(window_id, logic.on_value(value)) + self._took_in(window_id, logic, value)
-        purge_at = add_clamped(meta.close_time, self._firing.allowed_lateness)
+        purge_at = self._purge_at(meta.close_time)
         book = WindowBook(on_time=True)
         self._kept[window_id] = _Kept(self._config.builder(None), meta, meta.close_time, purge_at, book)
         return self._refire(window_id, value) + [Closed(window_id, copy.deepcopy(meta))]
 
     def _late_in_session(
-        self,
-        windower: Union[SessionWindowerLogic, DynamicSessionWindowerLogic],
-        value: V,
-        timestamp: datetime,
+        self, open_spans: Dict[int, Tuple[datetime, datetime]], value: V, timestamp: datetime
     ) -> List[WindowEvent[V, W]]:
         """Place a late value among the open and kept sessions, as Flink's merging window set does.
 
-        The value reaches over `[t, reach]` (see `_reach_of`); every session,
+        `open_spans` are the windower's `session_spans()`.  The value
+        reaches over `[t, reach]` (the windower's `reach_of`); every session,
         open or kept, whose `[open_time, reach]` touches it, or touches a
         session that does, joins one session with it.  If that session ends
         at or after the watermark (it holds an open session, or the value
@@ -477,8 +444,8 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         no session opens a new one that way, if its reach is within the
         allowed lateness; else it goes to `late`.
         """
-        low, high = timestamp, self._reach_of(value, timestamp)
-        open_spans = windower.spans()
+        windower = self._windower
+        low, high = timestamp, windower.reach_of(value, timestamp)
         touched_open: Set[int] = set()
         touched_kept: List[int] = []
         grew = True
@@ -494,7 +461,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                     low, high, grew = min(low, kept.meta.open_time), max(high, kept.reach), True
         if touched_open or high >= self._watermark:
             for window_id in touched_kept:
-                self._revive(windower, window_id)
+                self._revive(window_id)
             return self._apply([(value, timestamp)])
         if touched_kept:
             return self._merge_kept(touched_kept, value, timestamp, high)
@@ -506,10 +473,10 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         self._kept[window_id] = _Kept(self._config.builder(None), meta, high, purge_at, WindowBook(on_time=True))
         return self._refire(window_id, value) + [Closed(window_id, copy.deepcopy(meta))]
 
-    def _revive(self, windower: Union[SessionWindowerLogic, DynamicSessionWindowerLogic], window_id: int) -> None:
+    def _revive(self, window_id: int) -> None:
         """Open a kept session again: a late value extends it past the watermark or joins it to an open one."""
         kept = self._kept.pop(window_id)
-        windower.revive(window_id, copy.deepcopy(kept.meta), kept.reach)
+        self._windower.reopen(window_id, copy.deepcopy(kept.meta), kept.reach)
         self._logics[window_id] = kept.logic
         self._books[window_id] = kept.book
 
@@ -539,36 +506,14 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             events.append(Closed(target_id, copy.deepcopy(meta)))
         return events
 
-    def _kept_spanning(self, windower: SeededWindowerLogic[Any], timestamp: datetime) -> List[int]:
-        """The kept windows of a seeded windower whose span holds `timestamp` (`late_for` names only open ones)."""
-        spanning = []
-        for window_id in self._kept:
-            first, last = windower.span(window_id)
-            if first <= timestamp <= last:
-                spanning.append(window_id)
-        return spanning
-
     def _cannot_tell(self, window_id: int) -> bool:
         """Whether `late_for` returned the "cannot tell" sentinel rather than a real window id.
 
-        Fixed-length windows (`SlidingWindowerLogic` and its kind) and
-        seeded ones (record sliding) have real ids that may be negative,
-        `-1` included.
+        Windowers whose `names_late_windows` says so (fixed-length windows,
+        record sliding ones) have real ids that may be negative, `-1`
+        included.
         """
-        return (
-            window_id not in self._logics
-            and window_id not in self._kept
-            and not isinstance(self._windower, (SlidingWindowerLogic, SeededWindowerLogic))
-        )
-
-    def _reach_of(self, value: V, timestamp: datetime) -> datetime:
-        """How far a value reaches: `t + gap` for sessions (`gap_for(value)` for dynamic ones), else `t`."""
-        windower = self._windower
-        if isinstance(windower, SessionWindowerLogic):
-            return add_clamped(timestamp, windower.gap)
-        if isinstance(windower, DynamicSessionWindowerLogic):
-            return add_clamped(timestamp, windower.gap_of(value))
-        return timestamp
+        return window_id not in self._logics and window_id not in self._kept and not self._windower.names_late_windows()
 
     def _late_by_span(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
         """A late value whose (user-defined) windower cannot name its window: the first kept window spanning it re-fires."""

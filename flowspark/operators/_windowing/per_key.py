@@ -31,8 +31,6 @@ from flowspark.operators._core import S, V, W
 from flowspark.operators._windowing.base import (
     UTC_MIN,
     Clock,
-    SeededWindowerLogic,
-    ValueWindowerLogic,
     Windower,
     WindowLogic,
     WindowMetadata,
@@ -46,12 +44,11 @@ from flowspark.operators._windowing.clocks import (
     TimestampError,
 )
 from flowspark.operators._windowing.hopping import HoppingWindower
-from flowspark.operators._windowing.logics import FoldBuilder, FoldWindowLogic
+from flowspark.operators._windowing.logics import FoldBuilder
 from flowspark.operators._windowing.panes import Pane
 from flowspark.operators._windowing.windowers import (
     SessionWindower,
     SlidingWindower,
-    SlidingWindowerLogic,
     TumblingWindower,
 )
 
@@ -213,7 +210,7 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         return RuntimeError(msg)
 
     def _apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
-        if isinstance(self._windower, (ValueWindowerLogic, SeededWindowerLogic)):
+        if not self._windower.places_by_timestamp():
             return self._apply_special(due)
         events: List[WindowEvent[V, W]] = []
         logics = self._logics
@@ -231,41 +228,36 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
     def _apply_special(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
         """`_apply` for windowers that look at values or seed new windows from history."""
         events: List[WindowEvent[V, W]] = []
-        windower = self._windower
         for value, timestamp in due:
-            if isinstance(windower, ValueWindowerLogic):
-                window_ids = windower.open_for_value(value, timestamp)
-            else:
-                window_ids = windower.open_for(timestamp)
-            for window_id in window_ids:
-                events.extend(self._take_into(windower, window_id, value))
-            if isinstance(windower, SeededWindowerLogic):
-                self._remember(windower, value, timestamp)
+            for window_id in self._windower.place(value, timestamp):
+                events.extend(self._take_into(window_id, value))
+            self._remember(value, timestamp)
         return events
 
-    def _remembered(self, windower: SeededWindowerLogic[Any], window_id: int) -> List[V]:
-        """The remembered values in the span of `window_id`, in application order."""
-        first, last = windower.span(window_id)
+    def _remembered(self, span: Tuple[datetime, datetime]) -> List[V]:
+        """The remembered values whose timestamps lie in `span` (both ends included), in application order."""
+        first, last = span
         return [value for value, timestamp in self._history if first <= timestamp <= last]
 
-    def _take_into(self, windower: Any, window_id: int, value: V) -> List[WindowEvent[V, W]]:
+    def _take_into(self, window_id: int, value: V) -> List[WindowEvent[V, W]]:
         """Give `value` to window `window_id`'s logic, opening (and seeding) the window if it is new."""
         events: List[WindowEvent[V, W]] = []
         logic = self._logics.get(window_id)
         if logic is None:
             logic = self._logics[window_id] = self._config.builder(None)
-            if isinstance(windower, SeededWindowerLogic):
-                events.extend(self._seed(windower, window_id, logic))
+            span = self._windower.seed_span(window_id)
+            if span is not None:
+                events.extend(self._seed(window_id, logic, span))
         events.extend(self._wrap(window_id, logic.on_value(value)))
         events.extend(self._took_in(window_id, logic, value))
         return events
 
     def _seed(
-        self, windower: SeededWindowerLogic[Any], window_id: int, logic: WindowLogic[V, W, S]
+        self, window_id: int, logic: WindowLogic[V, W, S], span: Tuple[datetime, datetime]
     ) -> List[WindowEvent[V, W]]:
-        """Feed a window that `windower` just opened the remembered values in its span."""
+        """Feed a window the windower just opened the remembered values in its `span`."""
         events: List[WindowEvent[V, W]] = []
-        for value in self._remembered(windower, window_id):
+        for value in self._remembered(span):
             events.extend(self._wrap(window_id, logic.on_value(value)))
         return events
 
@@ -277,15 +269,18 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         """What to emit after a window took in `value`: nothing here; a hook for emit modes and triggers."""
         return []
 
-    def _remember(self, windower: SeededWindowerLogic[Any], value: V, timestamp: datetime) -> None:
-        """Keep an applied value for windows opened later; forget what is too old to matter.
+    def _remember(self, value: V, timestamp: datetime) -> None:
+        """Keep an applied value for windows opened later, if the windower seeds them; forget what is too old to matter.
 
         Forgetting counts back from this value's timestamp: an out-of-order
         value only makes it keep more than needed, never less.
         """
+        memory = self._windower.memory()
+        if memory is None:
+            return
         self._history.append((value, timestamp))
         try:
-            horizon = timestamp - windower.history()
+            horizon = timestamp - memory
         except OverflowError:
             horizon = UTC_MIN
         if self._history[0][1] < horizon:
@@ -414,24 +409,21 @@ class MergingKeyWindowLogic(KeyWindowLogic[V, W, S]):
         per value.  Other windows take the general path, a value at a time.
         """
         windower = self._windower
-        if not isinstance(windower, SlidingWindowerLogic) or windower.offset != windower.length:
-            return super()._apply(due)
         logics = self._logics
-        opened = windower.state.opened
         count = len(due)
         i = 0
         while i < count:
-            window_id = windower.open_for(due[i][1])[0]
+            window = windower.tumbling_window(due[i][1])
+            if window is None:
+                return super()._apply(due[i:])
+            window_id, open_time, close_time = window
             logic = logics.get(window_id)
             if logic is None:
                 logic = logics[window_id] = self._config.builder(None)
-            if not isinstance(logic, FoldWindowLogic) or type(logic).on_value is not FoldWindowLogic.on_value:
+            end = i
+            while end < count and open_time <= due[end][1] < close_time:
+                end += 1
+            if not logic.fold_quietly(value for value, _timestamp in due[i:end]):
                 return super()._apply(due[i:])
-            meta = opened[window_id]
-            open_time, close_time = meta.open_time, meta.close_time
-            state, folder = logic.state, logic.folder
-            while i < count and open_time <= due[i][1] < close_time:
-                state = folder(state, due[i][0])
-                i += 1
-            logic.state = state
+            i = end
         return []
