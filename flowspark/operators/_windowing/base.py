@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Generic, Iterable, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Set, Tuple, TypeVar
 
 from typing_extensions import Self
 
@@ -38,6 +38,7 @@ __all__ = [
     "WindowMetadata",
     "Windower",
     "WindowerLogic",
+    "add_clamped",
     "is_aware",
 ]
 
@@ -64,6 +65,14 @@ def is_aware(moment: datetime) -> bool:
     """Whether `moment` carries a usable time zone (so it compares with UTC)."""
     tz = moment.tzinfo
     return tz is not None and (tz is timezone.utc or moment.utcoffset() is not None)
+
+
+def add_clamped(moment: datetime, delta: timedelta) -> datetime:
+    """`moment + delta`, saturating at `UTC_MIN`/`UTC_MAX` instead of overflowing."""
+    try:
+        return moment + delta
+    except OverflowError:
+        return UTC_MAX if delta > timedelta(0) else UTC_MIN
 
 
 class ClockLogic(ABC, Generic[V, S]):
@@ -185,6 +194,87 @@ class WindowerLogic(ABC, Generic[S]):
     def snapshot(self) -> S:
         """Return a picklable copy of the state, shared with nothing live."""
 
+    # How the window step applies on-time values.  The defaults fit a
+    # windower that picks windows from timestamps alone.
+
+    def place(self, value: Any, timestamp: datetime) -> Iterable[int]:
+        """Return the ids of the windows an on-time value belongs to, opening them (by default `open_for`)."""
+        return self.open_for(timestamp)
+
+    def places_by_timestamp(self) -> bool:
+        """Whether `open_for` alone places values, into windows that start empty.
+
+        The window step then feeds values on its shortest path; a windower
+        that looks at values or seeds new windows says no.
+        """
+        return True
+
+    def seed_span(self, window_id: int) -> Optional[Tuple[datetime, datetime]]:
+        """The timestamps of remembered values a window takes as it opens, both ends included; `None` for none."""
+        return None
+
+    def memory(self) -> Optional[timedelta]:
+        """How far behind the newest applied timestamp values must be remembered for `seed_span`; `None` for none."""
+        return None
+
+    def tumbling_window(self, timestamp: datetime) -> Optional[Tuple[int, datetime, datetime]]:
+        """Open the only window a value at `timestamp` is in and return its id, open and close time.
+
+        `None` (the default) unless windows tumble: each timestamp in
+        exactly one window, `[open, close)`, so the window step can fold a
+        run of values in one window in a tight loop.
+        """
+        return None
+
+    # How a window step with `allowed_lateness` places late values (see
+    # `firing`).  The defaults fit windows that neither merge nor open late.
+
+    def session_spans(self) -> Optional[Dict[int, Tuple[datetime, datetime]]]:
+        """`(open_time, reach)` of each open window, by id, if windows are sessions a late value can stretch and merge.
+
+        `None` (the default) for any other windower.  A session windower
+        also answers `new_id`, `reopen` and `reach_of` for its sessions.
+        """
+        return None
+
+    def reach_of(self, value: Any, timestamp: datetime) -> datetime:
+        """How far a value at `timestamp` keeps its window open: the timestamp itself, unless sessions add a gap."""
+        return timestamp
+
+    def kept_until(self, reach: datetime, lateness: timedelta) -> datetime:
+        """When a window that closed at `reach` stops taking late values: once the watermark reaches this.
+
+        By default `reach` plus the lateness (a window ends before its
+        `close_time`); a session, which stays open while the watermark is at
+        its reach, is kept one instant longer.
+        """
+        return add_clamped(reach, lateness)
+
+    def names_late_windows(self) -> bool:
+        """Whether `late_for` always names real windows, so `LATE_SESSION_ID` is a real id rather than "cannot tell"."""
+        return False
+
+    def late_windows(self, timestamp: datetime, kept: Iterable[int]) -> List[int]:
+        """The ids of the windows a late value may join: `late_for`'s, plus any of the `kept` (closed) ones it names."""
+        return list(self.late_for(timestamp))
+
+    def late_window(self, window_id: int) -> Optional[WindowMetadata]:
+        """Where a window that does not exist yet would lie, if a late value may create it; `None` (the default) if not."""
+        return None
+
+    def new_id(self) -> int:
+        """Hand out the id of a session that a late value opens already closed; only session windowers can."""
+        msg = f"{type(self).__name__} opens no sessions for late values"
+        raise TypeError(msg)
+
+    def reopen(self, window_id: int, meta: WindowMetadata, reach: datetime) -> None:
+        """Open a window for a late value: one `late_window` named, or a kept session the value stretches.
+
+        Only windowers that name such windows can.
+        """
+        msg = f"{type(self).__name__} cannot open window {window_id} for a late value"
+        raise TypeError(msg)
+
 
 class ValueWindowerLogic(WindowerLogic[S]):
     """A windower logic that needs each value, not only its timestamp, to pick its windows.
@@ -201,6 +291,14 @@ class ValueWindowerLogic(WindowerLogic[S]):
         """Refuse: this windower cannot place a bare timestamp."""
         msg = f"{type(self).__name__} places values, not bare timestamps; call `open_for_value`"
         raise TypeError(msg)
+
+    def place(self, value: Any, timestamp: datetime) -> Iterable[int]:
+        """Place by value: `open_for_value`."""
+        return self.open_for_value(value, timestamp)
+
+    def places_by_timestamp(self) -> bool:
+        """No: it needs the value."""
+        return False
 
 
 class SeededWindowerLogic(WindowerLogic[S]):
@@ -221,6 +319,35 @@ class SeededWindowerLogic(WindowerLogic[S]):
     @abstractmethod
     def span(self, window_id: int) -> Tuple[datetime, datetime]:
         """The timestamps a new window takes from memory, both ends included."""
+
+    def places_by_timestamp(self) -> bool:
+        """No: new windows are seeded."""
+        return False
+
+    def seed_span(self, window_id: int) -> Optional[Tuple[datetime, datetime]]:
+        """`span(window_id)`."""
+        return self.span(window_id)
+
+    def memory(self) -> Optional[timedelta]:
+        """`history()`."""
+        return self.history()
+
+    def names_late_windows(self) -> bool:
+        """Yes: ids are real windows (and may be negative)."""
+        return True
+
+    def late_windows(self, timestamp: datetime, kept: Iterable[int]) -> List[int]:
+        """`late_for`'s ids and those of the kept windows whose span holds `timestamp`, ascending.
+
+        `late_for` names open windows only; a closed window kept for
+        allowed lateness takes the value too.
+        """
+        window_ids = list(self.late_for(timestamp))
+        for window_id in kept:
+            first, last = self.span(window_id)
+            if first <= timestamp <= last:
+                window_ids.append(window_id)
+        return sorted(set(window_ids))
 
 
 class Windower(ABC, Generic[S]):
@@ -257,3 +384,18 @@ class WindowLogic(ABC, Generic[V, W, S]):
     @abstractmethod
     def snapshot(self) -> S:
         """Return a picklable copy of the state, shared with nothing live."""
+
+    def running(self, rebuild: Callable[[Optional[S]], WindowLogic[V, W, S]]) -> Iterable[W]:
+        """What the window would emit if it closed now, without closing it (early and late panes).
+
+        By default a copy is rebuilt from `snapshot()` with the step's
+        builder `rebuild` and closed; the live logic is never closed early.
+        """
+        return rebuild(self.snapshot()).on_close()
+
+    def fold_quietly(self, values: Iterable[V]) -> bool:
+        """Take `values` in a tight loop if taking a value never emits anything; return whether it did.
+
+        By default it does not (`on_value` may emit), and takes none.
+        """
+        return False

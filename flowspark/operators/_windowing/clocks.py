@@ -16,7 +16,7 @@ from typing_extensions import TypeAlias, override
 
 from flowspark.dataflow import f_repr
 from flowspark.operators._core import V
-from flowspark.operators._windowing.base import UTC_MAX, UTC_MIN, Clock, ClockLogic, is_aware
+from flowspark.operators._windowing.base import UTC_MAX, UTC_MIN, Clock, ClockLogic, add_clamped, is_aware
 
 __all__ = [
     "EventClock",
@@ -48,14 +48,6 @@ def utc_now() -> datetime:
 
 def _identity(moment: datetime) -> Optional[datetime]:
     return moment
-
-
-def add_clamped(moment: datetime, delta: timedelta) -> datetime:
-    """`moment + delta`, saturating at `UTC_MIN`/`UTC_MAX` instead of overflowing."""
-    try:
-        return moment + delta
-    except OverflowError:
-        return UTC_MAX if delta > timedelta(0) else UTC_MIN
 
 
 class SystemClockLogic(ClockLogic[Any, Optional[datetime]]):

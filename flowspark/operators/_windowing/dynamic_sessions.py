@@ -22,9 +22,9 @@ from flowspark.operators._windowing.base import (
     ValueWindowerLogic,
     Windower,
     WindowMetadata,
+    add_clamped,
 )
-from flowspark.operators._windowing.clocks import add_clamped
-from flowspark.operators._windowing.windowers import SelfCheckingWindower
+from flowspark.operators._windowing.windowers import INSTANT, SelfCheckingWindower
 
 __all__ = [
     "DynamicSession",
@@ -122,12 +122,14 @@ class DynamicSessionWindowerLogic(ValueWindowerLogic[DynamicSessionWindowerState
         merges, self.state.merge_queue = self.state.merge_queue, []
         return merges
 
+    @override
     def new_id(self) -> int:
         """Hand out the next session id (for a session that a late value opens already closed)."""
         self.state.max_key += 1
         return self.state.max_key
 
-    def revive(self, window_id: int, meta: WindowMetadata, reach: datetime) -> None:
+    @override
+    def reopen(self, window_id: int, meta: WindowMetadata, reach: datetime) -> None:
         """Open again a closed session, kept for allowed lateness, that a late value reaches."""
         self.state.sessions[window_id] = DynamicSession(meta, reach)
 
@@ -139,6 +141,18 @@ class DynamicSessionWindowerLogic(ValueWindowerLogic[DynamicSessionWindowerState
         passes its reach.  Allowed lateness uses this to place late values.
         """
         return {i: (session.meta.open_time, session.end) for i, session in self.state.sessions.items()}
+
+    @override
+    def session_spans(self) -> Optional[Dict[int, Tuple[datetime, datetime]]]:
+        return self.spans()
+
+    @override
+    def reach_of(self, value: Any, timestamp: datetime) -> datetime:
+        return add_clamped(timestamp, self.gap_of(value))
+
+    @override
+    def kept_until(self, reach: datetime, lateness: timedelta) -> datetime:
+        return add_clamped(add_clamped(reach, lateness), INSTANT)
 
     @override
     def close_for(self, watermark: datetime) -> List[Tuple[int, WindowMetadata]]:

@@ -1,9 +1,10 @@
-"""The per-key window logic of steps that use emit modes, allowed lateness or triggers.
+"""The window configuration of steps that use emit modes, allowed lateness or triggers, and their lateness part.
 
-`FiringKeyWindowLogic` extends `per_key.KeyWindowLogic`; a step that uses
-none of these features never builds one, so Bytewax flows keep their exact
-behaviour and the batch-merging fast path.  The rules, in the order a call
-applies them:
+A `FiringWindowConfig` gives each key's `per_key.KeyWindowLogic` two parts:
+`emission.PaneEmission` (emit modes, panes, triggers) and `KeptLateness`
+(allowed lateness), defined here.  A step that uses none of these features
+never builds them, so Bytewax flows keep their exact behaviour and the
+batch-merging fast path.  The rules, in the order a call applies them:
 
 1. **Late values** (stamped before the watermark).  With `allowed_lateness`
    zero they go to `late`, as in Bytewax.  Otherwise lateness is judged per
@@ -83,7 +84,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Dict, Generic, Iterable, List, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, Generic, List, Optional, Set, Tuple
 
 from typing_extensions import override
 
@@ -91,28 +92,17 @@ from flowspark.operators._core import S, V, W
 from flowspark.operators._windowing.base import (
     LATE_SESSION_ID,
     ZERO_TD,
-    SeededWindowerLogic,
-    ValueWindowerLogic,
+    WindowerLogic,
     WindowLogic,
     WindowMetadata,
 )
-from flowspark.operators._windowing.clocks import add_clamped
-from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindowerLogic
-from flowspark.operators._windowing.logics import FoldWindowLogic
-from flowspark.operators._windowing.panes import EmitMode, Pane, PaneTiming
-from flowspark.operators._windowing.per_key import (
-    Closed,
-    Fired,
-    KeySnapshot,
-    KeyWindowLogic,
-    Late,
-    WindowConfig,
-    WindowEvent,
-)
+from flowspark.operators._windowing.emission import PaneEmission
+from flowspark.operators._windowing.panes import EmitMode
+from flowspark.operators._windowing.parts import Closed, Emission, Late, Lateness, WindowCloser, WindowEvent
+from flowspark.operators._windowing.per_key import KeySnapshot, KeyWindowLogic, WindowConfig
 from flowspark.operators._windowing.triggers import Trigger, WindowBook
-from flowspark.operators._windowing.windowers import SessionWindowerLogic, SlidingWindowerLogic
 
-__all__ = ["FiringKeyWindowLogic", "FiringWindowConfig", "KeptWindow"]
+__all__ = ["FiringKeyWindowLogic", "FiringWindowConfig", "KeptLateness", "KeptWindow"]
 
 
 @dataclass(frozen=True)
@@ -128,15 +118,25 @@ class FiringWindowConfig(WindowConfig[V, W, S]):
     allowed_lateness: timedelta = ZERO_TD
     trigger: Optional[Trigger] = None
 
-    @override
-    def __call__(self, resume_state: Optional[KeySnapshot[V, S]]) -> FiringKeyWindowLogic[V, W, S]:
-        return FiringKeyWindowLogic(self, resume_state)
-
     @property
     @override
     def merges_batches(self) -> bool:
         """Never: output depends on each value's moment (early panes, lateness per window)."""
         return False
+
+    @override
+    def parts(
+        self, keys: KeyWindowLogic[V, W, S], resume_state: Optional[KeySnapshot[V, S]]
+    ) -> Tuple[Emission[V, W, S], Lateness[V, W, S]]:
+        """Panes for emission; closed windows kept for `allowed_lateness` (if positive)."""
+        books = None if resume_state is None else resume_state.books
+        kept = None if resume_state is None else resume_state.kept
+        emission: PaneEmission[V, W, S] = PaneEmission(self.builder, self.emit, self.trigger, books)
+        return emission, KeptLateness(keys, emission, self.allowed_lateness, self.builder, kept)
+
+
+FiringKeyWindowLogic = KeyWindowLogic
+"""The key logic a `FiringWindowConfig` builds: `KeyWindowLogic` with its panes and lateness parts."""
 
 
 @dataclass(frozen=True)
@@ -166,307 +166,146 @@ class _Kept(Generic[V, W, S]):
     book: WindowBook
 
 
-_INSTANT = timedelta(microseconds=1)
-"""The smallest step of a `datetime`: what "at or after" adds to "after"."""
+class KeptLateness(Lateness[V, W, S]):
+    """The lateness part of a step with panes: closed windows kept for `allowed_lateness` (see the module).
 
+    With no allowed lateness it behaves as `Lateness` does, but closes
+    windows through its panes.  It works on the key's windows through
+    `keys`, the key logic it is a part of: a late value is placed among
+    them as they stand at the watermark.
+    """
 
-def _earlier(a: Optional[datetime], b: Optional[datetime]) -> Optional[datetime]:
-    if a is None:
-        return b
-    return a if b is None else min(a, b)
-
-
-class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
-    """One key's windows with emit modes, panes, allowed lateness and triggers (see the module)."""
-
-    def __init__(self, config: FiringWindowConfig[V, W, S], resume_state: Optional[KeySnapshot[V, S]]) -> None:
-        super().__init__(config, resume_state)
-        self._firing = config
-        self._emits_current = config.emit != "final"
-        self._emits_final = config.emit != "current"
-        self._books: Dict[int, WindowBook] = {}
-        self._kept: Dict[int, _Kept[V, W, S]] = {}
-        if resume_state is not None:
-            self._books = {i: replace(book) for i, book in (resume_state.books or {}).items()}
-            self._kept = {
-                i: _Kept(config.builder(k.state), copy.deepcopy(k.meta), k.reach, k.purge_at, replace(k.book))
-                for i, k in (resume_state.kept or {}).items()
-            }
-
-    # Emitting.
-
-    def _book(self, window_id: int) -> WindowBook:
-        book = self._books.get(window_id)
-        if book is None:
-            book = self._books[window_id] = WindowBook()
-        return book
-
-    def _emit(
+    def __init__(
         self,
-        window_id: int,
-        items: Iterable[W],
-        timing: PaneTiming,
-        book: WindowBook,
-        last: bool = False,
-    ) -> List[WindowEvent[V, W]]:
-        values = list(items)
-        events: List[WindowEvent[V, W]] = []
-        for i, value in enumerate(values):
-            pane = Pane(value, timing, book.panes, last and i == len(values) - 1)
-            book.panes += 1
-            events.append(Fired(window_id, value, pane))
-        return events
+        keys: KeyWindowLogic[V, W, S],
+        emission: PaneEmission[V, W, S],
+        allowed_lateness: timedelta,
+        builder: Callable[[Optional[S]], WindowLogic[V, W, S]],
+        kept: Optional[Dict[int, Any]],
+    ) -> None:
+        super().__init__(emission)
+        self._keys = keys
+        self._panes = emission
+        self._allowed = allowed_lateness
+        self._builder = builder
+        self._kept: Dict[int, _Kept[V, W, S]] = {
+            i: _Kept(builder(k.state), copy.deepcopy(k.meta), k.reach, k.purge_at, replace(k.book))
+            for i, k in (kept or {}).items()
+        }
 
-    def _running(self, logic: WindowLogic[V, W, S]) -> List[W]:
-        """The window's result if it closed now, without closing it (see the module)."""
-        if isinstance(logic, FoldWindowLogic):
-            return [logic.current()]
-        return list(self._config.builder(logic.snapshot()).on_close())
+    # Closing and dropping.
 
     @override
-    def _wrap(self, window_id: int, items: Iterable[W]) -> List[WindowEvent[V, W]]:
-        return self._emit(window_id, items, "early", self._book(window_id))
-
-    @override
-    def _took_in(self, window_id: int, logic: WindowLogic[V, W, S], value: V) -> List[WindowEvent[V, W]]:
-        book = self._book(window_id)
-        book.purged = False
-        trigger = self._firing.trigger
-        if trigger is not None and trigger.after_value(book, value):
-            return self._fire(window_id, book, trigger)
-        if self._emits_current:
-            return self._emit(window_id, self._running(logic), "early", book)
-        return []
-
-    def _fire(self, window_id: int, book: WindowBook, trigger: Trigger) -> List[WindowEvent[V, W]]:
-        """Emit an open window's running result for its trigger, then reset or purge."""
-        events = self._emit(window_id, self._running(self._logics[window_id]), "early", book)
-        trigger.fired(book)
-        if trigger.purge:
-            self._logics[window_id] = self._config.builder(None)
-            book.purged = True
-        return events
-
-    # Applying, merging, closing.
-
-    @override
-    def _apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
-        events: List[WindowEvent[V, W]] = []
-        for value, timestamp in due:
-            events.extend(self._take(value, timestamp))
-        return events
-
-    def _take(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
-        """Apply one value: open its windows, merge the sessions it bridges, then feed it.
-
-        The merge comes before the value is taken in, as in Flink's merging
-        window set, so a trigger sees the merged session (counts added up)
-        and an emit mode emits its result once.
-        """
-        windower = self._windower
-        if isinstance(windower, ValueWindowerLogic):
-            window_ids = list(windower.open_for_value(value, timestamp))
-        else:
-            window_ids = list(windower.open_for(timestamp))
-        events, absorbed_into = self._merge_pending()
-        for window_id in window_ids:
-            while window_id in absorbed_into:
-                window_id = absorbed_into[window_id]
-            events.extend(self._take_into(windower, window_id, value))
-        if isinstance(windower, SeededWindowerLogic):
-            self._remember(windower, value, timestamp)
-        return events
-
-    @override
-    def _seed(
-        self, windower: SeededWindowerLogic[Any], window_id: int, logic: WindowLogic[V, W, S]
-    ) -> List[WindowEvent[V, W]]:
-        """Seed a new window; its trigger counts the seeded values but cannot fire on them.
-
-        The window fires (or emits its running result) at most once, after
-        the value that opened it, so a window seeded with `n` values does
-        not emit `n` early panes.
-        """
-        events = super()._seed(windower, window_id, logic)
-        trigger = self._firing.trigger
-        if trigger is not None:
-            book = self._book(window_id)
-            for value in self._remembered(windower, window_id):
-                trigger.after_value(book, value)
-        return events
-
-    @override
-    def _merge(self) -> List[WindowEvent[V, W]]:
-        return self._merge_pending()[0]
-
-    def _merge_pending(self) -> Tuple[List[WindowEvent[V, W]], Dict[int, int]]:
-        """Merge the windows the windower just merged; also return which id each absorbed one went into.
-
-        Trigger counts add up, but, as in Flink, a merge does not fire the
-        trigger by itself: the value that caused it is taken in next.
-        """
-        events: List[WindowEvent[V, W]] = []
-        absorbed_into: Dict[int, int] = {}
-        for original_id, target_id in self._windower.merged():
-            if original_id == target_id:
-                continue
-            original = self._logics.pop(original_id, None)
-            target = self._logics.get(target_id)
-            if original is None or target is None:
-                missing = original_id if original is None else target_id
-                raise self._never_opened(missing, "merged")
-            absorbed_into[original_id] = target_id
-            events.extend(self._wrap(target_id, target.on_merge(original)))
-            book = self._book(target_id)
-            absorbed = self._books.pop(original_id, None)
-            if absorbed is not None:
-                book.count += absorbed.count
-                book.next_fire = _earlier(book.next_fire, absorbed.next_fire)
-                book.purged = book.purged and absorbed.purged
-                book.on_time = book.on_time or absorbed.on_time
-        return events, absorbed_into
-
-    def _session_spans(self) -> Optional[Dict[int, Tuple[datetime, datetime]]]:
-        """`(open_time, reach)` of each open session, for the built-in session windowers; else `None`."""
-        windower = self._windower
-        if isinstance(windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
-            return windower.spans()
-        return None
-
-    @override
-    def _close(self, watermark: datetime) -> List[WindowEvent[V, W]]:
-        events: List[WindowEvent[V, W]] = []
-        lateness = self._firing.allowed_lateness
+    def closer(self, windower: WindowerLogic[Any], watermark: datetime) -> WindowCloser[V, W, S]:
+        """Close through the panes; keep the window while the watermark has not reached its lateness."""
+        lateness = self._allowed
+        if lateness <= ZERO_TD:
+            return self._panes.close
         # Read before `close_for` forgets the sessions it closes.
-        spans = self._session_spans() if lateness > ZERO_TD else None
-        for window_id, meta in self._windower.close_for(watermark):
-            logic = self._logics.pop(window_id, None)
-            if logic is None:
-                raise self._never_opened(window_id, "closed")
-            book = self._books.pop(window_id, None) or WindowBook()
+        spans = windower.session_spans()
+
+        def close(window_id: int, logic: WindowLogic[V, W, S], meta: WindowMetadata) -> List[WindowEvent[V, W]]:
             reach = meta.close_time if spans is None else spans[window_id][1]
-            purge_at = self._purge_at(reach) if lateness > ZERO_TD else watermark
+            purge_at = windower.kept_until(reach, lateness)
             keep = purge_at > watermark
-            if self._emits_final and not book.purged:
-                items = self._running(logic) if keep else logic.on_close()
-                timing: PaneTiming = "late" if book.on_time else "on_time"
-                events.extend(self._emit(window_id, items, timing, book, last=not keep))
-            book.on_time = True
-            book.next_fire = None
-            events.append(Closed(window_id, meta))
+            events, book = self._panes.finish(window_id, logic, meta, keep)
             if keep:
                 self._kept[window_id] = _Kept(logic, copy.deepcopy(meta), reach, purge_at, book)
-        return events
+            return events
 
-    def _purge_at(self, reach: datetime) -> datetime:
-        """When a window that closed at `reach` is dropped: once the watermark passes its lateness.
-
-        A session, whose gap counts inclusively (it stays open while the
-        watermark is at its reach), is kept while the watermark is at its
-        reach plus the lateness, as Kafka Streams keeps sessions for their
-        grace; a fixed window, which ends before its `close_time`, is
-        dropped when the watermark reaches `close_time` plus the lateness.
-        """
-        purge_at = add_clamped(reach, self._firing.allowed_lateness)
-        if isinstance(self._windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
-            purge_at = add_clamped(purge_at, _INSTANT)
-        return purge_at
+        return close
 
     @override
-    def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
-        events = super()._flush(watermark)
+    def purge(self, watermark: datetime) -> None:
         if self._kept:
             self._kept = {i: k for i, k in self._kept.items() if k.purge_at > watermark}
-        with self._naming_step():
-            events.extend(self._fire_due())
-        return events
 
-    def _fire_due(self) -> List[WindowEvent[V, W]]:
-        """Fire the open windows whose processing-time trigger is due."""
-        trigger = self._firing.trigger
-        if trigger is None:
-            return []
-        waiting = [(i, book) for i, book in self._books.items() if trigger.wake_at(book) is not None]
-        if not waiting:
-            return []
-        now = trigger.now()
-        events: List[WindowEvent[V, W]] = []
-        for window_id, book in waiting:
-            if now is not None and window_id in self._logics and trigger.due(book, now):
-                events.extend(self._fire(window_id, book, trigger))
-        return events
+    @override
+    def holds_any(self) -> bool:
+        return bool(self._kept)
+
+    @override
+    def notify_at(self) -> Optional[datetime]:
+        return min((k.purge_at for k in self._kept.values()), default=None)
+
+    @override
+    def snapshot(self) -> Optional[Dict[int, Any]]:
+        return {
+            i: KeptWindow(k.logic.snapshot(), copy.deepcopy(k.meta), k.reach, k.purge_at, replace(k.book))
+            for i, k in self._kept.items()
+        }
+
+    def _purge_at(self, reach: datetime) -> datetime:
+        """When a window that closed at `reach` is dropped: the windower answers (`kept_until`)."""
+        return self._keys._windower.kept_until(reach, self._allowed)
 
     # Late values.
 
     @override
-    def _late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
-        if self._firing.allowed_lateness <= ZERO_TD:
-            return super()._late(value, timestamp)
+    def late(self, windower: WindowerLogic[Any], value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        if self._allowed <= ZERO_TD:
+            return super().late(windower, value, timestamp)
         # Bring the windows up to the watermark first, so a late value meets
         # them as it would in a batch of its own.
-        return self._flush(self._watermark) + self._place_late(value, timestamp)
+        keys = self._keys
+        return keys._flush(keys._watermark) + self._place_late(value, timestamp)
 
     def _place_late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
         """Give a late value to the windows that still take it, opening them if need be; the rest to `late`."""
-        windower = self._windower
-        if isinstance(windower, (SessionWindowerLogic, DynamicSessionWindowerLogic)):
-            return self._late_in_session(windower, value, timestamp)
-        window_ids = list(windower.late_for(timestamp))
+        windower = self._keys._windower
+        open_spans = windower.session_spans()
+        if open_spans is not None:
+            return self._late_in_session(open_spans, value, timestamp)
+        window_ids = windower.late_windows(timestamp, self._kept)
         if window_ids == [LATE_SESSION_ID] and self._cannot_tell(LATE_SESSION_ID):
             return self._late_by_span(value, timestamp)
-        if isinstance(windower, SeededWindowerLogic):
-            window_ids = sorted({*window_ids, *self._kept_spanning(windower, timestamp)})
         events: List[WindowEvent[V, W]] = []
         taken = False
         for window_id in window_ids:
-            if window_id in self._logics:
-                logic = self._logics[window_id]
-                events.extend(self._wrap(window_id, logic.on_value(value)))
-                events.extend(self._took_in(window_id, logic, value))
+            if window_id in self._keys._logics:
+                logic = self._keys._logics[window_id]
+                events.extend(self._panes.wrap(window_id, logic.on_value(value)))
+                events.extend(self._panes.took_in(window_id, self._keys._logics, value))
                 taken = True
             elif window_id in self._kept:
                 events.extend(self._refire(window_id, value))
                 taken = True
-            elif isinstance(windower, SlidingWindowerLogic) and self._still_takes(windower, window_id):
-                events.extend(self._open_late(windower, window_id, value))
             else:
-                events.append(Late(window_id, value))
-        if taken and isinstance(windower, SeededWindowerLogic):
+                meta = windower.late_window(window_id)
+                if meta is not None and self._purge_at(meta.close_time) > self._keys._watermark:
+                    events.extend(self._open_late(window_id, meta, value))
+                else:
+                    events.append(Late(window_id, value))
+        if taken:
             # Windows opened later over its timestamp take it from memory, like any applied value.
-            self._remember(windower, value, timestamp)
+            self._keys._remember(value, timestamp)
         return events
 
-    def _still_takes(self, windower: SlidingWindowerLogic, window_id: int) -> bool:
-        """Whether a fixed window that does not exist yet is within the allowed lateness."""
-        close_time = windower.metadata_for(window_id).close_time
-        return add_clamped(close_time, self._firing.allowed_lateness) > self._watermark
-
-    def _open_late(self, windower: SlidingWindowerLogic, window_id: int, value: V) -> List[WindowEvent[V, W]]:
+    def _open_late(self, window_id: int, meta: WindowMetadata, value: V) -> List[WindowEvent[V, W]]:
         """Create the fixed window a late value is the first to fall in (Flink and Kafka Streams do).
 
         If the window has not ended yet it opens as usual.  If it has, it is
         created closed and kept: it emits its result at once as a `"late"`
         pane, then reports its metadata on `meta`.
         """
-        meta = windower.metadata_for(window_id)
-        if meta.close_time > self._watermark:
-            windower.open_window(window_id)
-            logic = self._logics[window_id] = self._config.builder(None)
-            return self._wrap(window_id, logic.on_value(value)) + self._took_in(window_id, logic, value)
-        purge_at = add_clamped(meta.close_time, self._firing.allowed_lateness)
+        if meta.close_time > self._keys._watermark:
+            self._keys._windower.reopen(window_id, meta, meta.close_time)
+            logic = self._keys._logics[window_id] = self._builder(None)
+            return self._panes.wrap(window_id, logic.on_value(value)) + self._panes.took_in(
+                window_id, self._keys._logics, value
+            )
+        purge_at = self._purge_at(meta.close_time)
         book = WindowBook(on_time=True)
-        self._kept[window_id] = _Kept(self._config.builder(None), meta, meta.close_time, purge_at, book)
+        self._kept[window_id] = _Kept(self._builder(None), meta, meta.close_time, purge_at, book)
         return self._refire(window_id, value) + [Closed(window_id, copy.deepcopy(meta))]
 
     def _late_in_session(
-        self,
-        windower: Union[SessionWindowerLogic, DynamicSessionWindowerLogic],
-        value: V,
-        timestamp: datetime,
+        self, open_spans: Dict[int, Tuple[datetime, datetime]], value: V, timestamp: datetime
     ) -> List[WindowEvent[V, W]]:
         """Place a late value among the open and kept sessions, as Flink's merging window set does.
 
-        The value reaches over `[t, reach]` (see `_reach_of`); every session,
+        `open_spans` are the windower's `session_spans()`.  The value
+        reaches over `[t, reach]` (the windower's `reach_of`); every session,
         open or kept, whose `[open_time, reach]` touches it, or touches a
         session that does, joins one session with it.  If that session ends
         at or after the watermark (it holds an open session, or the value
@@ -477,8 +316,8 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         no session opens a new one that way, if its reach is within the
         allowed lateness; else it goes to `late`.
         """
-        low, high = timestamp, self._reach_of(value, timestamp)
-        open_spans = windower.spans()
+        windower = self._keys._windower
+        low, high = timestamp, windower.reach_of(value, timestamp)
         touched_open: Set[int] = set()
         touched_kept: List[int] = []
         grew = True
@@ -492,26 +331,26 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
                 if window_id not in touched_kept and kept.meta.open_time <= high and low <= kept.reach:
                     touched_kept.append(window_id)
                     low, high, grew = min(low, kept.meta.open_time), max(high, kept.reach), True
-        if touched_open or high >= self._watermark:
+        if touched_open or high >= self._keys._watermark:
             for window_id in touched_kept:
-                self._revive(windower, window_id)
-            return self._apply([(value, timestamp)])
+                self._revive(window_id)
+            return self._keys._apply([(value, timestamp)])
         if touched_kept:
             return self._merge_kept(touched_kept, value, timestamp, high)
         purge_at = self._purge_at(high)
-        if purge_at <= self._watermark:
+        if purge_at <= self._keys._watermark:
             return [Late(LATE_SESSION_ID, value)]
         window_id = windower.new_id()
         meta = WindowMetadata(timestamp, timestamp)
-        self._kept[window_id] = _Kept(self._config.builder(None), meta, high, purge_at, WindowBook(on_time=True))
+        self._kept[window_id] = _Kept(self._builder(None), meta, high, purge_at, WindowBook(on_time=True))
         return self._refire(window_id, value) + [Closed(window_id, copy.deepcopy(meta))]
 
-    def _revive(self, windower: Union[SessionWindowerLogic, DynamicSessionWindowerLogic], window_id: int) -> None:
+    def _revive(self, window_id: int) -> None:
         """Open a kept session again: a late value extends it past the watermark or joins it to an open one."""
         kept = self._kept.pop(window_id)
-        windower.revive(window_id, copy.deepcopy(kept.meta), kept.reach)
-        self._logics[window_id] = kept.logic
-        self._books[window_id] = kept.book
+        self._keys._windower.reopen(window_id, copy.deepcopy(kept.meta), kept.reach)
+        self._keys._logics[window_id] = kept.logic
+        self._panes.adopt(window_id, kept.book)
 
     def _merge_kept(
         self, window_ids: List[int], value: V, timestamp: datetime, reach: datetime
@@ -524,7 +363,7 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         events: List[WindowEvent[V, W]] = []
         for other_id in ordered[1:]:
             other = self._kept.pop(other_id)
-            events.extend(self._emit(target_id, target.logic.on_merge(other.logic), "late", target.book))
+            events.extend(self._panes.emit(target_id, target.logic.on_merge(other.logic), "late", target.book))
             meta.open_time = min(meta.open_time, other.meta.open_time)
             meta.close_time = max(meta.close_time, other.meta.close_time)
             meta.merged_ids.add(other_id)
@@ -539,36 +378,18 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
             events.append(Closed(target_id, copy.deepcopy(meta)))
         return events
 
-    def _kept_spanning(self, windower: SeededWindowerLogic[Any], timestamp: datetime) -> List[int]:
-        """The kept windows of a seeded windower whose span holds `timestamp` (`late_for` names only open ones)."""
-        spanning = []
-        for window_id in self._kept:
-            first, last = windower.span(window_id)
-            if first <= timestamp <= last:
-                spanning.append(window_id)
-        return spanning
-
     def _cannot_tell(self, window_id: int) -> bool:
         """Whether `late_for` returned the "cannot tell" sentinel rather than a real window id.
 
-        Fixed-length windows (`SlidingWindowerLogic` and its kind) and
-        seeded ones (record sliding) have real ids that may be negative,
-        `-1` included.
+        Windowers whose `names_late_windows` says so (fixed-length windows,
+        record sliding ones) have real ids that may be negative, `-1`
+        included.
         """
         return (
-            window_id not in self._logics
+            window_id not in self._keys._logics
             and window_id not in self._kept
-            and not isinstance(self._windower, (SlidingWindowerLogic, SeededWindowerLogic))
+            and not self._keys._windower.names_late_windows()
         )
-
-    def _reach_of(self, value: V, timestamp: datetime) -> datetime:
-        """How far a value reaches: `t + gap` for sessions (`gap_for(value)` for dynamic ones), else `t`."""
-        windower = self._windower
-        if isinstance(windower, SessionWindowerLogic):
-            return add_clamped(timestamp, windower.gap)
-        if isinstance(windower, DynamicSessionWindowerLogic):
-            return add_clamped(timestamp, windower.gap_of(value))
-        return timestamp
 
     def _late_by_span(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
         """A late value whose (user-defined) windower cannot name its window: the first kept window spanning it re-fires."""
@@ -581,40 +402,6 @@ class FiringKeyWindowLogic(KeyWindowLogic[V, W, S]):
         """A kept window takes a late value and emits its corrected result."""
         kept = self._kept[window_id]
         kept.book.purged = False
-        events = self._emit(window_id, kept.logic.on_value(value), "late", kept.book)
-        events.extend(self._emit(window_id, self._running(kept.logic), "late", kept.book))
+        events = self._panes.emit(window_id, kept.logic.on_value(value), "late", kept.book)
+        events.extend(self._panes.emit(window_id, self._panes.running(kept.logic), "late", kept.book))
         return events
-
-    # The StatefulBatchLogic interface.
-
-    @override
-    def _finish(self, events: List[WindowEvent[V, W]]) -> Tuple[List[WindowEvent[V, W]], bool]:
-        if self._kept:
-            return (events, KeyWindowLogic.RETAIN)
-        return super()._finish(events)
-
-    @override
-    def notify_at(self) -> Optional[datetime]:
-        candidates = [self._windower.notify_at()]
-        if self._config.ordered and self._queue:
-            candidates.append(min(timestamp for _value, timestamp in self._queue))
-        if self._kept:
-            candidates.append(min(k.purge_at for k in self._kept.values()))
-        due = [moment for moment in candidates if moment is not None]
-        at = self._clock.to_system_utc(min(due)) if due else None
-        trigger = self._firing.trigger
-        if trigger is not None:
-            for book in self._books.values():
-                at = _earlier(at, trigger.wake_at(book))
-        return at
-
-    @override
-    def snapshot(self) -> KeySnapshot[V, S]:
-        return replace(
-            super().snapshot(),
-            books={i: replace(book) for i, book in self._books.items()},
-            kept={
-                i: KeptWindow(k.logic.snapshot(), copy.deepcopy(k.meta), k.reach, k.purge_at, replace(k.book))
-                for i, k in self._kept.items()
-            },
-        )

@@ -56,6 +56,22 @@ class FoldWindowLogic(WindowLogic[V, S, S]):
         """
         return copy.deepcopy(self.state)
 
+    @override
+    def running(self, rebuild: Callable[[Optional[S]], WindowLogic[V, S, S]]) -> Iterable[S]:
+        """`current()`: no copy of the logic needs rebuilding."""
+        return (self.current(),)
+
+    @override
+    def fold_quietly(self, values: Iterable[V]) -> bool:
+        """Fold `values` straight into the accumulator, unless a subclass changed `on_value`."""
+        if type(self).on_value is not FoldWindowLogic.on_value:
+            return False
+        state, folder = self.state, self.folder
+        for value in values:
+            state = folder(state, value)
+        self.state = state
+        return True
+
 
 class FinishingFoldWindowLogic(FoldWindowLogic[V, S]):
     """A fold whose emitted result is `finisher(accumulator)` (e.g. a mean from `(sum, count)`)."""

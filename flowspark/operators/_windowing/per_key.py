@@ -12,8 +12,12 @@ on time and reopens (and re-emits) a window that already closed.  Here an
 idle key keeps a tombstone instead: the clock state and the watermark stay,
 the windower is reset, and nothing else is held, so stragglers go to `late`.
 
-flowspark's additions (emit modes, panes, allowed lateness, triggers) live in
-`firing.py`, in a subclass used only by steps that ask for them.
+How windows emit and what happens to late values and closed windows are
+two parts the step's config hands each key's logic: `Emission` and
+`Lateness` here behave as Bytewax does.  flowspark's additions live in
+their own parts, `emission.PaneEmission` (emit modes, panes, triggers) and
+`firing.KeptLateness` (allowed lateness), which only steps that ask for
+them use.
 """
 
 from __future__ import annotations
@@ -22,20 +26,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
-from typing import Any, Callable, Dict, Generic, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Tuple, Union
 
-from typing_extensions import TypeAlias, override
+from typing_extensions import override
 
 from flowspark.batch_logic import StatefulBatchLogic
 from flowspark.operators._core import S, V, W
 from flowspark.operators._windowing.base import (
     UTC_MIN,
     Clock,
-    SeededWindowerLogic,
-    ValueWindowerLogic,
     Windower,
     WindowLogic,
-    WindowMetadata,
     is_aware,
 )
 from flowspark.operators._windowing.clocks import (
@@ -46,15 +47,24 @@ from flowspark.operators._windowing.clocks import (
     TimestampError,
 )
 from flowspark.operators._windowing.hopping import HoppingWindower
-from flowspark.operators._windowing.logics import FoldBuilder, FoldWindowLogic
-from flowspark.operators._windowing.panes import Pane
+from flowspark.operators._windowing.logics import FoldBuilder
+from flowspark.operators._windowing.parts import (
+    Closed,
+    Emission,
+    Emitted,
+    Fired,
+    Late,
+    Lateness,
+    WindowEvent,
+)
 from flowspark.operators._windowing.windowers import (
     SessionWindower,
     SlidingWindower,
-    SlidingWindowerLogic,
     TumblingWindower,
 )
 
+# The events live in `parts`; they are importable here too, where pickles made
+# before the split name them.
 __all__ = [
     "Closed",
     "Emitted",
@@ -65,41 +75,6 @@ __all__ = [
     "WindowConfig",
     "WindowEvent",
 ]
-
-
-@dataclass(frozen=True)
-class Emitted(Generic[W]):
-    """An item a window logic returned, bound for `down`."""
-
-    window_id: int
-    value: W
-
-
-@dataclass(frozen=True)
-class Fired(Emitted[W]):
-    """An emission of a step that reports panes: bound for `down` and, with `pane`, for `panes`."""
-
-    pane: Pane[W]
-
-
-@dataclass(frozen=True)
-class Late(Generic[V]):
-    """A value that arrived after the watermark passed it, bound for `late`."""
-
-    window_id: int
-    value: V
-
-
-@dataclass(frozen=True)
-class Closed:
-    """A window closed, bound for `meta`."""
-
-    window_id: int
-    meta: WindowMetadata
-
-
-WindowEvent: TypeAlias = Union[Late[V], Emitted[W], Closed]
-"""What the per-key logic emits; the operator splits it into three streams."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +116,13 @@ class WindowConfig(Generic[V, W, S]):
             return MergingKeyWindowLogic(self, resume_state)
         return KeyWindowLogic(self, resume_state)
 
+    def parts(
+        self, keys: KeyWindowLogic[V, W, S], resume_state: Optional[KeySnapshot[V, S]]
+    ) -> Tuple[Emission[V, W, S], Lateness[V, W, S]]:
+        """The emission and lateness parts of the key logic `keys`: Bytewax's."""
+        emission: Emission[V, W, S] = Emission()
+        return emission, Lateness(emission)
+
     @property
     def merges_batches(self) -> bool:
         """Whether a key's batches may be fed as one: built-in clock, windower and fold logic.
@@ -163,7 +145,11 @@ windows under Quix Streams' name)."""
 
 
 class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]):
-    """One key's windows: stamps values, routes late ones, applies, merges and closes."""
+    """One key's windows: stamps values, routes late ones, applies, merges and closes.
+
+    How windows emit and how late values are treated are parts the step's
+    config gives it (`WindowConfig.parts`).
+    """
 
     def __init__(self, config: WindowConfig[V, W, S], resume_state: Optional[KeySnapshot[V, S]]) -> None:
         self._config = config
@@ -181,6 +167,7 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             self._queue = list(resume_state.queue)
             self._watermark = resume_state.watermark
             self._history = list(resume_state.history)
+        self._emission, self._lateness = config.parts(self, resume_state)
 
     @contextmanager
     def _naming_step(self) -> Iterator[None]:
@@ -213,7 +200,9 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         return RuntimeError(msg)
 
     def _apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
-        if isinstance(self._windower, (ValueWindowerLogic, SeededWindowerLogic)):
+        if self._emission.merges_first():
+            return self._apply_merging_first(due)
+        if not self._windower.places_by_timestamp():
             return self._apply_special(due)
         events: List[WindowEvent[V, W]] = []
         logics = self._logics
@@ -231,68 +220,85 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
     def _apply_special(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
         """`_apply` for windowers that look at values or seed new windows from history."""
         events: List[WindowEvent[V, W]] = []
-        windower = self._windower
         for value, timestamp in due:
-            if isinstance(windower, ValueWindowerLogic):
-                window_ids = windower.open_for_value(value, timestamp)
-            else:
-                window_ids = windower.open_for(timestamp)
-            for window_id in window_ids:
-                events.extend(self._take_into(windower, window_id, value))
-            if isinstance(windower, SeededWindowerLogic):
-                self._remember(windower, value, timestamp)
+            for window_id in self._windower.place(value, timestamp):
+                events.extend(self._take_into(window_id, value))
+            self._remember(value, timestamp)
         return events
 
-    def _remembered(self, windower: SeededWindowerLogic[Any], window_id: int) -> List[V]:
-        """The remembered values in the span of `window_id`, in application order."""
-        first, last = windower.span(window_id)
+    def _apply_merging_first(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
+        """`_apply` for an emission part that reports merges before the value that causes them (see `_take`)."""
+        events: List[WindowEvent[V, W]] = []
+        for value, timestamp in due:
+            events.extend(self._take(value, timestamp))
+        return events
+
+    def _remembered(self, span: Tuple[datetime, datetime]) -> List[V]:
+        """The remembered values whose timestamps lie in `span` (both ends included), in application order."""
+        first, last = span
         return [value for value, timestamp in self._history if first <= timestamp <= last]
 
-    def _take_into(self, windower: Any, window_id: int, value: V) -> List[WindowEvent[V, W]]:
+    def _take_into(self, window_id: int, value: V) -> List[WindowEvent[V, W]]:
         """Give `value` to window `window_id`'s logic, opening (and seeding) the window if it is new."""
         events: List[WindowEvent[V, W]] = []
         logic = self._logics.get(window_id)
         if logic is None:
             logic = self._logics[window_id] = self._config.builder(None)
-            if isinstance(windower, SeededWindowerLogic):
-                events.extend(self._seed(windower, window_id, logic))
-        events.extend(self._wrap(window_id, logic.on_value(value)))
-        events.extend(self._took_in(window_id, logic, value))
+            span = self._windower.seed_span(window_id)
+            if span is not None:
+                events.extend(self._seed(window_id, logic, span))
+        events.extend(self._emission.wrap(window_id, logic.on_value(value)))
+        events.extend(self._emission.took_in(window_id, self._logics, value))
+        return events
+
+    def _take(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
+        """Apply one value: open its windows, merge the sessions it bridges, then feed it.
+
+        The merge comes before the value is taken in, as in Flink's merging
+        window set, so a trigger sees the merged session (counts added up)
+        and an emit mode emits its result once.
+        """
+        window_ids = list(self._windower.place(value, timestamp))
+        events, absorbed_into = self._merge_pending()
+        for window_id in window_ids:
+            while window_id in absorbed_into:
+                window_id = absorbed_into[window_id]
+            events.extend(self._take_into(window_id, value))
+        self._remember(value, timestamp)
         return events
 
     def _seed(
-        self, windower: SeededWindowerLogic[Any], window_id: int, logic: WindowLogic[V, W, S]
+        self, window_id: int, logic: WindowLogic[V, W, S], span: Tuple[datetime, datetime]
     ) -> List[WindowEvent[V, W]]:
-        """Feed a window that `windower` just opened the remembered values in its span."""
+        """Feed a window the windower just opened the remembered values in its `span`."""
         events: List[WindowEvent[V, W]] = []
-        for value in self._remembered(windower, window_id):
-            events.extend(self._wrap(window_id, logic.on_value(value)))
+        values = self._remembered(span)
+        for value in values:
+            events.extend(self._emission.wrap(window_id, logic.on_value(value)))
+        self._emission.seeded(window_id, values)
         return events
 
-    def _wrap(self, window_id: int, items: Iterable[W]) -> List[WindowEvent[V, W]]:
-        """The events for what a window logic returned from `on_value`; a hook for panes."""
-        return [Emitted(window_id, w) for w in items]
-
-    def _took_in(self, window_id: int, logic: WindowLogic[V, W, S], value: V) -> List[WindowEvent[V, W]]:
-        """What to emit after a window took in `value`: nothing here; a hook for emit modes and triggers."""
-        return []
-
-    def _remember(self, windower: SeededWindowerLogic[Any], value: V, timestamp: datetime) -> None:
-        """Keep an applied value for windows opened later; forget what is too old to matter.
+    def _remember(self, value: V, timestamp: datetime) -> None:
+        """Keep an applied value for windows opened later, if the windower seeds them; forget what is too old to matter.
 
         Forgetting counts back from this value's timestamp: an out-of-order
         value only makes it keep more than needed, never less.
         """
+        memory = self._windower.memory()
+        if memory is None:
+            return
         self._history.append((value, timestamp))
         try:
-            horizon = timestamp - windower.history()
+            horizon = timestamp - memory
         except OverflowError:
             horizon = UTC_MIN
         if self._history[0][1] < horizon:
             self._history = [(v, t) for v, t in self._history if t >= horizon]
 
-    def _merge(self) -> List[WindowEvent[V, W]]:
+    def _merge_pending(self) -> Tuple[List[WindowEvent[V, W]], Dict[int, int]]:
+        """Merge the windows the windower just merged; also return which id each absorbed one went into."""
         events: List[WindowEvent[V, W]] = []
+        absorbed_into: Dict[int, int] = {}
         for original_id, target_id in self._windower.merged():
             if original_id == target_id:
                 continue
@@ -301,17 +307,18 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             if original is None or target is None:
                 missing = original_id if original is None else target_id
                 raise self._never_opened(missing, "merged")
-            events.extend(Emitted(target_id, w) for w in target.on_merge(original))
-        return events
+            absorbed_into[original_id] = target_id
+            events.extend(self._emission.merged(original_id, target_id, target.on_merge(original)))
+        return events, absorbed_into
 
     def _close(self, watermark: datetime) -> List[WindowEvent[V, W]]:
         events: List[WindowEvent[V, W]] = []
+        close = self._lateness.closer(self._windower, watermark)
         for window_id, meta in self._windower.close_for(watermark):
             logic = self._logics.pop(window_id, None)
             if logic is None:
                 raise self._never_opened(window_id, "closed")
-            events.extend(Emitted(window_id, w) for w in logic.on_close())
-            events.append(Closed(window_id, meta))
+            events.extend(close(window_id, logic, meta))
         return events
 
     def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
@@ -321,11 +328,15 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             self._queue = [e for e in self._queue if e[1] > watermark]
         else:
             due, self._queue = self._queue, []
-        return self._apply(due) + self._merge() + self._close(watermark)
+        events = self._apply(due) + self._merge_pending()[0] + self._close(watermark)
+        self._lateness.purge(watermark)
+        with self._naming_step():
+            events.extend(self._emission.due(self._logics))
+        return events
 
     def _finish(self, events: List[WindowEvent[V, W]]) -> Tuple[List[WindowEvent[V, W]], bool]:
         """Reset an idle key's windower (as Bytewax would) but keep the key: the tombstone."""
-        if not self._logics and not self._queue and self._windower.is_empty():
+        if not self._lateness.holds_any() and not self._logics and not self._queue and self._windower.is_empty():
             self._windower = self._config.windower.build(None)
             self._history = []
         return (events, StatefulBatchLogic.RETAIN)
@@ -347,8 +358,8 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         return self._finish(events + self._flush(self._watermark))
 
     def _late(self, value: V, timestamp: datetime) -> List[WindowEvent[V, W]]:
-        """A value stamped before the watermark: to `late`, for every window it would have joined."""
-        return [Late(i, value) for i in self._windower.late_for(timestamp)]
+        """A value stamped before the watermark: the lateness part places it."""
+        return self._lateness.late(self._windower, value, timestamp)
 
     @override
     def on_notify(self) -> Tuple[List[WindowEvent[V, W]], bool]:
@@ -368,8 +379,9 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
         candidates = [self._windower.notify_at()]
         if self._config.ordered and self._queue:
             candidates.append(min(timestamp for _value, timestamp in self._queue))
+        candidates.append(self._lateness.notify_at())
         due = [moment for moment in candidates if moment is not None]
-        return self._clock.to_system_utc(min(due)) if due else None
+        return self._emission.wake_at(self._clock.to_system_utc(min(due)) if due else None)
 
     @override
     def snapshot(self) -> KeySnapshot[V, S]:
@@ -380,6 +392,8 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             list(self._queue),
             self._watermark,
             list(self._history),
+            self._emission.snapshot(),
+            self._lateness.snapshot(),
         )
 
 
@@ -414,24 +428,21 @@ class MergingKeyWindowLogic(KeyWindowLogic[V, W, S]):
         per value.  Other windows take the general path, a value at a time.
         """
         windower = self._windower
-        if not isinstance(windower, SlidingWindowerLogic) or windower.offset != windower.length:
-            return super()._apply(due)
         logics = self._logics
-        opened = windower.state.opened
         count = len(due)
         i = 0
         while i < count:
-            window_id = windower.open_for(due[i][1])[0]
+            window = windower.tumbling_window(due[i][1])
+            if window is None:
+                return super()._apply(due[i:])
+            window_id, open_time, close_time = window
             logic = logics.get(window_id)
             if logic is None:
                 logic = logics[window_id] = self._config.builder(None)
-            if not isinstance(logic, FoldWindowLogic) or type(logic).on_value is not FoldWindowLogic.on_value:
+            end = i
+            while end < count and open_time <= due[end][1] < close_time:
+                end += 1
+            if not logic.fold_quietly(value for value, _timestamp in due[i:end]):
                 return super()._apply(due[i:])
-            meta = opened[window_id]
-            open_time, close_time = meta.open_time, meta.close_time
-            state, folder = logic.state, logic.folder
-            while i < count and open_time <= due[i][1] < close_time:
-                state = folder(state, due[i][0])
-                i += 1
-            logic.state = state
+            i = end
         return []

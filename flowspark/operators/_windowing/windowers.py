@@ -22,11 +22,12 @@ from flowspark.operators._windowing.base import (
     Windower,
     WindowerLogic,
     WindowMetadata,
+    add_clamped,
     is_aware,
 )
-from flowspark.operators._windowing.clocks import add_clamped
 
 __all__ = [
+    "INSTANT",
     "SelfCheckingWindower",
     "SessionWindower",
     "SessionWindowerLogic",
@@ -77,11 +78,6 @@ class SlidingWindowerLogic(WindowerLogic[SlidingWindowerState]):
         open_time = self.align_to + self.offset * window_id
         return WindowMetadata(open_time, open_time + self.length)
 
-    def open_window(self, window_id: int) -> None:
-        """Open window `window_id` (for a late value whose window is still ahead of the watermark)."""
-        if window_id not in self.state.opened:
-            self.state.opened[window_id] = self.metadata_for(window_id)
-
     @override
     def open_for(self, timestamp: datetime) -> List[int]:
         last = self._last_tumbling
@@ -101,6 +97,28 @@ class SlidingWindowerLogic(WindowerLogic[SlidingWindowerState]):
     @override
     def late_for(self, timestamp: datetime) -> List[int]:
         return self.intersects(timestamp)
+
+    @override
+    def tumbling_window(self, timestamp: datetime) -> Optional[Tuple[int, datetime, datetime]]:
+        if self.offset != self.length:
+            return None
+        window_id = self.open_for(timestamp)[0]
+        meta = self.state.opened[window_id]
+        return (window_id, meta.open_time, meta.close_time)
+
+    @override
+    def names_late_windows(self) -> bool:
+        return True
+
+    @override
+    def late_window(self, window_id: int) -> Optional[WindowMetadata]:
+        return self.metadata_for(window_id)
+
+    @override
+    def reopen(self, window_id: int, meta: WindowMetadata, reach: datetime) -> None:
+        """Open window `window_id` for a late value, its window still ahead of the watermark."""
+        if window_id not in self.state.opened:
+            self.state.opened[window_id] = self.metadata_for(window_id)
 
     @override
     def merged(self) -> Iterable[Tuple[int, int]]:
@@ -181,6 +199,10 @@ class SessionWindowerState:
     merge_queue: List[Tuple[int, int]] = field(default_factory=list)
 
 
+INSTANT: timedelta = timedelta(microseconds=1)
+"""The smallest step of a `datetime`: what "at or after" adds to "after" (sessions include their reach)."""
+
+
 def _merge_sessions(sessions: Dict[int, WindowMetadata], gap: timedelta) -> List[Tuple[int, int]]:
     """Merge, in place, sessions that are within `gap` of each other.
 
@@ -244,12 +266,14 @@ class SessionWindowerLogic(WindowerLogic[SessionWindowerState]):
         merges, self.state.merge_queue = self.state.merge_queue, []
         return merges
 
+    @override
     def new_id(self) -> int:
         """Hand out the next session id (for a session that a late value opens already closed)."""
         self.state.max_key += 1
         return self.state.max_key
 
-    def revive(self, window_id: int, meta: WindowMetadata, reach: datetime) -> None:
+    @override
+    def reopen(self, window_id: int, meta: WindowMetadata, reach: datetime) -> None:
         """Open again a closed session, kept for allowed lateness, that a late value reaches.
 
         Its reach is `meta.close_time + gap`, as for any session.
@@ -264,6 +288,18 @@ class SessionWindowerLogic(WindowerLogic[SessionWindowerState]):
         reach.  Allowed lateness uses this to place late values.
         """
         return {i: (meta.open_time, add_clamped(meta.close_time, self.gap)) for i, meta in self.state.sessions.items()}
+
+    @override
+    def session_spans(self) -> Optional[Dict[int, Tuple[datetime, datetime]]]:
+        return self.spans()
+
+    @override
+    def reach_of(self, value: Any, timestamp: datetime) -> datetime:
+        return add_clamped(timestamp, self.gap)
+
+    @override
+    def kept_until(self, reach: datetime, lateness: timedelta) -> datetime:
+        return add_clamped(add_clamped(reach, lateness), INSTANT)
 
     @override
     def close_for(self, watermark: datetime) -> List[Tuple[int, WindowMetadata]]:
