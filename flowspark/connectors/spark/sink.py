@@ -314,7 +314,7 @@ def _delta_transaction(run_id: str, step_id: str, batch_id: int) -> Dict[str, st
     its log, and skips a write whose version it has: a batch Spark replays
     after a crash that came once its write committed.
 
-    >>> delta_transaction("0f3c", "wordcount.out", 7)
+    >>> _delta_transaction("0f3c", "wordcount.out", 7)
     {'txnAppId': 'flowspark-0f3c-wordcount.out', 'txnVersion': '7'}
     """
     return {"txnAppId": f"flowspark-{run_id}-{step_id}", "txnVersion": str(batch_id)}

@@ -94,11 +94,17 @@ def test_kafka_late_record_within_grace_creates_its_window() -> None:
 
 
 def test_kafka_late_record_within_grace_on_spark() -> None:
-    """The same Kafka case as a whole flow, values arriving two per micro-batch."""
+    """The same Kafka case as a whole flow, values arriving two per micro-batch.
+
+    System time stands still (`now_getter`): stream time is the largest
+    timestamp seen, as in Kafka Streams, not pushed on by the wall-clock
+    time between micro-batches, which on millisecond timestamps would close
+    windows early on a busy machine.
+    """
     flow = Dataflow("kafka_grace")
     records = [("k", value) for batch in KAFKA_EXPIRED_WINDOW_SCRIPT[:-1] for value in batch]
     up = op.input("inp", flow, TestingSource(records, batch_size=2))
-    clock = win.EventClock(at_ms, wait_for_system_duration=timedelta(0))
+    clock = win.EventClock(at_ms, wait_for_system_duration=timedelta(0), now_getter=lambda: SYSTEM_START)
     out = concat(up, clock, "current")
     got: List[Any] = []
     op.output("out", out.down, TestingSink(got))
