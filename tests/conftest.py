@@ -277,21 +277,23 @@ class KafkaProcess:
 
 @dataclass(frozen=True)
 class KafkaBroker:
-    """A running Apache Kafka broker: its plain listener and its SASL_SSL one, with the client settings the latter
-    needs (user `alice` with PLAIN, or user `bob` with SCRAM-SHA-256; a self-signed certificate for 127.0.0.1), and
-    its process."""
+    """A running Apache Kafka broker: its plain listener, its SASL_SSL one with the client settings it needs (user
+    `alice` with PLAIN, or user `bob` with SCRAM-SHA-256; a self-signed certificate for 127.0.0.1), its SSL one that
+    takes only clients with the certificate of `mtls_config` (mutual TLS), and its process."""
 
     address: str
     secure_address: str
     secure_config: Dict[str, str]
     scram_config: Dict[str, str]
+    mtls_address: str
+    mtls_config: Dict[str, str]
     process: KafkaProcess
 
 
-def _self_signed_certificate(folder: Path) -> Tuple[Path, Path]:
-    """A key and a certificate for 127.0.0.1 (PEM): the broker's keystore (key then certificate) and the clients'
-    trusted certificate."""
-    key, cert = folder / "key.pem", folder / "cert.pem"
+def _self_signed_certificate(folder: Path, name: str = "") -> Tuple[Path, Path]:
+    """A key and a certificate for 127.0.0.1 (PEM), in files named after `name`: the keystore (key then certificate)
+    and the certificate alone, which the other end trusts."""
+    key, cert = folder / f"{name}key.pem", folder / f"{name}cert.pem"
     subprocess.run(
         [
             "openssl",
@@ -315,7 +317,7 @@ def _self_signed_certificate(folder: Path) -> Tuple[Path, Path]:
         capture_output=True,
         timeout=60,
     )
-    keystore = folder / "keystore.pem"
+    keystore = folder / f"{name}keystore.pem"
     keystore.write_text(key.read_text() + cert.read_text())
     return keystore, cert
 
@@ -326,7 +328,8 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
     log in `folder`."""
     classpath = kafka_classpath()
     keystore, cert = _self_signed_certificate(folder)
-    plain, controller, secure = free_port(), free_port(), free_port()
+    _, client_cert = _self_signed_certificate(folder, "client-")
+    plain, controller, secure, mtls = free_port(), free_port(), free_port(), free_port()
     properties = folder / "server.properties"
     properties.write_text(
         "\n".join(
@@ -334,11 +337,15 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
                 "process.roles=broker,controller",
                 "node.id=1",
                 f"controller.quorum.voters=1@127.0.0.1:{controller}",
-                f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},SASL_SSL://127.0.0.1:{secure}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
+                f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},"
+                f"SASL_SSL://127.0.0.1:{secure},SSL://127.0.0.1:{mtls}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure},SSL://127.0.0.1:{mtls}",
                 "controller.listener.names=CONTROLLER",
                 "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL",
+                "listener.name.ssl.ssl.client.auth=required",
+                "listener.name.ssl.ssl.truststore.type=PEM",
+                f"listener.name.ssl.ssl.truststore.location={client_cert}",
                 f"log.dirs={folder / 'data'}",
                 "offsets.topic.replication.factor=1",
                 "transaction.state.log.replication.factor=1",
@@ -383,6 +390,13 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
             f"127.0.0.1:{secure}",
             {**tls, "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"},
             {**tls, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "bob", "sasl.password": "bob-secret"},
+            f"127.0.0.1:{mtls}",
+            {
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(cert),
+                "ssl.certificate.location": str(client_cert),
+                "ssl.key.location": str(folder / "client-key.pem"),
+            },
             process,
         )
     finally:
@@ -391,7 +405,7 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    """Apache Kafka's broker for the whole session, with a plain and a SASL_SSL listener."""
+    """Apache Kafka's broker for the whole session, with a plain, a SASL_SSL and a mutual-TLS listener."""
     with apache_kafka(tmp_path_factory.mktemp("kafka")) as running:
         yield running
 

@@ -1,12 +1,12 @@
-"""Kafka connectors over SASL_SSL (user and password over TLS, PLAIN or SCRAM-SHA-256) against Apache Kafka's broker,
-with certificates given by path or shipped with the job."""
+"""Kafka connectors over TLS against Apache Kafka's broker: SASL_SSL (user and password, PLAIN or SCRAM-SHA-256) and
+mutual TLS (a client certificate), with certificates given by path or shipped with the job."""
 
 from __future__ import annotations
 
 import shutil
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -24,23 +24,30 @@ pytestmark = pytest.mark.kafka
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def _listener(kafka: KafkaBroker, login: str) -> Tuple[str, Dict[str, str]]:
+    """The broker's address and the client settings for a login: a SASL mechanism over TLS, or a client certificate."""
+    if login == "client-certificate":
+        return kafka.mtls_address, kafka.mtls_config
+    return kafka.secure_address, kafka.secure_config if login == "PLAIN" else kafka.scram_config
+
+
+@pytest.mark.parametrize("login", ["PLAIN", "SCRAM-SHA-256", "client-certificate"])
 @pytest.mark.parametrize("workers", [1, 2], ids=["in_the_driver", "in_spark_tasks"])
-def test_source_and_sink_over_sasl_ssl(kafka: KafkaBroker, workers: int, mechanism: str) -> None:
-    config = kafka.secure_config if mechanism == "PLAIN" else kafka.scram_config
+def test_source_and_sink_over_tls(kafka: KafkaBroker, workers: int, login: str) -> None:
+    address, config = _listener(kafka, login)
     topic = new_topic(kafka.address, 2)
     messages = [KafkaSinkMessage(f"k{i}".encode(), f"v{i}".encode(), partition=i % 2) for i in range(6)]
     flow = Dataflow("kafka_secure_out")
     op.output(
         "out",
         op.input("inp", flow, TestingSource(messages)),
-        KafkaSink([kafka.secure_address], topic, config),
+        KafkaSink([address], topic, config),
     )
     cluster_main(flow, [], 0, worker_count_per_proc=workers)
 
     flow = Dataflow("kafka_secure_in")
     got: List[Any] = []
-    source = KafkaSource([kafka.secure_address], [topic], tail=False, add_config=config)
+    source = KafkaSource([address], [topic], tail=False, add_config=config)
     op.output("out", op.input("inp", flow, source), TestingSink(got))
     cluster_main(flow, [], 0, worker_count_per_proc=workers)
 
@@ -66,6 +73,27 @@ def test_a_wrong_password_fails_the_run_naming_the_partition(kafka: KafkaBroker)
         chain.append(str(ex))
         ex = ex.__cause__
     assert any("Authentication failed" in text and topic in text for text in chain), chain
+
+
+def test_a_client_without_the_certificate_the_broker_asks_for_fails_the_run(kafka: KafkaBroker) -> None:
+    """The broker's TLS alert, which librdkafka reports as a transport failure, is named; not waited out as an outage."""
+    topic = new_topic(kafka.address)
+    config = {k: v for k, v in kafka.mtls_config.items() if k not in ("ssl.certificate.location", "ssl.key.location")}
+    flow = Dataflow("kafka_mtls_in")
+    op.output(
+        "out",
+        op.input("inp", flow, KafkaSource([kafka.mtls_address], [topic], tail=False, add_config=config)),
+        TestingSink([]),
+    )
+    with pytest.raises(Exception) as info:
+        cluster_main(flow, [], 0)
+    chain: List[str] = []
+    ex: Any = info.value
+    while ex is not None:
+        chain.append(str(ex))
+        ex = ex.__cause__
+    assert any("kafka_mtls_in.inp" in text for text in chain), chain
+    assert any("alert bad certificate" in text and topic in text for text in chain), chain
 
 
 def test_a_certificate_shipped_with_the_job_is_found_by_its_name(kafka: KafkaBroker, tmp_path: Path) -> None:

@@ -32,8 +32,19 @@ REFUSED = frozenset({ConfluentKafkaError._AUTHENTICATION, ConfluentKafkaError._S
 """Errors that say a broker refused this client's login or TLS handshake: retrying will not help."""
 
 
+def refused(err: ConfluentKafkaError) -> bool:
+    """Whether `err` says a broker refused this client's login or TLS handshake.
+
+    A broker that refuses the client's certificate (or asks for one it was
+    not given) ends the handshake with a TLS alert, which librdkafka reports
+    as a transport failure carrying OpenSSL's words for the alert.
+    """
+    return err.code() in REFUSED or (err.code() == ConfluentKafkaError._TRANSPORT and "SSL routines" in err.str())
+
+
 def unreachable(err: ConfluentKafkaError) -> bool:
-    return err.code() in UNREACHABLE and not err.fatal()
+    """Whether `err` says only that a broker can't be reached now (not that it refused this client): worth waiting out."""
+    return err.code() in UNREACHABLE and not err.fatal() and not refused(err)
 
 
 class BrokerOutage:

@@ -21,7 +21,7 @@ from typing_extensions import override
 from flowspark.connectors.kafka.clients import CONSUMERS
 from flowspark.connectors.kafka.consumer_lag import CONSUMER_LAG
 from flowspark.connectors.kafka.messages import KafkaError, KafkaSourceMessage, RawItem, source_message
-from flowspark.connectors.kafka.outage import REFUSED, BrokerOutage, unreachable
+from flowspark.connectors.kafka.outage import BrokerOutage, refused, unreachable
 from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 
@@ -290,11 +290,11 @@ class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
     def _partitions(self) -> Dict[str, Union[List[int], ConfluentKafkaError]]:
         """Each topic's partition numbers, or why they could not be listed (a refused login or certificate rather than
         the transport failure it leads to)."""
-        refused: List[ConfluentKafkaError] = []
+        refusals: List[ConfluentKafkaError] = []
 
         def note(err: ConfluentKafkaError) -> None:
-            if err.code() in REFUSED:
-                refused.append(err)
+            if refused(err):
+                refusals.append(err)
 
         client = AdminClient(self._config({"allow.auto.create.topics": False, "error_cb": note}))
         found: Dict[str, Union[List[int], ConfluentKafkaError]] = {}
@@ -304,7 +304,7 @@ class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
                 found[topic] = sorted(meta.partitions) if meta.error is None else meta.error
             except KafkaException as ex:
                 client.poll(0)  # serves the errors that led to this one to `note`
-                found[topic] = refused[-1] if refused else ex.args[0]
+                found[topic] = refusals[-1] if refusals else ex.args[0]
         return found
 
     @override
