@@ -20,20 +20,15 @@ from flowspark.operators._core import (
     stateful_batch,
 )
 from flowspark.operators._enrich import TTLCache, enrich_cached
+from flowspark.operators._final import _FoldFinalLogic, count_final, fold_final, max_final, min_final, reduce_final
 from flowspark.operators._join import JoinEmitMode, JoinInsertMode, join
 from flowspark.operators._join import JoinState as _JoinState
 from flowspark.operators._stateful import (
     StatefulLogic,
     _CollectLogic,
     _CollectState,
-    _FoldFinalLogic,
     _StatefulFlatMapLogic,
     collect,
-    count_final,
-    fold_final,
-    max_final,
-    min_final,
-    reduce_final,
     stateful,
     stateful_flat_map,
     stateful_map,
