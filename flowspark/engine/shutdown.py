@@ -12,6 +12,11 @@ reads it again, as after a kill.
 The handler is installed only while a run lasts, only in the main thread,
 and only over Python's default disposition: a program that handles
 SIGTERM itself keeps its handler.
+
+While the run waits for its query, Ctrl-C is raised where the wait loop
+checks for it (`ctrl_c_between_calls`), never inside a call to Spark: a
+`KeyboardInterrupt` raised in a Spark Connect call is lost in its gRPC
+channel, and the run would go on.
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ from typing import Any, Callable, Iterator, Optional
 
 from flowspark.errors import RunStopped
 
-__all__ = ["STOPPED_STATUS", "StopAtBoundary", "jvm_ignores_sigterm", "stop_on_sigterm", "stop_requested", "stopped"]
+__all__ = [
+    "STOPPED_STATUS",
+    "StopAtBoundary",
+    "ctrl_c_between_calls",
+    "jvm_ignores_sigterm",
+    "stop_on_sigterm",
+    "stop_requested",
+    "stopped",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -108,6 +121,43 @@ def stop_on_sigterm() -> Iterator[None]:
         if _REQUEST.hard_stop is not None:
             _REQUEST.hard_stop.cancel()
             _REQUEST.hard_stop = None
+
+
+@contextmanager
+def ctrl_c_between_calls() -> Iterator[Callable[[], None]]:
+    """Within the block, Ctrl-C (SIGINT) raises `KeyboardInterrupt` from the check the block is given, not wherever
+    the main thread is; a second Ctrl-C before a check raises it at once.
+
+    For a loop that calls Spark between its checks (see the module doc).
+    Does nothing outside the main thread or when SIGINT has a handler other
+    than Python's own; the check then does nothing either.
+    """
+    pressed = threading.Event()
+
+    def check() -> None:
+        if pressed.is_set():
+            pressed.clear()
+            raise KeyboardInterrupt
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield check
+        return
+
+    def handle(signum: int, frame: Optional[FrameType]) -> None:
+        if pressed.is_set():
+            pressed.clear()
+            raise KeyboardInterrupt
+        pressed.set()
+
+    signal.signal(signal.SIGINT, handle)
+    try:
+        yield check
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    check()
 
 
 def stopped(flow_id: str, last_batch: int, resumable: bool) -> RunStopped:

@@ -183,12 +183,19 @@ def wait_for_end(
     temporary checkpoint of a Spark Connect server elsewhere).
     """
     try:
-        while not writer.finished.wait(0.05):
-            if server.failure is not None or writer.failure is not None or box.reported.is_set() or not query.isActive:
-                break
-            if shutdown.stop_requested():
-                writer.hold(lambda: bool(query.isActive))
-                break
+        with shutdown.ctrl_c_between_calls() as ctrl_c:
+            while not writer.finished.wait(0.05):
+                ctrl_c()
+                if (
+                    server.failure is not None
+                    or writer.failure is not None
+                    or box.reported.is_set()
+                    or not query.isActive
+                ):
+                    break
+                if shutdown.stop_requested():
+                    writer.hold(lambda: bool(query.isActive))
+                    break
         if sees_commits and (writer.finished.is_set() or (shutdown.stop_requested() and writer.last_batch >= 0)):
             await_commit(query, checkpoint, writer.last_batch)
     finally:

@@ -1,4 +1,5 @@
-"""SIGTERM while a run lasts: the first asks for a stop at a micro-batch boundary, the second stops at once.
+"""SIGTERM while a run lasts: the first asks for a stop at a micro-batch boundary, the second stops at once; Ctrl-C
+while a run waits for its query: raised where the wait checks for it.
 
 The runs themselves are stopped in `tests/test_spark_faults.py`; here the
 handler is driven with real signals sent to this process.
@@ -15,7 +16,7 @@ from typing import List, Optional
 
 import pytest
 
-from flowspark.engine.shutdown import STOPPED_STATUS, stop_on_sigterm, stop_requested, stopped
+from flowspark.engine.shutdown import STOPPED_STATUS, ctrl_c_between_calls, stop_on_sigterm, stop_requested, stopped
 from flowspark.errors import RunStopped
 
 
@@ -117,3 +118,40 @@ def test_the_hard_stop_is_called_off_once_the_run_has_unwound() -> None:
             _delivered()
     time.sleep(0.2)
     assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
+
+
+def test_ctrl_c_is_raised_at_the_check_and_a_second_at_once() -> None:
+    with ctrl_c_between_calls() as check:
+        os.kill(os.getpid(), signal.SIGINT)
+        _delivered()  # no KeyboardInterrupt here: it waits for the check
+        with pytest.raises(KeyboardInterrupt):
+            check()
+        check()  # once raised, it is gone
+        os.kill(os.getpid(), signal.SIGINT)
+        _delivered()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            _delivered()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_during_the_block_s_last_moment_is_raised_as_it_ends() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_between_calls():
+            os.kill(os.getpid(), signal.SIGINT)
+            _delivered()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_outside_the_main_thread_is_left_alone() -> None:
+    seen: List[object] = []
+
+    def run() -> None:
+        with ctrl_c_between_calls() as check:
+            seen.append(signal.getsignal(signal.SIGINT))
+            check()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [signal.default_int_handler]

@@ -28,12 +28,28 @@ import flowspark.operators as op
 from flowspark.connectors.kafka import KafkaSinkMessage, KafkaSource, KafkaSink
 from flowspark.connectors.stdio import StdOutSink
 from flowspark.dataflow import Dataflow
+from flowspark.inputs import SimplePollingSource
 from flowspark.testing import TestingSource
 
 paused = Dataflow("paused")
 items = [("a", 1), ("b", 2), TestingSource.PAUSE(timedelta(seconds=0.3)), ("a", 3)]
 sums = op.stateful_map("sum", op.input("inp", paused, TestingSource(items)), lambda s, v: ((s or 0) + v, (s or 0) + v))
 op.output("out", sums, StdOutSink())
+
+class Ticks(SimplePollingSource):
+    # A number every tenth of a second, forever.
+
+    def __init__(self):
+        super().__init__(timedelta(seconds=0.1))
+        self.count = 0
+
+    def next_item(self):
+        self.count += 1
+        return self.count
+
+endless = Dataflow("endless")
+ticks = op.key_on("key", op.input("inp", endless, Ticks()), lambda n: "all")
+op.output("out", op.stateful_map("sum", ticks, lambda s, v: ((s or 0) + v, v)), StdOutSink())
 
 def kafka_flow():
     broker, topic_in, topic_out = os.environ["BROKER"], os.environ["TOPIC_IN"], os.environ["TOPIC_OUT"]
@@ -129,6 +145,32 @@ def _read(broker: str, topic: str, expect: int) -> List[tuple[bytes, bytes]]:
             got.append((msg.key(), msg.value()))
     consumer.close()
     return sorted(got)
+
+
+def test_ctrl_c_stops_a_streaming_run_through_the_server(server: str, tmp_path: Path) -> None:
+    """Ctrl-C lands between the run's calls to the server, never inside one, where gRPC would lose it."""
+    (tmp_path / "remote_flows.py").write_text(FLOWS)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "flowspark.run", "remote_flows:endless", "--no-progress", "--remote", server],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert run.stdout is not None
+        first = run.stdout.readline()
+        assert first, run.stderr.read() if run.stderr else ""
+        pressed = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode != 0
+    assert time.monotonic() - pressed < 30
+    assert err.strip().splitlines()[-1] == "flowspark: KeyboardInterrupt", err
+    assert "Traceback" not in err, err
 
 
 def test_a_run_whose_tasks_cant_reach_it_is_refused_before_it_starts(server: str) -> None:
