@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from types import FrameType
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import pytest
 
@@ -120,6 +120,16 @@ def test_the_hard_stop_is_called_off_once_the_run_has_unwound() -> None:
     assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
 
 
+@pytest.fixture
+def python_ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler for the test: PySpark puts its own in place in a process that started a
+    SparkContext, as the suite's process has."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("python_ctrl_c")
 def test_ctrl_c_is_raised_at_the_check_and_a_second_at_once() -> None:
     with ctrl_c_between_calls() as check:
         os.kill(os.getpid(), signal.SIGINT)
@@ -135,6 +145,7 @@ def test_ctrl_c_is_raised_at_the_check_and_a_second_at_once() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+@pytest.mark.usefixtures("python_ctrl_c")
 def test_ctrl_c_during_the_block_s_last_moment_is_raised_as_it_ends() -> None:
     with pytest.raises(KeyboardInterrupt):
         with ctrl_c_between_calls():
@@ -143,6 +154,7 @@ def test_ctrl_c_during_the_block_s_last_moment_is_raised_as_it_ends() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+@pytest.mark.usefixtures("python_ctrl_c")
 def test_ctrl_c_outside_the_main_thread_is_left_alone() -> None:
     seen: List[object] = []
 
@@ -155,3 +167,20 @@ def test_ctrl_c_outside_the_main_thread_is_left_alone() -> None:
     thread.start()
     thread.join()
     assert seen == [signal.default_int_handler]
+
+
+def test_ctrl_c_handled_by_someone_else_is_left_to_them() -> None:
+    got: List[int] = []
+
+    def own(signum: int, frame: Optional[FrameType]) -> None:
+        got.append(signum)
+
+    previous = signal.signal(signal.SIGINT, own)
+    try:
+        with ctrl_c_between_calls() as check:
+            os.kill(os.getpid(), signal.SIGINT)
+            _delivered()
+            check()
+        assert got == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is own
+    finally:
+        signal.signal(signal.SIGINT, previous)
