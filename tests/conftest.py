@@ -70,6 +70,16 @@ def server() -> Iterator[DriverServer]:
     running.close()
 
 
+def error_chain(error: BaseException) -> List[str]:
+    """The messages of `error` and of the errors it was raised from, outermost first."""
+    chain: List[str] = []
+    cause: Optional[BaseException] = error
+    while cause is not None:
+        chain.append(str(cause))
+        cause = cause.__cause__
+    return chain
+
+
 def usage_error(capsys: pytest.CaptureFixture[str], call: Callable[..., Any], *args: Any) -> str:
     """What `call(*args)` printed on stderr as it stopped with argparse's usage error (exit status 2)."""
     with pytest.raises(SystemExit) as exit_info:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 import pytest
 
 from conftest import KafkaRecord as Record
-from conftest import Outage, apache_kafka, free_port
+from conftest import Outage, apache_kafka, error_chain, free_port
 from conftest import new_topic as _topic
 from conftest import produce as _produce
 from conftest import read_back as _read_back
@@ -370,11 +370,7 @@ def test_missing_topic_is_a_clear_error(broker: str) -> None:
     missing = f"missing-{uuid.uuid4().hex[:8]}"
     with pytest.raises(Exception) as info:
         _kafka_to_list(KafkaSource([broker], [missing], tail=False))
-    chain = []
-    ex: Optional[BaseException] = info.value
-    while ex is not None:
-        chain.append(str(ex))
-        ex = ex.__cause__
+    chain = error_chain(info.value)
     expected = f"error listing partitions for Kafka topic {missing!r}: Broker: Unknown topic or partition"
     assert expected in chain
     # Asking about the topic did not create it.

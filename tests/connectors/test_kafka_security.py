@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from conftest import KafkaBroker, new_topic, produce, read_back, run_module
+from conftest import KafkaBroker, error_chain, new_topic, produce, read_back, run_module
 
 pytest.importorskip("confluent_kafka")
 
@@ -56,22 +56,22 @@ def test_source_and_sink_over_tls(kafka: KafkaBroker, workers: int, login: str) 
     ]
 
 
-def test_a_wrong_password_fails_the_run_naming_the_partition(kafka: KafkaBroker) -> None:
-    topic = new_topic(kafka.address)
-    config: Dict[str, str] = {**kafka.secure_config, "sasl.password": "wrong"}
-    flow = Dataflow("kafka_secure_in")
+def _failure(flow_id: str, address: str, topic: str, config: Dict[str, str]) -> List[str]:
+    """The messages of the error a run reading `topic` at `address` with `config` fails with, outermost first."""
+    flow = Dataflow(flow_id)
     op.output(
         "out",
-        op.input("inp", flow, KafkaSource([kafka.secure_address], [topic], tail=False, add_config=config)),
+        op.input("inp", flow, KafkaSource([address], [topic], tail=False, add_config=config)),
         TestingSink([]),
     )
     with pytest.raises(Exception) as info:
         cluster_main(flow, [], 0)
-    chain: List[str] = []
-    ex: Any = info.value
-    while ex is not None:
-        chain.append(str(ex))
-        ex = ex.__cause__
+    return error_chain(info.value)
+
+
+def test_a_wrong_password_fails_the_run_naming_the_partition(kafka: KafkaBroker) -> None:
+    topic = new_topic(kafka.address)
+    chain = _failure("kafka_secure_in", kafka.secure_address, topic, {**kafka.secure_config, "sasl.password": "wrong"})
     assert any("Authentication failed" in text and topic in text for text in chain), chain
 
 
@@ -79,19 +79,7 @@ def test_a_client_without_the_certificate_the_broker_asks_for_fails_the_run(kafk
     """The broker's TLS alert, which librdkafka reports as a transport failure, is named; not waited out as an outage."""
     topic = new_topic(kafka.address)
     config = {k: v for k, v in kafka.mtls_config.items() if k not in ("ssl.certificate.location", "ssl.key.location")}
-    flow = Dataflow("kafka_mtls_in")
-    op.output(
-        "out",
-        op.input("inp", flow, KafkaSource([kafka.mtls_address], [topic], tail=False, add_config=config)),
-        TestingSink([]),
-    )
-    with pytest.raises(Exception) as info:
-        cluster_main(flow, [], 0)
-    chain: List[str] = []
-    ex: Any = info.value
-    while ex is not None:
-        chain.append(str(ex))
-        ex = ex.__cause__
+    chain = _failure("kafka_mtls_in", kafka.mtls_address, topic, config)
     assert any("kafka_mtls_in.inp" in text for text in chain), chain
     assert any("alert bad certificate" in text and topic in text for text in chain), chain
 
