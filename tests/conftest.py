@@ -873,24 +873,30 @@ def command_line(pid: int) -> str:
         return f.read().replace(b"\0", b" ").decode(errors="replace")
 
 
+def children(pid: int) -> List[int]:
+    """The processes `pid` started that still run, from `/proc`."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: List[int] = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found.extend(int(child) for child in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
 def _descendants(pid: int) -> List[int]:
     """Every process below `pid`, from `/proc`."""
     found: List[int] = []
     todo = [pid]
     while todo:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{parent}/task/{task}/children") as f:
-                    children = [int(child) for child in f.read().split()]
-            except OSError:
-                continue
-            found.extend(children)
-            todo.extend(children)
+        below = children(todo.pop())
+        found.extend(below)
+        todo.extend(below)
     return found
 
 

@@ -40,18 +40,21 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import IO, List, Optional
+from typing import IO, Dict, List, Optional
 
 import pyspark
 
 import flowspark
 from flowspark import settings
+from flowspark.engine.connect import forked_python, python_forks
 from flowspark.engine.recovery.private_files import make_dirs, write_private
 
 RECORD = "server.json"
 LOCK = "lock"
 LEASE = "lease"
 LOG = "server.log"
+FORKS_SOCKET = "forks.sock"
+FORKED_PYTHON = "python"
 
 DEFAULT_IDLE_SECONDS = 600.0
 READY_SECONDS = 180.0
@@ -59,6 +62,8 @@ READY_SECONDS = 180.0
 
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _PR_SET_PDEATHSIG = 1
+_SOCKET_PATH_LIMIT = 100
+"""Linux takes Unix socket paths of up to 107 bytes."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,7 @@ class Supervisor:
     def __init__(self, directory: str) -> None:
         self._directory = directory
         self._jvm: Optional[subprocess.Popen[bytes]] = None
+        self._forks: Optional[subprocess.Popen[bytes]] = None
         self._stopping = False
 
     def _path(self, name: str) -> str:
@@ -201,6 +207,9 @@ class Supervisor:
                     self._forget()
         finally:
             self._stop_jvm()
+            if self._forks is not None:
+                self._forks.kill()
+                self._forks.wait()
         return 0
 
     def _asked_to_stop(self, signum: int, frame: object) -> None:
@@ -244,6 +253,7 @@ class Supervisor:
             PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable),
             **jvm_environment(local=True),
         )
+        env.update(self._start_forks(env["PYSPARK_PYTHON"]))
         log = open(self._path(LOG), "ab")
         os.fchmod(log.fileno(), 0o600)
         with log:
@@ -256,6 +266,35 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,
             )
+
+    def _start_forks(self, python: str) -> Dict[str, str]:
+        """Start the fork server (`python_forks`); the JVM's environment that has Spark's driver use it.
+
+        Only for the Python this process runs (the fork server's children
+        run it); nothing when the socket's path is too long for Unix.
+        """
+        sock = self._path(FORKS_SOCKET)
+        if os.path.realpath(python) != os.path.realpath(sys.executable) or len(sock.encode()) > _SOCKET_PATH_LIMIT:
+            return {}
+        program = self._path(FORKED_PYTHON)
+        python_forks.write_program(program)
+        log = open(self._path(LOG), "ab")
+        with log:
+            self._forks = subprocess.Popen(
+                [sys.executable, "-m", python_forks.__name__, sock],
+                # PySpark's workers' hash seed, which a forked child keeps.
+                env=dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0")),
+                cwd=self._directory,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+        return {
+            "PYSPARK_PYTHON": program,
+            forked_python.SOCKET_VARIABLE: sock,
+            forked_python.PYTHON_VARIABLE: sys.executable,
+        }
 
     def _wait_ready(self, port: int) -> bool:
         deadline = time.monotonic() + READY_SECONDS

@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Optional
 
 import pytest
 
+from conftest import children, command_line
 from flowspark.engine.connect.connect_server import RECORD, ServerRecord, read_record, server_dir
 from flowspark.settings import WARM_SPARK_DIR, WARM_SPARK_IDLE
 
@@ -167,12 +168,27 @@ def test_a_server_whose_jvm_died_is_replaced_by_the_next_run(warm_dir: Path, tmp
     assert replaced is not None and replaced.supervisor != crashed.supervisor
 
 
-def test_the_jvm_dies_with_its_supervisor(warm_dir: Path, tmp_path: Path) -> None:
+def _fork_server(record: ServerRecord) -> int:
+    (forks,) = [pid for pid in children(record.supervisor) if "python_forks" in command_line(pid)]
+    return forks
+
+
+def test_sparks_python_processes_are_forked_from_the_servers_warm_python(warm_dir: Path, tmp_path: Path) -> None:
+    done = _run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    record = _record()
+    assert record is not None
+    assert children(_fork_server(record))  # Spark's worker daemon, at least, outlives the run
+
+
+def test_the_jvm_and_the_fork_server_die_with_their_supervisor(warm_dir: Path, tmp_path: Path) -> None:
     assert _run(tmp_path).returncode == 0
     record = _record()
     assert record is not None
+    forks = _fork_server(record)
+    forked = children(forks)
     os.kill(record.supervisor, signal.SIGKILL)
-    assert _wait_for(lambda: _gone(record.jvm), 30)
+    assert _wait_for(lambda: all(_gone(pid) for pid in [record.jvm, forks, *forked]), 30)
     assert _record() is None
 
 

@@ -1,0 +1,284 @@
+"""The warm server's fork server: a Python with PySpark and flowspark imported, forking the Pythons Spark starts.
+
+`forked_python` (the `python` Spark is given) sends it the command Spark
+ran, its environment, working directory and standard streams; the fork
+server forks a child that takes them over and runs the module as `python
+-m` would, answers the child's pid, and when the child ends, its status.
+A caller whose connection closes first (Spark stopped it) has its child
+killed.  The server listens on a socket in the warm server's directory,
+which only the user can enter, and serves only processes of the user
+(`SO_PEERCRED`); what it reads is JSON, never a pickle.
+
+    python -m flowspark.engine.connect.python_forks SOCKET   (the supervisor starts it)
+
+>>> from flowspark.engine.connect.forked_python import request
+>>> parse_request(request(["-c", "print('hi')"], {}, "/")) is None  # only the modules Spark starts
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import inspect
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import struct
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from flowspark.engine.connect import forked_python
+from flowspark.engine.connect.forked_python import ANSWER, is_forked
+from flowspark.engine.recovery.private_files import write_private
+
+WARM_IMPORTS = (
+    "pyspark.daemon",
+    "pyspark.worker",
+    "pyspark.sql.connect.streaming.worker.foreach_batch_worker",
+    "pyspark.sql.streaming.python_streaming_source_runner",
+    "pyspark.sql.streaming.transform_with_state_driver_worker",
+    "pyspark.sql.worker.plan_data_source_read",
+    "flowspark.engine.streaming_query",
+)
+"""What Spark's driver-side Python processes import before their first step: PySpark's modules and flowspark's engine."""
+
+_REQUEST_LIMIT = 4 << 20
+_REQUEST_SECONDS = 5.0
+_PR_SET_PDEATHSIG = 1
+_CREDENTIALS = struct.Struct("3i")
+
+
+@dataclass
+class Request:
+    """A command to run, as `forked_python` sends it."""
+
+    module: str
+    args: List[str]
+    """The arguments after the module's name."""
+    env: Dict[str, str]
+    cwd: str
+
+
+@dataclass
+class Child:
+    """A running child and the connection of the process that asked for it."""
+
+    pid: int
+    pidfd: int
+    conn: socket.socket
+    caller_waits: bool = True
+
+
+def warm_up() -> None:
+    """Import what the children need, with numeric libraries kept to one thread (threads don't survive a fork)."""
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
+    for name in WARM_IMPORTS:
+        importlib.import_module(name)
+
+
+def parse_request(data: bytes) -> Optional[Request]:
+    """The request in `data`, or None when it is not one the fork server runs.
+
+    >>> from flowspark.engine.connect.forked_python import request
+    >>> parse_request(request(["-m", "pyspark.sql.worker.plan_data_source_read"], dict(os.environ), "/")).module
+    'pyspark.sql.worker.plan_data_source_read'
+    >>> parse_request(b'{"args": "-m pyspark.sql.worker.plan_data_source_read"}') is None
+    True
+    """
+    try:
+        fields = json.loads(data)
+        args, env, cwd = fields["args"], fields["env"], fields["cwd"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not (isinstance(args, list) and all(isinstance(a, str) for a in args) and is_forked(args)):
+        return None
+    if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        return None
+    if not isinstance(cwd, str):
+        return None
+    if env.get("PYTHONHASHSEED") != os.environ.get("PYTHONHASHSEED"):
+        return None  # a child can't change the hash seed it was forked with
+    return Request(args[1], args[2:], env, cwd)
+
+
+class ForkServer:
+    """Serves `forked_python` on the Unix socket `path` until killed."""
+
+    def __init__(self, path: str) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._children: Dict[int, Child] = {}
+        old_mask = os.umask(0o177)
+        try:
+            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            if os.path.exists(path):
+                os.remove(path)
+            self._listener.bind(path)
+        finally:
+            os.umask(old_mask)
+        self._listener.listen(16)
+        self._selector.register(self._listener, selectors.EVENT_READ)
+
+    def serve_forever(self) -> None:
+        """Serve until killed; a failure serving one caller is logged and leaves the others be."""
+        while True:
+            for key, _ in self._selector.select():
+                try:
+                    if key.fileobj is self._listener:
+                        self._accept()
+                    elif isinstance(key.fileobj, int):
+                        self._ended(key.data)
+                    else:
+                        self._caller_gone(key.data)
+                except Exception:  # noqa: BLE001 - the children of other callers live on
+                    traceback.print_exc()
+
+    def _accept(self) -> None:
+        conn, _ = self._listener.accept()
+        fds: List[int] = []
+        try:
+            conn.settimeout(_REQUEST_SECONDS)
+            request = self._read(conn, fds) if self._mine(conn) else None
+            if request is None or len(fds) != 3:
+                conn.sendall(ANSWER.pack(-1))
+                conn.close()
+                return
+            pid = self._fork(request, fds, conn)
+        except OSError:
+            conn.close()
+            return
+        finally:
+            for fd in fds:
+                os.close(fd)
+        child = Child(pid, os.pidfd_open(pid), conn)
+        self._children[pid] = child
+        conn.settimeout(None)
+        try:
+            conn.sendall(ANSWER.pack(pid))
+        except OSError:
+            pass  # the caller is gone: its connection reads as closed below
+        self._selector.register(child.pidfd, selectors.EVENT_READ, pid)
+        self._selector.register(conn, selectors.EVENT_READ, pid)
+
+    @staticmethod
+    def _mine(conn: socket.socket) -> bool:
+        """Whether the peer runs as this user."""
+        _, uid, _ = _CREDENTIALS.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+        return bool(uid == os.getuid())
+
+    @staticmethod
+    def _read(conn: socket.socket, fds: List[int]) -> Optional[Request]:
+        data, received, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+        fds.extend(received)
+        while data and not data.endswith(b"\n") and len(data) < _REQUEST_LIMIT:
+            more = conn.recv(1 << 16)
+            if not more:
+                return None
+            data += more
+        return parse_request(data)
+
+    def _fork(self, request: Request, fds: List[int], conn: socket.socket) -> int:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self._become_child(request, fds, conn)
+            finally:
+                os._exit(70)
+        return pid
+
+    def _become_child(self, request: Request, fds: List[int], conn: socket.socket) -> None:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        conn.close()
+        for child in self._children.values():
+            child.conn.close()
+            os.close(child.pidfd)
+        self._listener.close()
+        self._selector.close()
+        for number, fd in enumerate(fds):
+            os.dup2(fd, number)
+        for fd in fds:
+            os.close(fd)
+        fds.clear()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os._exit(run_module(request))
+
+    def _ended(self, pid: int) -> None:
+        child = self._children.pop(pid, None)
+        if child is None:
+            return
+        self._selector.unregister(child.pidfd)
+        os.close(child.pidfd)
+        _, status = os.waitpid(pid, 0)
+        if child.caller_waits:
+            self._selector.unregister(child.conn)
+            try:
+                child.conn.sendall(ANSWER.pack(status))
+            except OSError:
+                pass
+        child.conn.close()
+
+    def _caller_gone(self, pid: int) -> None:
+        child = self._children.get(pid)
+        if child is None or not child.caller_waits:
+            return
+        self._selector.unregister(child.conn)
+        child.caller_waits = False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def run_module(request: Request) -> int:
+    """In a child: take over the caller's environment and directory, run the module as `__main__`; its exit code."""
+    os.environ.clear()
+    os.environ.update(request.env)
+    os.chdir(request.cwd)
+    extra = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    sys.path[:1] = [request.cwd, *extra]
+    if request.env.get("PYTHONUNBUFFERED"):
+        for stream in (sys.stdout, sys.stderr):
+            stream.reconfigure(write_through=True)  # type: ignore[union-attr]
+    sys.argv = [request.module, *request.args]
+    code = 0
+    try:
+        runpy.run_module(request.module, run_name="__main__", alter_sys=True)
+    except SystemExit as ex:
+        code = ex.code if isinstance(ex.code, int) else (0 if ex.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    return code
+
+
+def write_program(path: str) -> None:
+    """Write `forked_python` to `path` as a program only the user can run, started by this Python with `-IS`."""
+    source = inspect.getsource(forked_python)
+    write_private(path, f"#!{sys.executable} -IS\n{source}".encode())
+    os.chmod(path, 0o700)
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) != 1:
+        print(f"usage: python -m {__name__} SOCKET", file=sys.stderr)
+        return 2
+    server = ForkServer(argv[0])
+    warm_up()
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
