@@ -5,9 +5,11 @@ ran, its environment, working directory and standard streams; the fork
 server forks a child that takes them over and runs the module as `python
 -m` would, answers the child's pid, and when the child ends, its status.
 A caller whose connection closes first (Spark stopped it) has its child
-killed.  The server listens on a socket in the warm server's directory,
-which only the user can enter, and serves only processes of the user
-(`SO_PEERCRED`); what it reads is JSON, never a pickle.
+stopped as Spark stops a Python it started (SIGTERM: PySpark's daemon then
+stops its workers too).  The server listens on a socket in the warm
+server's directory, which only the user can enter, and serves only
+processes of the user (`SO_PEERCRED`); what it reads is JSON, never a
+pickle.
 
     python -m flowspark.engine.connect.python_forks SOCKET   (the supervisor starts it)
 
@@ -231,7 +233,7 @@ class ForkServer:
         self._selector.unregister(child.conn)
         child.caller_waits = False
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
 
