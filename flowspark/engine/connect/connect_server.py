@@ -40,13 +40,13 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import IO, Dict, List, Optional
+from typing import IO, List, Optional
 
 import pyspark
 
 import flowspark
 from flowspark import settings
-from flowspark.engine.connect import forked_python, python_forks
+from flowspark.engine.connect import python_forks
 from flowspark.engine.recovery.private_files import make_dirs, write_private
 
 RECORD = "server.json"
@@ -253,7 +253,7 @@ class Supervisor:
             PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable),
             **jvm_environment(local=True),
         )
-        env.update(self._start_forks(env["PYSPARK_PYTHON"]))
+        env["PYSPARK_PYTHON"] = self._start_forks(env["PYSPARK_PYTHON"])
         log = open(self._path(LOG), "ab")
         os.fchmod(log.fileno(), 0o600)
         with log:
@@ -267,17 +267,17 @@ class Supervisor:
                 preexec_fn=_die_with_parent,
             )
 
-    def _start_forks(self, python: str) -> Dict[str, str]:
-        """Start the fork server (`python_forks`); the JVM's environment that has Spark's driver use it.
+    def _start_forks(self, python: str) -> str:
+        """Start the fork server (`python_forks`); the Python Spark is to run: the program that uses it, or `python`.
 
         Only for the Python this process runs (the fork server's children
         run it); nothing when the socket's path is too long for Unix.
         """
         sock = self._path(FORKS_SOCKET)
         if os.path.realpath(python) != os.path.realpath(sys.executable) or len(sock.encode()) > _SOCKET_PATH_LIMIT:
-            return {}
+            return python
         program = self._path(FORKED_PYTHON)
-        python_forks.write_program(program)
+        python_forks.write_program(program, sock)
         log = open(self._path(LOG), "ab")
         with log:
             self._forks = subprocess.Popen(
@@ -290,11 +290,7 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,
             )
-        return {
-            "PYSPARK_PYTHON": program,
-            forked_python.SOCKET_VARIABLE: sock,
-            forked_python.PYTHON_VARIABLE: sys.executable,
-        }
+        return program
 
     def _wait_ready(self, port: int) -> bool:
         deadline = time.monotonic() + READY_SECONDS

@@ -15,7 +15,9 @@ would; this program waits and exits with the child's status, and the fork
 server kills a child whose caller is gone (Spark stopped it).  Any other
 command, or no fork server to reach, runs the real Python as given.
 
-Run by the real Python with `-I -S` (its shebang), it imports only the
+The program is this module's source, followed by a call of `main` with the
+fork server's socket and the real Python (`python_forks.write_program`),
+run by the real Python with `-I -S` (its shebang): it imports only the
 standard library, so it starts in milliseconds.
 
 >>> is_forked(["-m", "pyspark.sql.connect.streaming.worker.foreach_batch_worker"])
@@ -31,7 +33,6 @@ import json
 import os
 import socket
 import struct
-import sys
 from typing import Dict, List, Optional, Sequence
 
 FORKED_MODULES = (
@@ -43,12 +44,6 @@ FORKED_MODULES = (
 )
 """The modules Spark starts a Python for (prefixes): its driver's helpers and the daemon its task workers fork
 from; everything else runs the real Python."""
-
-SOCKET_VARIABLE = "FLOWSPARK_FORK_SERVER"
-"""The environment variable naming the fork server's socket."""
-
-PYTHON_VARIABLE = "FLOWSPARK_REAL_PYTHON"
-"""The environment variable naming the real Python."""
 
 ANSWER = struct.Struct("!i")
 """The fork server's two answers: the child's pid (-1: it will not run the command), then its `waitpid` status."""
@@ -99,16 +94,11 @@ def _forked(path: str, args: Sequence[str]) -> Optional[int]:
     return 1 if status is None else exit_code(status)  # started: never run the module a second time
 
 
-def main(args: List[str]) -> int:
-    """Run `python args` by the fork server if it takes them, else by the real Python (which replaces this one)."""
-    path = os.environ.get(SOCKET_VARIABLE, "")
-    if path and is_forked(args):
-        code = _forked(path, args)
+def main(args: List[str], fork_server: str, python: str) -> int:
+    """Run `python args` by the fork server at the socket `fork_server` if it takes them, else by the real `python`
+    (which replaces this process)."""
+    if is_forked(args):
+        code = _forked(fork_server, args)
         if code is not None:
             return code
-    real = os.environ.get(PYTHON_VARIABLE) or sys.executable
-    os.execv(real, [real, *args])
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    os.execv(python, [python, *args])

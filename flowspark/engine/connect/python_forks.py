@@ -265,10 +265,12 @@ def run_module(request: Request) -> int:
     return code
 
 
-def write_program(path: str) -> None:
-    """Write `forked_python` to `path` as a program only the user can run, started by this Python with `-IS`."""
+def write_program(path: str, fork_server: str) -> None:
+    """Write `forked_python` to `path` as a program only the user can run, for the fork server at the socket
+    `fork_server` and this Python."""
     source = inspect.getsource(forked_python)
-    write_private(path, f"#!{sys.executable} -IS\n{source}".encode())
+    call = f"\nimport sys\n\nsys.exit(main(sys.argv[1:], {fork_server!r}, {sys.executable!r}))\n"
+    write_private(path, f"#!{sys.executable} -IS\n{source}{call}".encode())
     os.chmod(path, 0o700)
 
 

@@ -39,15 +39,11 @@ def _fork_server(folder: Path) -> Iterator[Tuple[Path, Dict[str, str]]]:
         stdin=subprocess.DEVNULL,
     )
     program = folder / "python"
-    python_forks.write_program(str(program))
+    python_forks.write_program(str(program), str(sock))
     deadline = time.monotonic() + 60
     while not sock.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    env = dict(
-        os.environ,
-        PYTHONHASHSEED="0",
-        **{forked_python.SOCKET_VARIABLE: str(sock), forked_python.PYTHON_VARIABLE: sys.executable},
-    )
+    env = dict(os.environ, PYTHONHASHSEED="0")
     try:
         yield program, env
     finally:
@@ -87,8 +83,11 @@ def test_other_commands_and_a_missing_fork_server_run_the_real_python(
         [str(program), "-c", "import sys; print(sys.argv[1:])", "a"], env=env, capture_output=True, text=True
     )
     assert (done.returncode, done.stdout) == (0, "['a']\n")
-    alone = dict(env, **{forked_python.SOCKET_VARIABLE: str(tmp_path / "none.sock")}, PYTHON_WORKER_FACTORY_PORT="1")
-    done = subprocess.run([str(program), "-m", HELPER], env=alone, capture_output=True, text=True, timeout=60)
+    alone = tmp_path / "alone"
+    python_forks.write_program(str(alone), str(tmp_path / "none.sock"))
+    done = subprocess.run(
+        [str(alone), "-m", HELPER], env=dict(env, PYTHON_WORKER_FACTORY_PORT="1"), capture_output=True, text=True
+    )
     assert done.returncode != 0
     assert "python_forks" not in done.stderr and HELPER.rsplit(".", 1)[-1] in done.stderr
 
@@ -114,8 +113,8 @@ def test_a_process_of_another_user_is_refused() -> None:
     folder = Path(tempfile.mkdtemp())  # one the other user can pass through, unlike pytest's
     try:
         os.chmod(folder, 0o755)
-        with _fork_server(folder) as (_, env):
-            sock = env[forked_python.SOCKET_VARIABLE]
+        with _fork_server(folder):
+            sock = str(folder / "forks.sock")
             os.chmod(sock, 0o777)  # past the file modes that keep others out, to the fork server's own check
             probe = (
                 "import socket, sys\n"
