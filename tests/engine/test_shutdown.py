@@ -7,6 +7,7 @@ handler is driven with real signals sent to this process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -40,21 +41,30 @@ def test_the_first_sigterm_asks_for_a_stop_and_the_second_stops_at_once() -> Non
     assert not stop_requested() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def test_a_program_s_own_handler_is_kept() -> None:
+@contextlib.contextmanager
+def _own_handler(signum: int) -> Iterator[List[int]]:
+    """A handler of the program's own for `signum` while the block runs; the signals it got. Afterwards the
+    block must have left it in place."""
     got: List[int] = []
 
-    def own(signum: int, frame: Optional[FrameType]) -> None:
-        got.append(signum)
+    def own(number: int, frame: Optional[FrameType]) -> None:
+        got.append(number)
 
-    previous = signal.signal(signal.SIGTERM, own)
+    previous = signal.signal(signum, own)
     try:
+        yield got
+        assert signal.getsignal(signum) is own
+    finally:
+        signal.signal(signum, previous)
+
+
+def test_a_program_s_own_handler_is_kept() -> None:
+    with _own_handler(signal.SIGTERM) as got:
         with stop_on_sigterm():
             os.kill(os.getpid(), signal.SIGTERM)
             _delivered()
             assert not stop_requested()
-        assert got == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is own
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        assert got == [signal.SIGTERM]
 
 
 def test_a_run_outside_the_main_thread_installs_nothing() -> None:
@@ -170,17 +180,9 @@ def test_ctrl_c_outside_the_main_thread_is_left_alone() -> None:
 
 
 def test_ctrl_c_handled_by_someone_else_is_left_to_them() -> None:
-    got: List[int] = []
-
-    def own(signum: int, frame: Optional[FrameType]) -> None:
-        got.append(signum)
-
-    previous = signal.signal(signal.SIGINT, own)
-    try:
+    with _own_handler(signal.SIGINT) as got:
         with ctrl_c_between_calls() as check:
             os.kill(os.getpid(), signal.SIGINT)
             _delivered()
             check()
-        assert got == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is own
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        assert got == [signal.SIGINT]

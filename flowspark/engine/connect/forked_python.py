@@ -54,6 +54,11 @@ def is_forked(args: Sequence[str]) -> bool:
     return len(args) >= 2 and args[0] == "-m" and args[1].startswith(FORKED_MODULES)
 
 
+START_SECONDS = 5.0
+"""How long the fork server has to take a command and fork its child; a busy or stopped one leaves it to the real
+Python (closing the connection stops a child it forks late)."""
+
+
 def request(args: Sequence[str], environment: Dict[str, str], cwd: str) -> bytes:
     """What this program sends the fork server: one JSON line."""
     return json.dumps({"args": list(args), "env": environment, "cwd": cwd}).encode() + b"\n"
@@ -79,12 +84,14 @@ def _forked(path: str, args: Sequence[str]) -> Optional[int]:
     """Run `args` in a child of the fork server at `path`; its exit code, or None if it can't or won't start one."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(START_SECONDS)
             conn.connect(path)
             fds = array.array("i", [0, 1, 2])
             conn.sendmsg([request(args, dict(os.environ), os.getcwd())], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
             pid = _answer(conn)
             if pid is None or pid < 0:
                 return None
+            conn.settimeout(None)  # the child runs as long as Spark wants it
             try:
                 status = _answer(conn)
             except OSError:

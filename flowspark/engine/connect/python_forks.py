@@ -48,7 +48,7 @@ WARM_IMPORTS = (
     "pyspark.sql.worker.plan_data_source_read",
     "flowspark.engine.streaming_query",
 )
-"""What Spark's driver-side Python processes import before their first step: PySpark's modules and flowspark's engine."""
+"""What the Pythons Spark starts import before their first step: PySpark's modules and flowspark's engine."""
 
 _REQUEST_LIMIT = 4 << 20
 _REQUEST_SECONDS = 5.0
