@@ -70,14 +70,14 @@ def connect(url: str, parallelism: Optional[int] = None) -> Connected:
         _bounded_retries(session, host in _LOOPBACK)
         atexit.register(_close_quietly, session)
         cores = parallelism or _cores(session)
+        found = _sessions.get((url, cores))
+        if found is not None:
+            return found
+        session.conf.set("spark.sql.shuffle.partitions", str(cores))
+        session.dataSource.register(FlowsparkSource)
     except Exception as ex:
         msg = f"could not reach the Spark Connect server at {url.split(';')[0]}: {_reason(ex)[:300]}"
         raise FlowsparkRuntimeError(msg) from None
-    found = _sessions.get((url, cores))
-    if found is not None:
-        return found
-    session.conf.set("spark.sql.shuffle.partitions", str(cores))
-    session.dataSource.register(FlowsparkSource)
     found = _sessions[url, cores] = Connected(session, cores, host)
     return found
 

@@ -64,6 +64,9 @@ _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _PR_SET_PDEATHSIG = 1
 _SOCKET_PATH_LIMIT = 100
 """Linux takes Unix socket paths of up to 107 bytes."""
+_LOWEST_PORT = 10000
+_START_ATTEMPTS = 3
+"""How often a JVM that exits before it listens is started again, on new ports."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,11 @@ def read_record(directory: str) -> Optional[ServerRecord]:
     return record if _alive(record.supervisor) else None
 
 
+def serving(record: ServerRecord) -> bool:
+    """Whether the server `record` names still runs its JVM and listens."""
+    return _alive(record.jvm) and _listening(record.port)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -162,9 +170,32 @@ def idle_seconds() -> float:
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A port free on loopback now, below the kernel's ephemeral range where it can be.
+
+    The JVM binds ports of its own (Spark's RPC, the block manager) to
+    whatever the kernel hands out, which could be a port picked from that
+    range and let go; Spark Connect then fails to bind its own and exits.
+    """
+    low = _ephemeral_low()
+    for _ in range(100):
+        port = secrets.randbelow(low - _LOWEST_PORT) + _LOWEST_PORT if low > _LOWEST_PORT else 0
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    msg = f"no free port on loopback below {low} for the warm local Spark"
+    raise OSError(msg)
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default where it can't be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _listening(port: int) -> bool:
@@ -193,10 +224,16 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._asked_to_stop)
         signal.signal(signal.SIGINT, self._asked_to_stop)
-        port, ui_port, token, cores = _free_port(), _free_port(), secrets.token_urlsafe(32), os.cpu_count() or 2
+        token, cores = secrets.token_urlsafe(32), os.cpu_count() or 2
         try:
-            self._jvm = self._start_jvm(port, ui_port, token, cores)
-            if not self._wait_ready(port):
+            for _ in range(_START_ATTEMPTS):
+                port, ui_port = _free_port(), _free_port()
+                self._jvm = self._start_jvm(port, ui_port, token, cores)
+                if self._wait_ready(port):
+                    break
+                if self._stopping or self._jvm.poll() is None:  # asked to stop, or never listened
+                    return 1
+            else:
                 return 1
             record = ServerRecord(port, token, str(uuid.uuid4()), cores, os.getpid(), self._jvm.pid, ui_port)
             write_private(self._path(RECORD), json.dumps(asdict(record)).encode())
@@ -273,10 +310,11 @@ class Supervisor:
         Only for the Python this process runs (the fork server's children
         run it); nothing when the socket's path is too long for Unix.
         """
-        sock = self._path(FORKS_SOCKET)
+        sock, program = self._path(FORKS_SOCKET), self._path(FORKED_PYTHON)
+        if self._forks is not None:
+            return program
         if os.path.realpath(python) != os.path.realpath(sys.executable) or len(sock.encode()) > _SOCKET_PATH_LIMIT:
             return python
-        program = self._path(FORKED_PYTHON)
         python_forks.write_program(program, sock)
         log = open(self._path(LOG), "ab")
         with log:

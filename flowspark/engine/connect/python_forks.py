@@ -32,6 +32,7 @@ import socket
 import struct
 import sys
 import traceback
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -251,7 +252,10 @@ def run_module(request: Request) -> int:
     sys.argv = [request.module, *request.args]
     code = 0
     try:
-        runpy.run_module(request.module, run_name="__main__", alter_sys=True)
+        with warnings.catch_warnings():
+            # The module is imported already (that is what makes the child warm): runpy says so, and it is meant.
+            warnings.filterwarnings("ignore", message=".*found in sys.modules", category=RuntimeWarning)
+            runpy.run_module(request.module, run_name="__main__", alter_sys=True)
     except SystemExit as ex:
         code = ex.code if isinstance(ex.code, int) else (0 if ex.code is None else 1)
     except BaseException:

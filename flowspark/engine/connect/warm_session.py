@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -31,6 +32,7 @@ from flowspark.engine.connect.connect_server import (
     open_private,
     read_record,
     server_dir,
+    serving,
     start_supervisor,
 )
 from flowspark.engine.recovery.private_files import make_dirs, others_can_write
@@ -80,6 +82,9 @@ _leased: Optional[ServerRecord] = None
 _sessions: Dict[int, WarmSpark] = {}
 """This process's sessions on the warm server, by parallelism."""
 
+FORGET_SECONDS = 5.0
+"""How long the supervisor of a server that stopped listening may take to forget it once asked to stop."""
+
 
 def warm_mode() -> WarmMode:
     """Which runs use the warm server (`FLOWSPARK_WARM_SPARK`); an unknown value is refused, naming the ones that work."""
@@ -102,18 +107,40 @@ def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
     directory = server_dir()
     record = read_record(directory)
     if record is None or record != _leased:
-        for warm in _sessions.values():
-            forget(warm.record.url)
-            forget(warm.record.private_url)
-        _sessions.clear()
         record = _reached(directory)
     want = parallelism or record.parallelism
     found = _sessions.get(want)
     if found is None:
-        found = _sessions[want] = WarmSpark(
-            _session(record, shared=want == record.parallelism, parallelism=want), want, record, directory
-        )
+        try:
+            session = _session(record, shared=want == record.parallelism, parallelism=want)
+        except FlowsparkRuntimeError:
+            if serving(record):
+                raise
+            record = _replaced(directory, record)
+            want = parallelism or record.parallelism
+            session = _session(record, shared=want == record.parallelism, parallelism=want)
+        found = _sessions[want] = WarmSpark(session, want, record, directory)
     return found
+
+
+def _replaced(directory: str, gone: ServerRecord) -> ServerRecord:
+    """A new server in place of `gone`, whose JVM died or stopped listening: its supervisor is stopped first.
+
+    A supervisor forgets its server as soon as its JVM exits; this covers a
+    run that read the record just before, and a supervisor that does not
+    answer (it is killed).
+    """
+    for stop in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(gone.supervisor, stop)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + FORGET_SECONDS
+        while read_record(directory) == gone and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if read_record(directory) != gone:
+            break
+    return _reached(directory)
 
 
 def _reached(directory: str) -> ServerRecord:
@@ -124,6 +151,10 @@ def _reached(directory: str) -> ServerRecord:
     on a server that is not being stopped.
     """
     global _leased
+    for warm in _sessions.values():
+        forget(warm.record.url)
+        forget(warm.record.private_url)
+    _sessions.clear()
     make_dirs(directory)
     if others_can_write(directory):
         msg = f"the warm Spark's directory {directory!r} can be changed by other users; make it yours alone (chmod 700)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ from typing import Callable, Iterator, Optional
 import pytest
 
 from conftest import children, command_line
-from flowspark.engine.connect.connect_server import RECORD, ServerRecord, read_record, server_dir
+from flowspark.engine.connect.connect_server import RECORD, ServerRecord, read_record, server_dir, serving
 from flowspark.settings import WARM_SPARK_DIR, WARM_SPARK_IDLE
 
 FLOW = """
@@ -112,6 +113,9 @@ def test_a_run_starts_a_private_server_that_a_later_run_reuses(warm_dir: Path, t
     assert again.returncode == 0, again.stderr
     assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
     assert _record() == record
+    # Below the kernel's ephemeral ports, which the JVM's own sockets take and Spark Connect's port must not be.
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert record.port < ephemeral and record.ui_port < ephemeral
     directory = Path(server_dir())
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     for path in directory.iterdir():
@@ -166,6 +170,27 @@ def test_a_server_whose_jvm_died_is_replaced_by_the_next_run(warm_dir: Path, tmp
     assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
     replaced = _record()
     assert replaced is not None and replaced.supervisor != crashed.supervisor
+
+
+def test_a_server_recorded_but_no_longer_listening_is_replaced_by_the_run_that_finds_it(
+    warm_dir: Path, tmp_path: Path
+) -> None:
+    assert _run(tmp_path).returncode == 0
+    stale = _record()
+    assert stale is not None
+    os.kill(stale.supervisor, signal.SIGSTOP)  # it can't forget its server, whose JVM now dies
+    try:
+        os.kill(stale.jvm, signal.SIGKILL)
+        assert _wait_for(lambda: not serving(stale), 30)
+        again = _run(tmp_path)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the run killed it
+            os.kill(stale.supervisor, signal.SIGCONT)
+    assert again.returncode == 0, again.stderr
+    assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
+    replaced = _record()
+    assert replaced is not None and replaced.supervisor != stale.supervisor
+    assert _gone(stale.supervisor)
 
 
 def _fork_server(record: ServerRecord) -> int:
