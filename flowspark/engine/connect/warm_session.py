@@ -113,14 +113,26 @@ def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
     if found is None:
         try:
             session = _session(record, shared=want == record.parallelism, parallelism=want)
-        except FlowsparkRuntimeError:
+        except FlowsparkRuntimeError as ex:
             if serving(record):
-                raise
+                raise _failed(str(ex), directory) from None
             record = _replaced(directory, record)
             want = parallelism or record.parallelism
-            session = _session(record, shared=want == record.parallelism, parallelism=want)
+            try:
+                session = _session(record, shared=want == record.parallelism, parallelism=want)
+            except FlowsparkRuntimeError as again:
+                raise _failed(str(again), directory) from None
         found = _sessions[want] = WarmSpark(session, want, record, directory)
     return found
+
+
+def _failed(what: str, directory: str) -> FlowsparkRuntimeError:
+    """The error `what` of the warm server in `directory`, with where its log is and how to run without it."""
+    log = os.path.join(directory, LOG)
+    return FlowsparkRuntimeError(
+        f"{what}; the warm local Spark's log is {log!r} "
+        f"(set {settings.WARM_SPARK.name}=0 to run Spark in the run's own process)"
+    )
 
 
 def _replaced(directory: str, gone: ServerRecord) -> ServerRecord:
@@ -186,12 +198,7 @@ def _started(directory: str) -> ServerRecord:
         time.sleep(0.05)
     else:
         supervisor.terminate()
-    log = os.path.join(directory, LOG)
-    msg = (
-        f"the warm local Spark did not start; its log is {log!r} "
-        f"(set {settings.WARM_SPARK.name}=0 to run Spark in the run's own process)"
-    )
-    raise FlowsparkRuntimeError(msg)
+    raise _failed("the warm local Spark did not start", directory)
 
 
 def _take_lease(directory: str) -> None:

@@ -7,10 +7,14 @@ import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
+import uuid
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -215,6 +219,35 @@ def test_the_jvm_and_the_fork_server_die_with_their_supervisor(warm_dir: Path, t
     os.kill(record.supervisor, signal.SIGKILL)
     assert _wait_for(lambda: all(_gone(pid) for pid in [record.jvm, forks, *forked]), 30)
     assert _record() is None
+
+
+def test_a_recorded_server_that_listens_but_does_not_answer_fails_the_run_naming_its_log(
+    warm_dir: Path, tmp_path: Path
+) -> None:
+    directory = Path(server_dir())
+    directory.mkdir(parents=True, mode=0o700)
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()
+        threading.Thread(target=_hang_up_on_everyone, args=(mute,), daemon=True).start()
+        stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        try:
+            record = ServerRecord(mute.getsockname()[1], "token", str(uuid.uuid4()), 2, stand_in.pid, stand_in.pid, 0)
+            (directory / RECORD).write_text(json.dumps(asdict(record)))
+            done = _run(tmp_path)
+        finally:
+            stand_in.kill()
+            stand_in.wait()
+            (directory / RECORD).unlink()
+    assert done.returncode != 0
+    assert f"the warm local Spark's log is {str(directory / 'server.log')!r}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _hang_up_on_everyone(listener: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while True:
+            listener.accept()[0].close()
 
 
 def test_a_client_without_the_token_is_refused(warm_dir: Path, tmp_path: Path) -> None:
