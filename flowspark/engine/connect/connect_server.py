@@ -169,8 +169,8 @@ def idle_seconds() -> float:
         return DEFAULT_IDLE_SECONDS
 
 
-def _free_port() -> int:
-    """A port free on loopback now, below the kernel's ephemeral range where it can be.
+def _free_port(besides: int = 0) -> int:
+    """A port free on loopback now (not `besides`), below the kernel's ephemeral range where it can be.
 
     The JVM binds ports of its own (Spark's RPC, the block manager) to
     whatever the kernel hands out, which could be a port picked from that
@@ -184,7 +184,8 @@ def _free_port() -> int:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return int(probe.getsockname()[1])
+            if probe.getsockname()[1] != besides:
+                return int(probe.getsockname()[1])
     msg = f"no free port on loopback below {low} for the warm local Spark"
     raise OSError(msg)
 
@@ -227,7 +228,8 @@ class Supervisor:
         token, cores = secrets.token_urlsafe(32), os.cpu_count() or 2
         try:
             for _ in range(_START_ATTEMPTS):
-                port, ui_port = _free_port(), _free_port()
+                port = _free_port()
+                ui_port = _free_port(besides=port)
                 self._jvm = self._start_jvm(port, ui_port, token, cores)
                 if self._wait_ready(port):
                     break
