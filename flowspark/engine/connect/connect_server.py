@@ -235,12 +235,17 @@ class Supervisor:
                     break
                 if self._stopping or self._jvm.poll() is None:  # asked to stop, or never listened
                     return 1
+                self._say(f"the JVM exited ({self._jvm.returncode}) before it listened on port {port}")
             else:
                 return 1
             record = ServerRecord(port, token, str(uuid.uuid4()), cores, os.getpid(), self._jvm.pid, ui_port)
             write_private(self._path(RECORD), json.dumps(asdict(record)).encode())
             try:
                 self._watch()
+                if self._stopping:
+                    self._say("asked to stop")
+                elif self._jvm.poll() is not None:
+                    self._say(f"the JVM exited ({self._jvm.returncode}); the next run starts a new server")
             finally:
                 with FileLock(self._path(LOCK)):
                     self._forget()
@@ -250,6 +255,11 @@ class Supervisor:
                 self._forks.kill()
                 self._forks.wait()
         return 0
+
+    def _say(self, line: str) -> None:
+        """Add `line` to the server's log, stamped."""
+        with open_private(self._path(LOG)) as log:
+            log.write(f"{time.strftime('%H:%M:%S')} flowspark supervisor: {line}\n")
 
     def _asked_to_stop(self, signum: int, frame: object) -> None:
         self._stopping = True
@@ -357,6 +367,7 @@ class Supervisor:
                 with FileLock(self._path(LOCK)):
                     if not self._leased():
                         self._forget()
+                        self._say(f"no run has used the server for {limit:g} s: stopping")
                         return
                 idle_since = None  # a run took the lease just now
             time.sleep(0.5)
@@ -441,6 +452,8 @@ def main(argv: List[str]) -> int:
     if len(argv) != 1 or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr, end="")
         return 2
+    with open_private(os.path.join(argv[0], LOG)) as log:
+        os.dup2(log.fileno(), sys.stderr.fileno())  # a failure of the supervisor itself, told where the JVM's are
     return Supervisor(argv[0]).run()
 
 

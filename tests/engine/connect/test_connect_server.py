@@ -90,6 +90,10 @@ def _record() -> Optional[ServerRecord]:
     return read_record(server_dir())
 
 
+def _log() -> str:
+    return (Path(server_dir()) / "server.log").read_text(errors="replace")
+
+
 def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -147,6 +151,7 @@ def test_the_server_stops_once_no_run_has_used_it_for_the_idle_time(warm_dir: Pa
     assert record is not None
     assert _wait_for(lambda: _gone(record.supervisor) and _gone(record.jvm), 60)
     assert not (Path(server_dir()) / RECORD).exists()
+    assert "flowspark supervisor: no run has used the server for 2 s: stopping" in _log()
 
 
 def test_a_run_on_a_server_another_process_started_keeps_it_from_stopping_as_idle(
@@ -169,6 +174,7 @@ def test_a_server_whose_jvm_died_is_replaced_by_the_next_run(warm_dir: Path, tmp
     os.kill(crashed.jvm, signal.SIGKILL)
     assert _wait_for(lambda: _gone(crashed.supervisor), 30)
     assert _record() is None
+    assert "flowspark supervisor: the JVM exited (-9); the next run starts a new server" in _log()
     again = _run(tmp_path)
     assert again.returncode == 0, again.stderr
     assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
