@@ -16,7 +16,7 @@ about it lives in `DIR`, which only the user can enter (`server_dir`):
   and the supervisor while it decides to stop;
 - `lease`, which every process using the server holds shared (`flock`) for
   as long as it lives; the supervisor counts idle time while nobody does;
-- `server.log`, the JVM's output.
+- `server.log`, the JVM's output and the supervisor's (why it stopped).
 
 The server listens on loopback only and takes only clients that present
 the token, which other users can't read; Spark's own RPC needs a secret too
