@@ -35,6 +35,7 @@ from flowspark.engine.connect.connect_server import (
     serving,
     start_supervisor,
 )
+from flowspark.engine.connect.server_folders import remove_stale
 from flowspark.engine.recovery.private_files import make_dirs, others_can_write
 from flowspark.engine.spark.java_check import check_java
 from flowspark.errors import FlowsparkRuntimeError
@@ -186,7 +187,11 @@ def _session(record: ServerRecord, shared: bool, parallelism: int) -> Any:
 
 
 def _started(directory: str) -> ServerRecord:
-    """Start a server in `directory` and wait for its record (the caller holds the directory's lock)."""
+    """Start a server in `directory` and wait for its record (the caller holds the directory's lock).
+
+    Other installations' server folders long unused go first (`server_folders`).
+    """
+    remove_stale(directory)
     supervisor = start_supervisor(directory)
     deadline = time.monotonic() + READY_SECONDS
     while time.monotonic() < deadline:
