@@ -47,7 +47,7 @@ from flowspark.errors import FlowsparkRuntimeError
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 _CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 _JAVA_OPTIONS = (
-    "-Xss16m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:MetaspaceSize=256m "
+    "-Xss16m -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:+UseSerialGC -XX:MetaspaceSize=256m "
     f"-Dlog4j2.configurationFile=file:{_LOG_CONFIG}"
 )
 

@@ -28,6 +28,10 @@ print(json.dumps({
     "args": list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()),
     "mine": jvm.System.getProperty("flowspark.test.mine"),
     "log4j": jvm.System.getProperty("log4j2.configurationFile"),
+    "code_cache": sum(
+        pool.getUsage().getMax() for pool in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+        if "Code" in pool.getName()
+    ),
 }))
 """
 
@@ -56,6 +60,9 @@ def test_user_extra_java_options_add_to_flowspark_options() -> None:
     assert "-Xss16m" in args and "-XX:+UseSerialGC" in args
     # Spark puts the default options first, so the user's win where they clash.
     assert args.index("-Xss16m") < args.index("-Dflowspark.test.mine=hello")
+    # Room for the code of every query a long-lived driver (the warm server) compiles: with the JVM's 48 MiB, a
+    # full code cache stalled micro-batches for a second while it swept and compiled again.
+    assert int(str(jvm["code_cache"])) >= 240 * 1024 * 1024
 
 
 def test_user_default_java_options_replace_flowspark_options() -> None:
