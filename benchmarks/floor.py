@@ -19,6 +19,8 @@ import sys
 from datetime import timedelta
 from typing import Callable, Dict, Iterable, Iterator, Tuple
 
+from benchmarks.data import TIME_ORIGIN
+
 os.environ.setdefault("FLOWBENCH_ENGINE", "bytewax")  # the flow modules build their (unused) dataflow on import
 
 
@@ -48,7 +50,7 @@ def windowed_text(lines: Iterable[str]) -> Iterator[str]:
     stats: Dict[Tuple[str, int], Tuple[int, int]] = {}
     for line in lines:
         key, item = flow.parsed(flow.split(line))
-        window_id = (flow.event_time(item) - flow.TIME_ORIGIN) // length
+        window_id = (flow.event_time(item) - TIME_ORIGIN) // length
         found = stats.get((key, window_id))
         stats[key, window_id] = flow.add(flow.empty() if found is None else found, item)
     for (key, window_id), window_stats in stats.items():

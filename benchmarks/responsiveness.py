@@ -1,6 +1,6 @@
-"""What a developer and a live flow feel, on Bytewax 0.21.1 and flowspark: one markdown table.
+"""What a developer and a live flow feel, on Bytewax 0.21.1, flowspark and plain Spark: one markdown table.
 
-    python -m benchmarks.responsiveness [--engines bytewax,flowspark] [--rows ...] [--repeat N] [--seconds S]
+    python -m benchmarks.responsiveness [--engines bytewax,flowspark,spark] [--rows ...] [--repeat N] [--seconds S]
 
 Rows (`--rows`, in this order):
 
@@ -19,6 +19,10 @@ Rows (`--rows`, in this order):
   with `-r DIR -s 1`, stopped with SIGINT, started again on the same
   directory: from the second start to its first output line, and to the
   first output of an item made after that start.
+
+The `spark` engine runs the `readme` and latency rows' flows as plain
+PySpark on a Spark of each run's own (`benchmarks/native_live.py`): what
+Spark itself takes for them, flowspark's floor.
 
 Every run is a fresh subprocess in its own session, strictly one at a time,
 each with a timeout; a run that fails makes an error cell, not a crash.
@@ -45,11 +49,19 @@ from pathlib import Path
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINES = ("bytewax", "flowspark")
+ENGINES = ("bytewax", "flowspark", "spark")
+NATIVE = "benchmarks.native_live"
+"""The module that runs a row's flow as plain PySpark, the `spark` engine."""
+NATIVE_ROWS = {"readme", "latency_map", "latency_count", "latency_count_fast"}
+"""The rows the `spark` engine measures."""
 ROWS = ("readme", "unit_test", "latency_map", "latency_count", "latency_count_fast", "restart")
 STREAMING = {"latency_map", "latency_count", "latency_count_fast", "restart"}
 """Rows whose flowspark runs are streaming queries (their input does not end within the first read)."""
-README_FLOW = {"bytewax": "benchmarks.flows.wordcount:flow", "flowspark": "flowspark.examples.wordcount:flow"}
+README_FLOW = {
+    "bytewax": "benchmarks.flows.wordcount:flow",
+    "flowspark": "flowspark.examples.wordcount:flow",
+    "spark": f"{NATIVE}:wordcount",
+}
 RESULT = "RESULT "  # the line `benchmarks.flows.small_windowed` prints its figures on
 GRACE = 60.0
 """Seconds a run has to exit after SIGINT before its session is killed."""
@@ -227,6 +239,10 @@ class Bench:
         return env
 
     def runner(self, engine: str, flow: str, *options: str) -> List[str]:
+        """The command that runs `flow` (`module:attribute`) with the engine's CLI; for `spark`, `native_live`'s own
+        version of the flow named by the attribute, without `options`."""
+        if engine == "spark":
+            return [sys.executable, "-m", NATIVE, flow.rsplit(":", 1)[1]]
         return [sys.executable, "-m", f"{engine}.run", flow, *options]
 
     def start(self, name: str, cmd: Sequence[str], env: Dict[str, str]) -> Watched:
@@ -354,7 +370,7 @@ def latency(bench: Bench, engine: str, row: str) -> Outcome:
                 latencies.append(written - stamp)
                 last = max(last, stamp)
     if not latencies:
-        raise RunFailed(f"no item stamped after the warm-up among {produced:,} (samples in {_shown(folder)})")
+        raise RunFailed(f"fell behind: none of the {produced:,} items written was stamped after the warm-up")
     latencies.sort()
     shutil.rmtree(folder, ignore_errors=True)
     return Outcome(
@@ -488,7 +504,10 @@ def what(row: str, args: argparse.Namespace) -> str:
     return f"same, {paced.rate:,} items/s"
 
 
-def measure(bench: Bench, row: str, engine: str) -> Outcome:
+def measure(bench: Bench, row: str, engine: str) -> Optional[Outcome]:
+    """One row on one engine; None where the engine has no version of the row's flow."""
+    if engine == "spark" and row not in NATIVE_ROWS:
+        return None
     bench.runs.clear()
     try:
         outcome = MEASURES[row](bench, engine)
@@ -548,7 +567,7 @@ def _load() -> str:
 
 def _versions() -> str:
     found = []
-    for name in ENGINES:
+    for name in ("bytewax", "flowspark", "pyspark"):
         try:
             found.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
@@ -576,22 +595,28 @@ def warm_spark_state() -> str:
     return f"{up} before the first run; used by {used} (FLOWSPARK_WARM_SPARK={mode})"
 
 
+def _ratios(base: Optional[Outcome], other: Optional[Outcome]) -> str:
+    if base and other and base.figures and other.figures:
+        return " / ".join(_ratio(a, b) for a, b in zip(base.figures, other.figures))
+    return "-"
+
+
 def report(results: Dict[Tuple[str, str], Outcome], args: argparse.Namespace, facts: List[str]) -> str:
     rows = []
     notes = []
     for row in args.rows:
-        bw, fs = results.get((row, "bytewax")), results.get((row, "flowspark"))
-        ratios = "-"
-        if bw and fs and bw.figures and fs.figures:
-            ratios = " / ".join(_ratio(a, b) for a, b in zip(bw.figures, fs.figures))
-        rows.append([what(row, args), _cell(bw), _cell(fs), ratios])
+        bw, fs, sp = (results.get((row, engine)) for engine in ENGINES)
+        spark_cell = _cell(sp) if "spark" in args.engines and row in NATIVE_ROWS else "-"
+        rows.append([what(row, args), _cell(bw), _cell(fs), spark_cell, _ratios(bw, fs), _ratios(sp, fs)])
         for engine in args.engines:
             outcome = results.get((row, engine))
             if outcome is not None:
                 notes += [f"`{row}` on {engine}: {note}" for note in outcome.notes]
-        if bw and fs and bw.output and fs.output:
-            same = "the same on both engines" if bw.output == fs.output else "DIFFERENT from Bytewax's"
-            notes.append(f"`{row}`: output {same}")
+        for engine, outcome in (("flowspark", fs), ("spark", sp)):
+            if bw and outcome and bw.output and outcome.output:
+                same = "the same as" if bw.output == outcome.output else "DIFFERENT from"
+                notes.append(f"`{row}`: {engine}'s output {same} Bytewax's")
+    header = ["what", "Bytewax", "flowspark", "plain Spark", "flowspark / Bytewax", "flowspark / plain Spark"]
     return (
         "\n".join(
             [
@@ -599,7 +624,7 @@ def report(results: Dict[Tuple[str, str], Outcome], args: argparse.Namespace, fa
                 "",
                 f"    python -m benchmarks.responsiveness {shlex.join(args.argv)}".rstrip(),
                 "",
-                _fmt_table(["what", "Bytewax", "flowspark", "ratio (flowspark / Bytewax)"], rows),
+                _fmt_table(header, rows),
                 "",
                 *(f"- {fact}" for fact in facts),
                 *(f"- {note}" for note in notes),
@@ -695,7 +720,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             if engine == "flowspark" and row in STREAMING and not warmed:
                 warm_up_streaming(bench)
                 warmed = True
-            results[(row, engine)] = measure(bench, row, engine)
+            outcome = measure(bench, row, engine)
+            if outcome is not None:
+                results[(row, engine)] = outcome
     facts += [
         f"load average (1 / 5 / 15 min): {load_before} before, {_load()} after; the script took "
         f"{time.monotonic() - started:.0f} s",

@@ -33,13 +33,10 @@ from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
 from benchmarks.flows import engine, module
+from benchmarks.flows.samples import FIRST, KEYS, latency_dir
 
-KEYS = 100
 TICK = 0.001
 """The shortest time between two polls the source asks for, in seconds."""
-
-FIRST = "FIRST"
-"""The file the sink creates at its first write, holding that write's time."""
 
 api = engine()
 inputs = module("inputs")
@@ -48,15 +45,6 @@ outputs = module("outputs")
 
 def _env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
-
-
-def latency_dir() -> Path:
-    """Where the sink writes its samples (`FLOWBENCH_LATENCY_DIR`)."""
-    try:
-        return Path(os.environ["FLOWBENCH_LATENCY_DIR"])
-    except KeyError:
-        msg = "set FLOWBENCH_LATENCY_DIR (benchmarks/responsiveness.py does)"
-        raise RuntimeError(msg) from None
 
 
 class _PacedPartition(inputs.StatefulSourcePartition):  # type: ignore[misc,name-defined]
