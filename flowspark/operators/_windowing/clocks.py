@@ -196,23 +196,31 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
         """
         ts_getter = self._config.ts_getter
         wait = self._config.wait_for_system_duration
+        aware, utc = datetime, timezone.utc
         current = self._current
         pushed = False
+        # A value pushes the watermark when `timestamp - wait > current`, i.e.
+        # `timestamp > current + wait`: one comparison per value, the
+        # subtraction only for the values that push.
+        pushes_above = _push_threshold(current, wait)
+        if values and current > watermark:  # as the first value's `on_item` would
+            watermark = current
         on_time: List[Tuple[V, datetime]] = []
         late: List[Tuple[V, datetime]] = []
         for value in values:
             timestamp = ts_getter(value)
-            if type(timestamp) is not datetime or timestamp.tzinfo is not timezone.utc:
+            if type(timestamp) is not aware or timestamp.tzinfo is not utc:
                 self._check_timestamp(timestamp, value)
-            try:
-                candidate = timestamp - wait
-            except OverflowError:
-                candidate = current  # unrepresentable, hence below any watermark
-            if candidate > current:
-                current = candidate
-                pushed = True
-            if current > watermark:
-                watermark = current
+            if pushes_above is None or timestamp > pushes_above:
+                try:
+                    current = timestamp - wait
+                except OverflowError:
+                    pass  # unrepresentable, hence below any watermark
+                else:
+                    pushed = True
+                    pushes_above = _push_threshold(current, wait)
+                    if current > watermark:
+                        watermark = current
             if timestamp < watermark:
                 late.append((value, timestamp))
             else:
@@ -239,6 +247,15 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
     @override
     def snapshot(self) -> EventClockState:
         return replace(self._state)
+
+
+def _push_threshold(watermark: datetime, wait: timedelta) -> Optional[datetime]:
+    """The timestamp a value must exceed to push `watermark`: `watermark + wait`, or None when every value does."""
+    try:
+        return watermark + wait
+    except OverflowError:
+        # Past the largest datetime no value is; below the smallest, every value is.
+        return UTC_MAX if wait > timedelta(0) else None
 
 
 @dataclass

@@ -22,6 +22,7 @@ them use.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -75,6 +76,10 @@ __all__ = [
     "WindowConfig",
     "WindowEvent",
 ]
+
+_VALUE = itemgetter(0)
+_TIMESTAMP = itemgetter(1)
+"""Parts of a `(value, timestamp)` pair in a key's queue."""
 
 
 @dataclass(frozen=True)
@@ -324,8 +329,12 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
     def _flush(self, watermark: datetime) -> List[WindowEvent[V, W]]:
         """Apply the values that are due, then report merges, then close windows."""
         if self._config.ordered:
-            due = sorted((e for e in self._queue if e[1] <= watermark), key=itemgetter(1))
-            self._queue = [e for e in self._queue if e[1] > watermark]
+            # A stable sort keeps arrival order among equal timestamps, so the
+            # due prefix is the due values in timestamp order, then arrival.
+            queue = self._queue
+            queue.sort(key=_TIMESTAMP)
+            cut = bisect_right(queue, watermark, key=_TIMESTAMP)
+            due, self._queue = queue[:cut], queue[cut:]
         else:
             due, self._queue = self._queue, []
         events = self._apply(due) + self._merge_pending()[0] + self._close(watermark)
@@ -429,6 +438,7 @@ class MergingKeyWindowLogic(KeyWindowLogic[V, W, S]):
         """
         windower = self._windower
         logics = self._logics
+        ordered = self._config.ordered
         count = len(due)
         i = 0
         while i < count:
@@ -439,10 +449,13 @@ class MergingKeyWindowLogic(KeyWindowLogic[V, W, S]):
             logic = logics.get(window_id)
             if logic is None:
                 logic = logics[window_id] = self._config.builder(None)
-            end = i
-            while end < count and open_time <= due[end][1] < close_time:
-                end += 1
-            if not logic.fold_quietly(value for value, _timestamp in due[i:end]):
+            if ordered:  # due[i] is in the window and the rest come in timestamp order
+                end = bisect_left(due, close_time, i + 1, count, key=_TIMESTAMP)
+            else:
+                end = i
+                while end < count and open_time <= due[end][1] < close_time:
+                    end += 1
+            if not logic.fold_quietly(map(_VALUE, due[i:end])):
                 return super()._apply(due[i:])
             i = end
         return []

@@ -258,20 +258,21 @@ def _one_at_a_time(logic: Any, values: List[Any], watermark: datetime) -> Tuple[
 PLUS_TWO = timezone(timedelta(hours=2))
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(40))
 def test_stamp_all_is_on_item_for_each_value_in_turn(seed: int) -> None:
     import random
 
     rng = random.Random(seed)
     getter = TimeTestingGetter(DAY)
-    clock = EventClock(
-        lambda v: v[1], wait_for_system_duration=timedelta(seconds=rng.choice([0, 5, 30])), now_getter=getter.get
-    )
+    # Waits whose threshold (`watermark + wait`) overflows either way: `timedelta.max`, and a negative wait
+    # while the watermark is still the smallest datetime (a value at that datetime pushes it).
+    wait = rng.choice([timedelta(0), timedelta(seconds=5), timedelta(seconds=30), timedelta(seconds=-5), timedelta.max])
+    clock = EventClock(lambda v: v[1], wait_for_system_duration=wait, now_getter=getter.get)
     one, bulk = clock.build(None), clock.build(None)
     watermark = UTC_MIN
     for batch in range(6):
         getter.now = DAY + timedelta(seconds=batch * rng.choice([0, 3]))
-        values = [
+        values = ([(-1, UTC_MIN)] if rng.random() < 0.3 else []) + [
             (i, (DAY + timedelta(seconds=rng.randint(-20, 60))).astimezone(rng.choice([timezone.utc, PLUS_TWO])))
             for i in range(rng.randint(0, 30))
         ]
