@@ -45,18 +45,29 @@ QUERIES = {
 }
 
 
-def main(flow: str) -> None:
-    inp, out = os.environ["FLOWBENCH_INPUT"], os.environ["FLOWBENCH_OUTPUT"]
+def session(name: str) -> SparkSession:
+    """A Spark of this process's own, as a Spark user starts one on this machine: `local[2]`, two shuffle partitions,
+    the UI off, UTC, the RocksDB state store (for streaming queries' state)."""
     spark = (
-        SparkSession.builder.appName(f"native-{flow}")
+        SparkSession.builder.appName(name)
         .master("local[2]")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(flow: str) -> None:
+    inp, out = os.environ["FLOWBENCH_INPUT"], os.environ["FLOWBENCH_OUTPUT"]
+    spark = session(f"native-{flow}")
     events = spark.read.csv(inp, schema="key STRING, second INT, value INT")
     events.createOrReplaceTempView("events")
     spark.sql(QUERIES[flow]).write.mode("overwrite").text(out)

@@ -34,12 +34,13 @@ from array import array
 from pathlib import Path
 from typing import Any, Iterator, List, Tuple
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Row
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import LongType, StructField, StructType
 
-from benchmarks.flows.samples import FIRST, KEYS, latency_dir
+from benchmarks.flows.samples import FIRST, KEYS, latency_dir, mark_first, stamped, write_samples
+from benchmarks.native import session
 
 FLOWS = ("wordcount", "map_flow", "count_flow")
 WORD = r'[^\\s!,.?":;0-9]+'
@@ -60,11 +61,10 @@ class _PacedReader(SimpleDataSourceStreamReader):
     def read(self, start: dict[str, int]) -> Tuple[Iterator[Tuple[int, float]], dict[str, int]]:
         due = int((time.time() - self._start) * self._rate) + 1
         sent = start["sent"]
-        items = [(i, self._start + i / self._rate) for i in range(sent, max(sent, due))]
-        return iter(items), {"sent": max(sent, due)}
+        return iter(stamped(self._start, self._rate, sent, max(sent, due))), {"sent": max(sent, due)}
 
     def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[Tuple[int, float]]:
-        return iter([(i, self._start + i / self._rate) for i in range(start["sent"], end["sent"])])
+        return iter(stamped(self._start, self._rate, start["sent"], end["sent"]))
 
 
 class PacedSource(DataSource):
@@ -115,31 +115,12 @@ class Samples:
         now = time.time()
         if stamps and not self.first:
             self.first = now
-            (self.folder / FIRST).write_text(f"{now:.6f}\n")
+            mark_first(self.folder / FIRST, now)
         self.stamps.extend(stamps)
         self.written.extend([now] * len(stamps))
 
     def save(self) -> None:
-        lines = "".join(f"{s:.6f} {w:.6f}\n" for s, w in zip(self.stamps, self.written))
-        (self.folder / f"samples-{os.getpid()}-native.txt").write_text(lines)
-
-
-def session(name: str) -> SparkSession:
-    """A Spark of this process's own, as a Spark user starts one for a small job on this machine."""
-    spark = (
-        SparkSession.builder.appName(name)
-        .master("local[2]")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        write_samples(self.folder / f"samples-{os.getpid()}-native.txt", self.stamps, self.written)
 
 
 def wordcount() -> None:

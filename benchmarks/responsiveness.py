@@ -370,7 +370,10 @@ def latency(bench: Bench, engine: str, row: str) -> Outcome:
                 latencies.append(written - stamp)
                 last = max(last, stamp)
     if not latencies:
-        raise RunFailed(f"fell behind: none of the {produced:,} items written was stamped after the warm-up")
+        raise RunFailed(
+            f"fell behind: none of the {produced:,} items written was stamped after the warm-up "
+            f"(samples in {_shown(folder)})"
+        )
     latencies.sort()
     shutil.rmtree(folder, ignore_errors=True)
     return Outcome(

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
 from benchmarks.flows import engine, module
-from benchmarks.flows.samples import FIRST, KEYS, latency_dir
+from benchmarks.flows.samples import FIRST, KEYS, latency_dir, mark_first, stamped, write_samples
 
 TICK = 0.001
 """The shortest time between two polls the source asks for, in seconds."""
@@ -64,7 +64,7 @@ class _PacedPartition(inputs.StatefulSourcePartition):  # type: ignore[misc,name
         if self._end is not None and now >= self._end:
             raise StopIteration()
         due = int((now - self._start) * self._rate) + 1
-        batch = [(i, self._start + i / self._rate) for i in range(self._sent, due)]
+        batch = stamped(self._start, self._rate, self._sent, due)
         self._sent = max(self._sent, due)
         self._next_poll = now + TICK
         return batch
@@ -103,23 +103,12 @@ class _LatencyPartition(outputs.StatelessSinkPartition):  # type: ignore[misc,na
     def write_batch(self, stamps: List[float]) -> None:
         now = time.time()
         if not self._written:
-            _mark_first(self._folder / FIRST, now)
+            mark_first(self._folder / FIRST, now)
         self._stamps.extend(stamps)
         self._written.extend([now] * len(stamps))
 
     def close(self) -> None:
-        lines = "".join(f"{s:.6f} {w:.6f}\n" for s, w in zip(self._stamps, self._written))
-        (self._folder / self._name).write_text(lines)
-
-
-def _mark_first(path: Path, when: float) -> None:
-    """Create `path` holding `when`, unless another partition did first."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{when:.6f}\n")
+        write_samples(self._folder / self._name, self._stamps, self._written)
 
 
 class LatencySink(outputs.DynamicSink):  # type: ignore[misc,name-defined]

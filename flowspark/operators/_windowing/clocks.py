@@ -196,7 +196,7 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
         """
         ts_getter = self._config.ts_getter
         wait = self._config.wait_for_system_duration
-        aware, utc = datetime, timezone.utc
+        datetime_class, utc = datetime, timezone.utc
         current = self._current
         pushed = False
         # A value pushes the watermark when `timestamp - wait > current`, i.e.
@@ -209,7 +209,7 @@ class EventClockLogic(ClockLogic[V, EventClockState]):
         late: List[Tuple[V, datetime]] = []
         for value in values:
             timestamp = ts_getter(value)
-            if type(timestamp) is not aware or timestamp.tzinfo is not utc:
+            if type(timestamp) is not datetime_class or timestamp.tzinfo is not utc:
                 self._check_timestamp(timestamp, value)
             if pushes_above is None or timestamp > pushes_above:
                 try:
