@@ -32,8 +32,9 @@ from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
-pytest_plugins = ["support.s3_server"]
-"""Fixtures every test folder may ask for: `s3_endpoint`, `s3_folder`."""
+pytest_plugins = ["support.s3_server", "support.suite_budget", "support.parallel"]
+"""Fixtures every test folder may ask for (`s3_endpoint`, `s3_folder`); the suite's time per marker and its budget;
+how the suite shares two cores."""
 
 ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 """The instant the windowing tests align their windows on and count event time from."""
