@@ -14,6 +14,7 @@ import pytest
 
 from conftest import run_module
 from flowspark.migrate.inventory import BYTEWAX_MODULES
+from flowspark.migrate.removed import REMOVED_MODULES, describe, removed_module
 
 WORDCOUNT = '''"""Count words; Bytewax style."""
 import bytewax.operators as op
@@ -238,3 +239,126 @@ def test_python_rewrites_only_bytewax_module_names(line: str, expected: str) -> 
     from flowspark.migrate.python_files import migrate_python
 
     assert migrate_python(Path("f.py"), line).text == expected
+
+
+OLD_PROJECT = """import bytewax
+import bytewax._encoder
+import bytewax.operators.window as win
+from bytewax.window import TumblingWindow, WindowMetadata
+from bytewax import window
+from bytewax.connectors.kafka.message import KafkaSourceMessage, KafkaSinkMessage
+from bytewax.connectors.kafka import KafkaSource, source
+from bytewax import operators as op
+
+clock = bytewax.window.SystemClockConfig()
+windower = op.window
+"""
+
+
+def test_removed_modules_are_reported_with_file_line_and_replacement(tmp_path: Path) -> None:
+    (tmp_path / "old.py").write_text(OLD_PROJECT)
+    done = _migrate("--diff", "old.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    windowing = (
+        "use `flowspark.operators.windowing` (Bytewax 0.20 renamed `*ClockConfig` to `*Clock`, "
+        "`*Window` to `*Windower`, `WindowConfig` to `Windower`)"
+    )
+    assert done.stderr.splitlines()[:-1] == [
+        "old.py:2: `bytewax._encoder` was removed in Bytewax 0.20; "
+        "use `flowspark.visualize` (`to_json`, `to_mermaid`, `to_plantuml`); import left as is",
+        f"old.py:3: `bytewax.operators.window` was removed in Bytewax 0.20; {windowing}; import left as is",
+        "old.py:4: `bytewax.window` was removed in Bytewax 0.18; import `WindowMetadata` from "
+        f"`flowspark.operators.windowing`; flowspark has no `TumblingWindow`; {windowing}; import left as is",
+        f"old.py:5: `bytewax.window` was removed in Bytewax 0.18; {windowing}; import left as is",
+        "old.py:6: `bytewax.connectors.kafka.message` was removed in Bytewax 0.19; "
+        "import `KafkaSourceMessage`, `KafkaSinkMessage` from `flowspark.connectors.kafka`; import left as is",
+        "old.py:7: `bytewax.connectors.kafka.source` was removed in Bytewax 0.19; "
+        "import from `flowspark.connectors.kafka`; import left as is",
+        f"old.py:10: `bytewax.window` was removed in Bytewax 0.18; {windowing}",
+        f"old.py:11: `bytewax.operators.window` was removed in Bytewax 0.20; {windowing}",
+    ]
+    added = [line[1:] for line in done.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert added == [
+        "import flowspark",
+        "from flowspark import operators as op",
+        "clock = flowspark.window.SystemClockConfig()",
+    ]
+
+
+@pytest.mark.parametrize("module", sorted(REMOVED_MODULES))
+@pytest.mark.parametrize("form", ["import {m}", "import {m} as alias", "from {m} import thing", "from {p} import {n}"])
+def test_every_removed_module_is_reported_in_every_import_form_and_left_as_is(module: str, form: str) -> None:
+    from flowspark.migrate.python_files import migrate_python
+
+    parent, name = module.rsplit(".", 1)
+    source = "import json\n" + form.format(m=module, p=parent, n=name) + "\n"
+    # `from bytewax.connectors.bigquery import outputs` is reported as its removed package.
+    reported = (removed_module(parent) if form.startswith("from {p}") else None) or module
+    migrated = migrate_python(Path("f.py"), source)
+    assert migrated.text == source
+    assert [str(f) for f in migrated.findings] == [
+        f"f.py:2: {describe(reported, ['thing'] if 'thing' in source else [])}"
+    ]
+    [finding] = migrated.findings
+    assert finding.message.startswith(f"`{reported}` "), finding.message
+    assert finding.message.endswith("; import left as is"), finding.message
+    if REMOVED_MODULES[reported].replacement is None:
+        assert "; nothing replaces it;" in finding.message
+
+
+def test_a_line_mixing_a_removed_module_with_others_is_left_whole() -> None:
+    from flowspark.migrate.python_files import migrate_python
+
+    source = "from bytewax import operators as op, window, dataflow\nimport bytewax.connectors.kafka.sink\n"
+    migrated = migrate_python(Path("f.py"), source)
+    assert migrated.text == source
+    assert [(f.line, f.message.split(";")[0]) for f in migrated.findings] == [
+        (1, "`bytewax.window` was removed in Bytewax 0.18"),
+        (2, "`bytewax.connectors.kafka.sink` was removed in Bytewax 0.19"),
+    ]
+
+
+def test_names_of_bytewaxs_core_are_sent_to_the_modules_that_export_them() -> None:
+    from flowspark.migrate.python_files import migrate_python
+
+    source = (
+        "from bytewax._bytewax import run_main, RecoveryConfig, setup_tracing\n"
+        "from bytewax.execution import cluster_main, spawn_cluster\n"
+    )
+    assert [str(f) for f in migrate_python(Path("f.py"), source).findings] == [
+        "f.py:1: `bytewax._bytewax` is private to Bytewax; import `run_main` from `flowspark.testing`, "
+        "`RecoveryConfig` from `flowspark.recovery`, `setup_tracing` from `flowspark.tracing`; import left as is",
+        "f.py:2: `bytewax.execution` was removed in Bytewax 0.16; import `cluster_main` from `flowspark.testing`; "
+        "flowspark has no `spawn_cluster`; `run_main` and `cluster_main` are in `flowspark.testing`; "
+        "`spawn_cluster` became `python -m flowspark.testing -p PROCESSES -w WORKERS`; import left as is",
+    ]
+
+
+def test_removed_modules_are_absent_from_bytewax_021_and_private_ones_present() -> None:
+    bytewax_dir = Path(__import__("bytewax.dataflow").dataflow.__file__).parent
+    shipped = {"bytewax"}
+    for path in bytewax_dir.rglob("*"):
+        if path.suffix in (".py", ".so", ".pyd"):
+            parts = list(path.relative_to(bytewax_dir.parent).parts)
+            parts[-1] = parts[-1].split(".")[0]
+            if parts[-1] == "__init__":
+                parts.pop()
+            shipped.add(".".join(parts))
+    for module, entry in REMOVED_MODULES.items():
+        assert module not in BYTEWAX_MODULES
+        assert (module in shipped) == (entry.removed_in is None), module
+
+
+def test_replacements_name_public_modules_flowspark_has() -> None:
+    from flowspark.migrate.inventory import flowspark_name, has_module, has_name
+
+    for module, entry in REMOVED_MODULES.items():
+        assert set(entry.homes) <= BYTEWAX_MODULES, module
+        for mention in re.findall(r"\bbytewax(?:\.\w+)+", entry.replacement or ""):
+            parts = mention.split(".")
+            public = next(
+                ".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in BYTEWAX_MODULES
+            )
+            assert has_module(flowspark_name(public)), mention
+            rest = parts[len(public.split(".")) :]
+            assert len(rest) <= 1 and all(has_name(flowspark_name(public), name) for name in rest), mention

@@ -5,7 +5,9 @@ it starts an imported module name (`import bytewax.operators as op`,
 `from bytewax.connectors.kafka import ...`) or a use of the name a plain
 `import bytewax.x` binds (`bytewax.operators.map(...)`), so comments,
 formatting and everything else stay as they are.  Names flowspark lacks
-are reported with their line.
+are reported with their line, and so are imports of modules Bytewax 0.21
+lacks or keeps private (`bytewax.window`, `bytewax._encoder`, ...): those
+stay as they are.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from flowspark.migrate.inventory import BYTEWAX_MODULES, flowspark_name, has_module, has_name
+from flowspark.migrate.removed import describe, removed_module
 from flowspark.migrate.report import Finding, Migrated
 
 OLD = "bytewax"
@@ -63,8 +66,12 @@ class _Scan:
     def note(self, line: int, message: str) -> None:
         self.findings.append(Finding(self.path, line, message))
 
-    def supported(self, module: str, line: int) -> bool:
-        """Whether flowspark has `module`'s counterpart; reports it if not."""
+    def supported(self, module: str, line: int, names: Sequence[str] = ()) -> bool:
+        """Whether flowspark has `module`'s counterpart (`names` are imported from it); reports it if not."""
+        removed = removed_module(module)
+        if removed is not None:
+            self.note(line, describe(removed, names if removed == module else ()))
+            return False
         if has_module(flowspark_name(module)):
             return True
         if module in BYTEWAX_MODULES:
@@ -99,8 +106,14 @@ def _scan_import(scan: _Scan, node: ast.Import) -> None:
 def _scan_import_from(scan: _Scan, node: ast.ImportFrom) -> None:
     if node.level != 0 or not _is_bytewax(node.module) or node.module is None:
         return
-    if not scan.supported(node.module, node.lineno):
+    if not scan.supported(node.module, node.lineno, [a.name for a in node.names]):
         return
+    submodules = [removed_module(f"{node.module}.{a.name}") for a in node.names]
+    if any(submodules):
+        for alias, removed in zip(node.names, submodules):
+            if removed is not None:
+                scan.note(alias.lineno, describe(removed))
+        return  # the module's other names stay Bytewax's too: the line needs a hand
     scan.from_starts.add((node.lineno, _char_col(scan.lines, node.lineno, node.col_offset)))
     module = flowspark_name(node.module)
     for alias in node.names:
@@ -123,6 +136,15 @@ def _dotted(node: ast.expr, parents: Dict[ast.AST, ast.AST]) -> Tuple[List[str],
     return parts, node.lineno
 
 
+def _check_name(scan: _Scan, module: str, name: str, line: int) -> None:
+    """Report a use of `name` from flowspark module `module` if it is a module Bytewax removed or flowspark lacks."""
+    removed = removed_module(f"{OLD}{module[len(NEW) :]}.{name}")
+    if removed is not None:
+        scan.note(line, describe(removed, imported=False))
+    elif not has_name(module, name):
+        scan.note(line, f"flowspark's `{module}` has no `{name}`")
+
+
 def _scan_names(scan: _Scan, tree: ast.Module) -> None:
     """Rewrite uses of a plainly imported `bytewax`; check attributes of module aliases."""
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
@@ -133,16 +155,14 @@ def _scan_names(scan: _Scan, tree: ast.Module) -> None:
             module = next(
                 (m for m in prefixes if m in BYTEWAX_MODULES or m in scan.plain_imports or m in scan.kept_imports), OLD
             )
-            if not has_module(flowspark_name(module)):
+            if removed_module(module) is not None or not has_module(flowspark_name(module)):
                 continue  # its import is left as is, and reported
             scan.edit_at(node.lineno, node.col_offset)
             rest = parts[len(module.split(".")) :]
-            if rest and not has_name(flowspark_name(module), rest[0]):
-                scan.note(line, f"flowspark's `{flowspark_name(module)}` has no `{rest[0]}`")
+            if rest:
+                _check_name(scan, flowspark_name(module), rest[0], line)
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in scan.aliases:
-            module = scan.aliases[node.value.id]
-            if not has_name(module, node.attr):
-                scan.note(node.lineno, f"flowspark's `{module}` has no `{node.attr}`")
+            _check_name(scan, scan.aliases[node.value.id], node.attr, node.lineno)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value.strip()
             if _MODULE_STRING.search(text):
