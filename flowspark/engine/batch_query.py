@@ -27,6 +27,7 @@ import pyarrow as pa
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import Plan
+from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.sinks.sink_writer import SinkWriter
 from flowspark.engine.sources.executor_source import ExecutorInputs
@@ -65,8 +66,8 @@ class _ChunkRow(NamedTuple):
 class LayerPass:
     """`mapInArrow`'s function over one task's buckets of a stateful layer: its processor handles each bucket once."""
 
-    def __init__(self, plan: Plan, layer: int, groups: Groups, link: DriverLink, metered: bool) -> None:
-        self._processor = LayerProcessor(plan, layer, groups, link, metered)
+    def __init__(self, shipped: ShippedPlan, layer: int, groups: Groups, link: DriverLink, metered: bool) -> None:
+        self._processor = LayerProcessor(shipped, layer, groups, link, metered)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         buckets: Dict[str, List[_ChunkRow]] = {}
@@ -93,7 +94,7 @@ class LayerPass:
 def run_batch(
     spark: Any,
     plan: Plan,
-    workers: Plan,
+    workers: ShippedPlan,
     link: DriverLink,
     hub: SourceHub,
     read: Tuple[Offset, Offset],
@@ -105,11 +106,13 @@ def run_batch(
 ) -> None:
     """Run the micro-batch the hub read (`read`: its start and end offsets) and the end of input as one batch query.
 
-    `workers` is the plan Spark's tasks get (`plan.for_workers`); the
+    `workers` is the plan Spark's tasks get (`shipped_plan`); the
     writer gets the result as micro-batch 0 and finishes the run.
     """
     start, end = read
     pieces: List[Any] = [*hub.partition_data(start, end), InputEnd.EOF]
+    if workers.kept_by_driver:
+        pieces = [pieces]  # one task reads them all, in turn, as one worker would
     table = pa.table({_PIECE_COLUMN: pa.array([pickle.dumps(p, pickle.HIGHEST_PROTOCOL) for p in pieces], pa.binary())})
     options = encode_options(link, workers, groups, inputs, hub=True, metered=metered)
     frame = spark.createDataFrame(table).mapInArrow(SourcePass(options), SCHEMA_DDL)

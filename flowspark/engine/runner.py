@@ -24,6 +24,7 @@ from flowspark.engine import shutdown
 from flowspark.engine.batch_query import run_batch
 from flowspark.engine.connect.connect_client import check_reachable
 from flowspark.engine.plan.plan import Plan, build_plan, for_workers, placed_for_machines
+from flowspark.engine.plan.shipped_plan import KeptSteps, ShippedPlan
 from flowspark.engine.recovery import driver_fence, storage
 from flowspark.engine.recovery.checkpoint_check import check_checkpoint
 from flowspark.engine.recovery.recovery_dir import check_recovery_dir
@@ -200,6 +201,15 @@ def _driver_side(
     return _DriverSide(server, box, hub, wake_ups)
 
 
+def _ship(plan: Plan, server: DriverServer) -> ShippedPlan:
+    """The workers' plan of `plan` (placed for the machines), as every task gets it; the steps of a run that keeps
+    one worker's order are kept by the driver between tasks (`shipped_plan`)."""
+    shipped = ShippedPlan(for_workers(plan), kept_by_driver=plan.ordered)
+    if shipped.kept_by_driver:
+        KeptSteps(shipped).register(server)
+    return shipped
+
+
 def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> Optional[_DriverSide]:
     """The driver side with the first micro-batch read, for a run on this machine without recovery whose inputs all live here.
 
@@ -247,7 +257,7 @@ def _run_as_batch(
                 run_batch(
                     spark.session,
                     plan,
-                    for_workers(plan),
+                    _ship(plan, driver.server),
                     driver.server.link,
                     driver.hub,
                     driver.first_read,
@@ -391,6 +401,7 @@ def _attempt(
         query = start_query(
             spark,
             plan,
+            _ship(plan, driver.server),
             driver.server.link,
             writer,
             checkpoint,

@@ -15,7 +15,8 @@ from typing import Any, Callable, List, Optional
 
 from flowspark.engine import shutdown
 from flowspark.engine.plan.groups import Groups
-from flowspark.engine.plan.plan import Plan, for_workers
+from flowspark.engine.plan.plan import Plan
+from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.checkpoint_check import looks_damaged
 from flowspark.engine.recovery.storage import Location
@@ -82,6 +83,7 @@ def run_failure(
 def start_query(
     spark: RunSpark,
     plan: Plan,
+    workers: ShippedPlan,
     link: DriverLink,
     writer: SinkWriter,
     checkpoint: Location,
@@ -91,12 +93,12 @@ def start_query(
     hub: bool,
     metered: bool = False,
 ) -> Any:
-    """Build and start the one streaming query of the flow; `metered` has its tasks count their steps' items.
+    """Build and start the one streaming query of the flow, whose tasks get `workers`; `metered` has them count their
+    steps' items.
 
     Through Spark Connect, Spark calls `foreachBatch` in its server, which
     hands each micro-batch to `writer` over the driver link (`remote_writer`).
     """
-    workers = for_workers(plan)
     session = spark.session
     if not spark.remote:
         session.conf.set("spark.sql.shuffle.partitions", str(spark.parallelism))

@@ -228,6 +228,12 @@ class ItemChunk:
         if self._count > (self.runs[-1][1] if self.runs else 0):
             self.runs.append((order, self._count))
 
+    def take(self) -> None:
+        """Pickle the items added since the last pickling: they are taken as they are now, as Bytewax's downstream
+        steps see an emitted value at the end of the batch that emitted it, whatever the step does to it later."""
+        if self._pending:
+            self._flush()
+
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
         self._parts.extend(

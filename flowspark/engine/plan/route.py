@@ -12,6 +12,7 @@ its items (`plan.SinkPlace.MAKING_TASK`) is written by the pass itself
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -77,6 +78,19 @@ class Collector:
                     items.end_run(order)
             for items in self.taps.values():
                 items.end_run(order)
+
+    def take(self) -> None:
+        """Pickle what the pass gathered so far, at the end of a batch: a logic that emits its state object and
+        changes it later (a `stateful_map` mapper returning its state) must not change what it emitted.
+
+        Outputs written line by line are encoded as they come, and so already taken.
+        """
+        for chunk in self.stateful.values():
+            chunk.flush()
+        self.unflushed = 0
+        for items in itertools.chain(self.outputs.values(), self.sink_parts.values(), self.taps.values()):
+            if isinstance(items, chunks.ItemChunk):
+                items.take()
 
     def rows(self, seq: Iterator[int]) -> List[chunks.Row]:
         """The gathered items as chunk rows, one per destination.

@@ -109,8 +109,14 @@ def _differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
 
 
 def new_groups(plan: Plan, buckets: int = DEFAULT_BUCKETS) -> Groups:
-    """The state groups of a run that starts afresh (and records them); a resumed run keeps the recorded ones."""
-    return Groups.balanced(len(plan.stateful), buckets)
+    """The state groups of a run that starts afresh (and records them); a resumed run keeps the recorded ones.
+
+    A run that keeps one Bytewax worker's order (`Plan.ordered`) gives each
+    stateful step one bucket: one task then calls the step's logics for
+    all keys, round by round in Bytewax's order, so that an object the
+    logics share (a model every key updates) sees the calls in that order.
+    """
+    return Groups.balanced(len(plan.stateful), 1 if plan.ordered else buckets)
 
 
 def check_or_record(place: Location, plan: Plan, parts: List[List[str]]) -> Groups:

@@ -31,8 +31,9 @@ from flowspark.engine.plan.gc_pause import collector_paused, freeze_start_up_obj
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.line_blocks import batch_items
 from flowspark.engine.plan.order import SOURCE
-from flowspark.engine.plan.plan import Plan, core_steps, input_ranks
+from flowspark.engine.plan.plan import Plan, input_ranks
 from flowspark.engine.plan.route import Collector, Router
+from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import lent_by_driver, reported_to, unloadable_items
 from flowspark.engine.reports.metrics import Meter, Reading, worker_index
@@ -49,16 +50,15 @@ from flowspark.engine.sources.executor_source import (
 )
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
 from flowspark.engine.sources.wake_ups import DUE_CALL, Ping
-from flowspark.errors import FlowsparkRuntimeError
 
 if TYPE_CHECKING:
     from flowspark.engine.sources.source_hub import Piece
 
 
 def encode_options(
-    link: DriverLink, plan: Plan, groups: Groups, inputs: ExecutorInputs, hub: bool, metered: bool = False
+    link: DriverLink, shipped: ShippedPlan, groups: Groups, inputs: ExecutorInputs, hub: bool, metered: bool = False
 ) -> Dict[str, str]:
-    """The options Spark passes to the source: how to reach the driver, the worker plan, the state groups.
+    """The options Spark passes to the source: how to reach the driver, the workers' plan, the state groups.
 
     `inputs` are the partitions read in the executors, `hub` says whether
     the driver's `SourceHub` has any; `metered` makes each task count its
@@ -66,39 +66,20 @@ def encode_options(
     """
     return {
         "link": base64.b64encode(pickle.dumps(link)).decode(),
-        "plan": base64.b64encode(_shipped(plan)).decode(),
+        "plan": base64.b64encode(pickle.dumps(shipped)).decode(),
         "groups": base64.b64encode(pickle.dumps(groups)).decode(),
         "inputs": base64.b64encode(cloudpickle.dumps(inputs)).decode(),
         "hub": "1" if hub else "",
         "metered": "1" if metered else "",
+        "one_worker": "1" if shipped.kept_by_driver else "",
     }
 
 
-def _shipped(plan: Plan) -> bytes:
-    """The plan pickled for Spark's workers; if it won't pickle, an error naming the step whose functions won't."""
-    try:
-        blob: bytes = cloudpickle.dumps(plan)
-        return blob
-    except Exception:
-        for step in core_steps(plan):
-            try:
-                cloudpickle.dumps(step.config)
-            except Exception as culprit:
-                culprit.add_note(
-                    "a step's functions, and what they use, are pickled to reach Spark's workers: create "
-                    "locks, connections and open files inside them (or in a source's or sink's build), "
-                    "not around them"
-                )
-                msg = f"step {step.step_id!r} can't be pickled for Spark's workers"
-                raise FlowsparkRuntimeError(msg) from culprit
-        raise
-
-
 class ReadTask(InputPartition):
-    """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`), the end, or a
-    ping (`wake_ups`)."""
+    """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`) or all its
+    pieces (one worker's order), the end, or a ping (`wake_ups`)."""
 
-    def __init__(self, value: Union[PartTask, Piece, InputEnd, Ping]) -> None:
+    def __init__(self, value: Union[PartTask, Piece, List[Piece], InputEnd, Ping]) -> None:
         super().__init__(value)
 
 
@@ -115,6 +96,8 @@ class Reader(DataSourceStreamReader):
         self._options = options
         self._hub = bool(options.get("hub"))
         self._metered = bool(options.get("metered"))
+        self._one_worker = bool(options.get("one_worker"))
+        """The run keeps one worker's order: one task reads all the hub's pieces of a micro-batch, in turn."""
         self._ended_at: Optional[int] = None
         """The micro-batch that ended the input in this query: nothing is read after it."""
         self._pinged = False
@@ -131,8 +114,12 @@ class Reader(DataSourceStreamReader):
         return cast(DriverLink, self._decoded("link"))
 
     @cached_property
+    def _shipped(self) -> ShippedPlan:
+        return cast(ShippedPlan, self._decoded("plan"))
+
+    @cached_property
     def _plan(self) -> Plan:
-        return cast(Plan, self._decoded("plan"))
+        return self._shipped.plan(self._link)
 
     @cached_property
     def _groups(self) -> Groups:
@@ -180,7 +167,11 @@ class Reader(DataSourceStreamReader):
         first, last = Position.of(start), Position.of(end)
         pieces: List[InputPartition] = []
         if first.hub is not None and last.hub != first.hub:
-            pieces.extend(ReadTask(p) for p in self._call("partition_data", first.hub, last.hub))
+            read = self._call("partition_data", first.hub, last.hub)
+            if self._one_worker and read:
+                pieces.append(ReadTask(read))
+            else:
+                pieces.extend(ReadTask(p) for p in read)
         pieces.extend(ReadTask(task) for task in tasks(first, last, self._inputs))
         ending = recorded_end(last.end)
         if ending is not None:
@@ -209,13 +200,20 @@ class Reader(DataSourceStreamReader):
             )
             return
         if isinstance(value, PartTask):
-            yield chunks.to_arrow(self._read_part(value))
+            rows = self._read_part(value)
+            self._shipped.check_in(self._link)
+            yield chunks.to_arrow(rows)
+            return
+        if isinstance(value, list):  # pieces of a run that keeps one worker's order: one task reads them in turn
+            for piece in value:
+                yield from self.read(ReadTask(piece))
             return
         origin, seq_base, number, index, first_round, rank = value
         payload = self._call("piece", number, index)
         meter = Meter(self._report) if self._metered else None
         with reported_to(self._link), collector_paused():
             batch = chunks.to_arrow(self._fused_pass(origin, seq_base, payload, first_round, rank, meter))
+        self._shipped.check_in(self._link)
         if meter is not None:
             meter.flush()
         yield batch
@@ -239,6 +237,7 @@ class Reader(DataSourceStreamReader):
                     raise unloadable_items(f"error unpickling the items of step {step.step_id!r}", ex) from ex
                 router.push(stream_id, items, out)
                 out.end_run((round_, SOURCE, rank, ""))
+                out.take()
         return out.rows(itertools.count(seq_base))
 
     def _read_part(self, task: PartTask) -> List[chunks.Row]:
@@ -263,6 +262,7 @@ class Reader(DataSourceStreamReader):
                     for round_, batch in enumerate(reader.batches(), task.first_round):
                         router.push(stream_id, batch, out)
                         out.end_run((round_, SOURCE, rank, ""))
+                        out.take()
                     note = reader.finish()
                     recorded = reader.recorded
             rows = out.rows(itertools.count(0))

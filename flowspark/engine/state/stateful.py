@@ -41,8 +41,9 @@ from flowspark.engine.plan.gc_pause import collector_paused, freeze_start_up_obj
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.keyed_chunks import Arrivals
 from flowspark.engine.plan.order import EOF_ROUND, START_ROUND, batch_phase, notify_phase
-from flowspark.engine.plan.plan import Plan, stateful_ranks
+from flowspark.engine.plan.plan import stateful_ranks
 from flowspark.engine.plan.route import Collector, Router
+from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import StepFailure, aware_or_none, guarded, reported_to, unloadable_items
 from flowspark.engine.reports.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
@@ -269,22 +270,31 @@ class _Bucket:
 
 
 class LayerProcessor(StatefulProcessor):
-    """Runs the stateful steps of one layer, and the stateless steps after them."""
+    """Runs the stateful steps of one layer, and the stateless steps after them.
 
-    def __init__(self, plan: Plan, layer: int, groups: Groups, link: DriverLink, metered: bool = False) -> None:
-        self._plan = plan
+    Spark pickles the processor into every task; it carries the plan as
+    shipped (`shipped_plan`), so that the steps' objects live as long as
+    the Python worker that runs them.
+    """
+
+    def __init__(
+        self, shipped: ShippedPlan, layer: int, groups: Groups, link: DriverLink, metered: bool = False
+    ) -> None:
+        self._shipped = shipped
+        self._layer = layer
         self._link = link
-        self._steps = set(plan.steps_in_layer(layer))
         self._groups = groups
         self._metered = metered
         """Count the steps' items and report them to the driver once per task (`close`)."""
         self._batch_phase = batch_phase(layer)
-        self._ranks = stateful_ranks(plan)
-        """Each stateful step's place among what a tick of its layer emits (`plan.stateful_ranks`)."""
         self._notify_phase = notify_phase(layer)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         freeze_start_up_objects()
+        self._plan = self._shipped.plan(self._link)
+        self._steps = set(self._plan.steps_in_layer(self._layer))
+        self._ranks = stateful_ranks(self._plan)
+        """Each stateful step's place among what a tick of its layer emits (`plan.stateful_ranks`)."""
         self._handle = handle
         self._state = slots.state_variables(handle)
         self._meter = Meter(self._report) if self._metered else None
@@ -428,6 +438,7 @@ class LayerProcessor(StatefulProcessor):
         """Pass what several keys emitted on as one run at `tick` (for runs that keep no key order)."""
         self._router.push(self._plan.stateful[step].config.downs[0], keyed, out)
         out.end_run((tick[0], tick[1], self._ranks[step], ""))
+        out.take()
 
     def _by_rounds(self, step: int, bucket: _Bucket, arrivals: Arrivals, out: Collector) -> None:
         """Handle the micro-batch one tick at a time, as one Bytewax worker's activations do.
@@ -464,6 +475,7 @@ class LayerProcessor(StatefulProcessor):
             for k in sorted(due):
                 self._call(step, bucket, k, "on_notify", (round_, self._notify_phase), out)
                 ran(k)
+            out.take()
 
     def _call(
         self, step: int, bucket: _Bucket, key: str, method: str, tick: Tuple[int, int], out: Collector, *args: Any
@@ -479,6 +491,7 @@ class LayerProcessor(StatefulProcessor):
         if self._plan.ordered:
             for k in keys:
                 self._call(step, bucket, k, method, tick, out)
+            out.take()
             return
         self._push(step, [kv for k in keys for kv in bucket.call(k, method)], tick, out)
 
@@ -503,5 +516,6 @@ class LayerProcessor(StatefulProcessor):
     def close(self) -> None:
         with self._work():
             self._sinks.close()
+        self._shipped.check_in(self._link)
         if self._meter is not None:
             self._meter.flush()

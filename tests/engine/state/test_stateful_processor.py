@@ -21,6 +21,7 @@ from flowspark.engine.plan import chunks
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import Plan, build_plan, for_workers
 from flowspark.engine.plan.route import Collector, Router
+from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.sinks.sink_writer import OutputStash
 from flowspark.engine.state.slots import decoded
@@ -64,7 +65,7 @@ def _emitted(stash: OutputStash, rows: List[Row]) -> List[Any]:
 def test_a_bucket_keeps_each_keys_running_state_across_micro_batches(server: DriverServer) -> None:
     plan, groups = _running_sums()
     stash = OutputStash(server)
-    tester = TwsTester(LayerProcessor(plan, 1, groups, server.link), timeMode="ProcessingTime")
+    tester = TwsTester(LayerProcessor(ShippedPlan(plan), 1, groups, server.link), timeMode="ProcessingTime")
     first = [("a", 1), ("b", 10), ("a", 2)]
     emitted: List[Any] = []
     for grp, rows in _rows_for(plan, groups, first):
@@ -84,7 +85,7 @@ def test_a_bucket_reports_its_earliest_wake_up_after_each_call(server: DriverSer
     op.output("out", op.collect("collect", keyed, timedelta(hours=1), max_size=10), TestingSink([]))
     plan = for_workers(build_plan(flow))
     groups = Groups.balanced(len(plan.stateful), 4)
-    tester = TwsTester(LayerProcessor(plan, 1, groups, server.link), timeMode="ProcessingTime")
+    tester = TwsTester(LayerProcessor(ShippedPlan(plan), 1, groups, server.link), timeMode="ProcessingTime")
     before = int(time.time() * 1000)
     for grp, rows in _rows_for(plan, groups, [("a", 1)]):
         report = tester.test(grp, rows)[-1]
@@ -101,6 +102,6 @@ def test_a_bucket_reports_its_earliest_wake_up_after_each_call(server: DriverSer
 
 def test_a_bucket_row_for_another_layer_passes_through_unchanged(server: DriverServer) -> None:
     plan, groups = _running_sums()
-    tester = TwsTester(LayerProcessor(plan, 1, groups, server.link), timeMode="ProcessingTime")
+    tester = TwsTester(LayerProcessor(ShippedPlan(plan), 1, groups, server.link), timeMode="ProcessingTime")
     passing = Row(grp="O0@elsewhere", seq=7, kind=chunks.DATA, payload=b"opaque")
     assert tester.test("O0@elsewhere", [passing]) == [passing]

@@ -1,0 +1,182 @@
+"""The workers' plan, pickled once by the driver and unpickled once per Python worker and run.
+
+On Bytewax, what a step's functions capture (a bound method's object, a
+closure's model, a running window) lives in its worker for the whole run.
+Spark hands every task its functions again: the source's reader and each
+stateful layer's processor are pickled into every task.  They carry this
+instead of the plan: the plan's bytes and the run's token.  A Spark Python
+worker unpickles a run's plan the first time one of its tasks needs it,
+and every later task of the run on that worker, every micro-batch, uses
+the same objects.  Spark reuses its Python workers from task to task, so
+captured objects are per-worker caches, as they are on Bytewax; a Python
+worker that Spark replaces starts them afresh, as a restarted Bytewax
+worker does.  What must outlive a restart belongs in a step's state.
+
+A run that keeps one Bytewax worker's order (`-w 1`) has one worker on
+Bytewax, whose objects see every item; Spark may still hand a later task
+to another Python process.  So the driver keeps that run's steps
+(`KeptSteps`): a task checks them out, and checks them back in, pickled
+again, if its calls changed them; tasks of such a run run one at a time.
+Steps that stop pickling (a captured object opened a connection) stay
+with the Python worker that holds them, with a notice saying so.
+
+    >>> from flowspark.dataflow import Dataflow
+    >>> import flowspark.operators as op
+    >>> from flowspark.testing import TestingSink, TestingSource
+    >>> from flowspark.engine.plan.plan import build_plan
+    >>> flow = Dataflow("doc")
+    >>> op.output("out", op.input("inp", flow, TestingSource([1])), TestingSink([]))
+    >>> shipped = ShippedPlan(build_plan(flow))
+    >>> shipped.plan() is shipped.plan()
+    True
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
+
+import cloudpickle
+
+from flowspark import notices
+from flowspark.engine.plan.plan import Plan, core_steps
+from flowspark.errors import FlowsparkRuntimeError
+
+if TYPE_CHECKING:
+    from flowspark.engine.reports.driver_link import DriverLink, DriverServer
+
+KEEP_PLANS = 4
+"""How many runs' plans a Python worker keeps (a warm server's workers serve run after run): the oldest goes first."""
+
+CHECKOUT_CALL = "steps_checkout"
+"""The driver call that gives a task the kept steps, unless its worker holds their latest version."""
+
+CHECKIN_CALL = "steps_checkin"
+"""The driver call that takes the steps back from a task whose calls changed them."""
+
+
+@dataclass
+class _Held:
+    """A run's plan in this Python worker; for steps the driver keeps, the version it is and its last pickle."""
+
+    plan: Plan
+    version: int = 0
+    pickled: bytes = b""
+
+
+_held: Dict[str, _Held] = {}
+"""This Python worker's plans, by run token, oldest first."""
+
+
+class ShippedPlan:
+    """A plan as the driver pickled it, with the token of the run it belongs to.
+
+    Pickling one copies the bytes, not the plan: every task that carries it
+    gets the plan its Python worker already holds for the run (`plan`).
+    With `kept_by_driver`, the driver's `KeptSteps` hold the steps between
+    tasks.
+    """
+
+    def __init__(self, plan: Plan, kept_by_driver: bool = False) -> None:
+        self.blob = _pickled(plan)
+        self.run = uuid.uuid4().hex
+        self.kept_by_driver = kept_by_driver
+
+    def plan(self, link: Optional[DriverLink] = None) -> Plan:
+        """The run's plan in this process: unpickled on first use, the same objects afterwards (for kept steps, the
+        driver's latest version, through `link`)."""
+        held = _held.get(self.run)
+        if self.kept_by_driver and link is not None:
+            version, blob = link.call(CHECKOUT_CALL, held.version if held is not None else -1)
+            if blob is not None:
+                plan: Plan = pickle.loads(blob)
+                # Pickled again here, as `check_in` will: the same steps give the same bytes in one process.
+                held = _Held(plan, version, _repickled(plan))
+                self._hold(held)
+        if held is None:
+            held = _Held(pickle.loads(self.blob))
+            self._hold(held)
+        return held.plan
+
+    def _hold(self, held: _Held) -> None:
+        _held.pop(self.run, None)
+        _held[self.run] = held
+        while len(_held) > KEEP_PLANS:
+            del _held[next(iter(_held))]
+
+    def check_in(self, link: DriverLink) -> None:
+        """At a task's end: hand kept steps back to the driver if the task's calls changed them."""
+        held = _held.get(self.run)
+        if not self.kept_by_driver or held is None or not held.pickled:
+            return
+        try:
+            blob = _repickled(held.plan)
+        except Exception as ex:
+            held.pickled = b""  # this worker keeps them from now on
+            link.call(CHECKIN_CALL, held.version, None, f"{type(ex).__name__}: {ex}")
+            return
+        if blob != held.pickled:
+            held.version = link.call(CHECKIN_CALL, held.version, blob, "")
+            held.pickled = blob
+
+
+class KeptSteps:
+    """The driver's copy of a one-worker run's steps, as the last task that changed them left them."""
+
+    def __init__(self, shipped: ShippedPlan) -> None:
+        self._blob: Optional[bytes] = shipped.blob
+        self._version = 0
+        self._lock = threading.Lock()
+
+    def register(self, server: DriverServer) -> None:
+        server.register(CHECKOUT_CALL, self.check_out)
+        server.register(CHECKIN_CALL, self.check_in)
+
+    def check_out(self, known: int) -> Tuple[int, Optional[bytes]]:
+        """The version and the pickled steps; no steps when the worker holds that version (or holds them for good)."""
+        with self._lock:
+            return self._version, None if known == self._version else self._blob
+
+    def check_in(self, based_on: int, blob: Optional[bytes], why_not: str) -> int:
+        """Take a task's steps (`blob`, made from version `based_on`); without them, the steps stay in that task's
+        worker (`why_not` says why); the version now current."""
+        with self._lock:
+            if blob is None:
+                self._blob = None
+                notices.say(
+                    "flowspark: the steps' captured objects no longer pickle "
+                    f"({why_not}); they stay in the Spark Python worker that holds them, and a task that Spark gives "
+                    "another worker starts with them as they were when the run began"
+                )
+                return self._version
+            self._version = based_on + 1
+            self._blob = blob
+            return self._version
+
+
+def _repickled(plan: Plan) -> bytes:
+    blob: bytes = cloudpickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+    return blob
+
+
+def _pickled(plan: Plan) -> bytes:
+    """The plan pickled for Spark's workers; if it won't pickle, an error naming the step whose functions won't."""
+    try:
+        blob: bytes = cloudpickle.dumps(plan)
+        return blob
+    except Exception:
+        for step in core_steps(plan):
+            try:
+                cloudpickle.dumps(step.config)
+            except Exception as culprit:
+                culprit.add_note(
+                    "a step's functions, and what they use, are pickled to reach Spark's workers: create "
+                    "locks, connections and open files inside them (or in a source's or sink's build), "
+                    "not around them"
+                )
+                msg = f"step {step.step_id!r} can't be pickled for Spark's workers"
+                raise FlowsparkRuntimeError(msg) from culprit
+        raise
