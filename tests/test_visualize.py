@@ -30,8 +30,9 @@ from flowspark.errors import FlowsparkRuntimeError
 from flowspark.inputs import DynamicSource
 from flowspark.outputs import DynamicSink, MicroBatchSink, StatelessSinkPartition
 from flowspark.recovery import RecoveryConfig, init_db_dir
+from flowspark.run import cli_main
 from flowspark.spark_plan import PASS
-from flowspark.testing import TestingSink, TestingSource, run_main
+from flowspark.testing import TestingSink, TestingSource
 from flowspark.visualize import physical_plan, to_mermaid, to_physical
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,12 +265,16 @@ def test_physical_text_of_two_chained_stateful_steps_and_a_branch() -> None:
 
 
 def test_physical_plan_names_the_groups_a_run_records(tmp_path: Path) -> None:
-    """The group names shown are those the runner gives Spark (and keeps in the recovery directory)."""
-    init_db_dir(tmp_path, 1)
+    """The group names shown are those the runner gives Spark (and keeps in the recovery directory) with several
+    workers; a run that keeps one worker's order gives each stateful step one bucket."""
     flow = _two_layers()
-    run_main(flow, recovery_config=RecoveryConfig(str(tmp_path)))
-    (meta,) = tmp_path.rglob(META)
-    assert json.loads(meta.read_text())["groups"] == physical_plan(flow).groups.names
+    for workers, expected in ((2, physical_plan(flow).groups.names), (1, Groups.balanced(2, 1).names)):
+        recovery = tmp_path / str(workers)
+        recovery.mkdir()
+        init_db_dir(recovery, 1)
+        cli_main(flow, workers_per_process=workers, recovery_config=RecoveryConfig(str(recovery)))
+        (meta,) = recovery.rglob(META)
+        assert json.loads(meta.read_text())["groups"] == expected
 
 
 class _Polled(DynamicSource[Any]):
