@@ -34,7 +34,7 @@ from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import FailureBox, StepFailure, resolve
 from flowspark.engine.reports.metrics import FlowMetrics, QueryWatch
 from flowspark.engine.reports.proxy_log import quiet_proxy_failures
-from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, PRINT_CALL, write_error_prints, write_prints
+from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, OUTPUT_CALL, deliver, write_error_prints
 from flowspark.engine.run_config import RunConfig
 from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.sinks.remote_writer import serve_writer
@@ -184,7 +184,7 @@ def _driver_side(
 ) -> _DriverSide:
     if metrics is not None:
         server.register("metrics", metrics.add)
-    server.register(PRINT_CALL, write_prints)
+    server.register(OUTPUT_CALL, deliver)
     server.register(ERROR_PRINT_CALL, write_error_prints)
     box = FailureBox(server)
     hub = SourceHub(

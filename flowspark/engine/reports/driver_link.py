@@ -23,7 +23,7 @@ import secrets
 import socket
 import struct
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -31,6 +31,7 @@ import cloudpickle
 
 from flowspark.engine.connect.client_environment import ClientEnvironment
 from flowspark.engine.plan.gc_pause import collector_paused
+from flowspark.engine.reports.worker_logs import LogLevels
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,13 @@ class DriverLink:
     authkey: bytes
     lent: Optional[ClientEnvironment] = None
     """The run's directory and variables, for user code in workers of a Spark the run did not start (`client_environment`)."""
+    logging: LogLevels = field(default_factory=LogLevels.of_this_process)
+    """The driver's loggers' levels when the run started, which apply to user code in workers (`worker_logs`)."""
+
+    @property
+    def on_loopback(self) -> bool:
+        """The driver is on the workers' machine: what workers write to their standard error reaches the run's."""
+        return self.host in ("127.0.0.1", "::1", "localhost")
 
     def call(self, name: str, *args: Any) -> Any:
         """Call `name` on the driver; raise `RuntimeError` with its message if it failed there."""

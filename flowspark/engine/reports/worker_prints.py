@@ -11,7 +11,9 @@ ends, when a print asks to flush, and whenever a good amount has gathered.
 The JVM of a Spark the run started passes its workers' standard error on
 to the run's; the warm server's (`connect_server`) keeps it in its log.  So
 for tasks on the warm server `sys.stderr` goes to the driver's standard
-error the same way (`errors_to_driver`): logging and warnings included.
+error the same way (`errors_to_driver`): warnings included.  Log records
+of the user's loggers travel with the prints, in the order they were made
+(`worker_logs`): one `Outbox` per task gathers all three.
 """
 
 from __future__ import annotations
@@ -19,35 +21,96 @@ from __future__ import annotations
 import codecs
 import io
 import sys
+import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, List, TextIO
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, TextIO, Tuple
+
+from flowspark.engine.reports.worker_logs import LogEntry, deliver_record, logs_to_driver
 
 if TYPE_CHECKING:
     from flowspark.engine.reports.driver_link import DriverLink
 
-PRINT_CALL = "print"
-"""The driver call that writes a worker's prints."""
-
 ERROR_PRINT_CALL = "print_error"
 """The driver call that writes what a worker wrote to its standard error."""
+
+OUTPUT_CALL = "worker_output"
+"""The driver call that takes a task's gathered prints, standard error and log records, in order (`deliver`)."""
+
+
+class EntryKind(IntEnum):
+    """What an `Outbox` entry holds."""
+
+    PRINT = 0
+    ERROR = 1
+    LOG = 2
+
 
 _GATHER = 1 << 16
 """About how many characters of prints a worker gathers before it hands them over."""
 
+_GATHER_RECORDS = 256
+"""How many log records a worker gathers before it hands them over."""
+
+
+class Outbox:
+    """A task's prints, standard error and log records, in the order they came, for the driver (`deliver`).
+
+    Handed over when a print asks to flush, when a good amount has
+    gathered, and when the task's user code is done; if the driver can't
+    take them, the worker's own streams (`fallback`, `fallback_errors`) do.
+    """
+
+    def __init__(self, link: DriverLink, fallback: TextIO, fallback_errors: TextIO) -> None:
+        self._link = link
+        self._fallback = fallback
+        self._fallback_errors = fallback_errors
+        self._entries: List[Tuple[EntryKind, Any]] = []
+        self._size = 0
+        self._records = 0
+
+    def write(self, kind: EntryKind, text: str) -> None:
+        if self._entries and self._entries[-1][0] is kind:
+            self._entries[-1] = (kind, self._entries[-1][1] + text)
+        else:
+            self._entries.append((kind, text))
+        self._size += len(text)
+        if self._size >= _GATHER:
+            self.flush()
+
+    def log(self, entry: LogEntry) -> None:
+        self._entries.append((EntryKind.LOG, entry))
+        self._records += 1
+        if self._records >= _GATHER_RECORDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._entries:
+            return
+        entries, self._entries = self._entries, []
+        self._size = self._records = 0
+        try:
+            self._link.call(OUTPUT_CALL, entries)
+        except Exception:  # the driver is gone: the worker's own streams still show it
+            for kind, value in entries:
+                if kind is EntryKind.PRINT:
+                    self._fallback.write(value)
+                elif kind is EntryKind.ERROR:
+                    self._fallback_errors.write(value)
+                else:
+                    self._fallback_errors.write(f"{value.get('levelname')}:{value.get('name')}:{value.get('msg')}\n")
+
 
 class _DriverStdout(io.TextIOBase):
-    """A text stream whose writes reach one of the driver's output streams (its `call`); `fallback` takes what the
-    driver can't."""
+    """A text stream whose writes go into an `Outbox` as entries of one `kind`; `fallback` is the worker's own."""
 
     encoding = "utf-8"
 
-    def __init__(self, link: DriverLink, fallback: TextIO, call: str = PRINT_CALL) -> None:
+    def __init__(self, outbox: Outbox, fallback: TextIO, kind: EntryKind = EntryKind.PRINT) -> None:
         super().__init__()
-        self._link = link
-        self._call = call
+        self._outbox = outbox
+        self._kind = kind
         self._fallback = fallback
-        self._parts: List[str] = []
-        self._size = 0
         self.buffer = _DriverStdoutBytes(self)
         """Bytes written to `sys.stdout.buffer` take the same way, as UTF-8."""
 
@@ -61,22 +124,11 @@ class _DriverStdout(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        self._parts.append(text)
-        self._size += len(text)
-        if self._size >= _GATHER:
-            self.flush()
+        self._outbox.write(self._kind, text)
         return len(text)
 
     def flush(self) -> None:
-        if not self._parts:
-            return
-        text = "".join(self._parts)
-        self._parts.clear()
-        self._size = 0
-        try:
-            self._link.call(self._call, text)
-        except Exception:  # the driver is gone: the worker's own output still shows it
-            self._fallback.write(text)
+        self._outbox.flush()
 
 
 class _DriverStdoutBytes(io.RawIOBase):
@@ -99,36 +151,58 @@ class _DriverStdoutBytes(io.RawIOBase):
         self._text.flush()
 
 
+_outbox = threading.local()
+"""The outbox of the user code running in this thread, if any (`prints_to_driver`)."""
+
+
 @contextmanager
 def prints_to_driver(link: DriverLink) -> Iterator[None]:
-    """In a Spark worker, while user code runs: what it prints goes to the driver's standard output."""
+    """In a Spark worker, while user code runs: what it prints, and what the user's loggers log, go to the driver."""
     saved = sys.stdout
-    stream = _DriverStdout(link, saved)
-    sys.stdout = stream
+    outbox = Outbox(link, saved, sys.stderr)
+    sys.stdout = _DriverStdout(outbox, saved)
+    _outbox.current = outbox
     try:
-        yield
+        with logs_to_driver(link.logging, outbox.log, echo=not link.on_loopback):
+            yield
     finally:
+        _outbox.current = None
         sys.stdout = saved
-        stream.flush()
+        outbox.flush()
 
 
 @contextmanager
 def errors_to_driver(link: DriverLink) -> Iterator[None]:
-    """In a Spark worker whose standard error the run does not see: what user code writes there goes to the driver's."""
+    """In a Spark worker whose standard error the run does not see: what user code writes there goes to the driver's,
+    in order with its prints (when they go there too)."""
     saved = sys.stderr
-    stream = _DriverStdout(link, saved, ERROR_PRINT_CALL)
-    sys.stderr = stream
+    outbox: Optional[Outbox] = getattr(_outbox, "current", None)
+    own = outbox is None
+    if outbox is None:
+        outbox = Outbox(link, sys.stdout, saved)
+    sys.stderr = _DriverStdout(outbox, saved, EntryKind.ERROR)
     try:
         yield
     finally:
         sys.stderr = saved
-        stream.flush()
+        if own:
+            outbox.flush()
 
 
-def write_prints(text: str) -> None:
-    """On the driver: write a worker's prints to standard output."""
-    sys.stdout.write(text)
+def deliver(entries: List[Tuple[EntryKind, Any]]) -> None:
+    """On the driver: write a task's prints and standard error to ours, and hand its log records to our loggers, in
+    the order the task made them."""
+    for kind, value in entries:
+        if kind is EntryKind.PRINT:
+            sys.stdout.write(value)
+        elif kind is EntryKind.ERROR:
+            sys.stderr.write(value)
+        else:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            deliver_record(value)
     sys.stdout.flush()
+    sys.stderr.flush()
 
 
 def write_error_prints(text: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 from support.oracle import ENGINES, Engine, run_on
 
 from flowspark.engine.reports.driver_link import DriverServer
-from flowspark.engine.reports.worker_prints import PRINT_CALL, prints_to_driver
+from flowspark.engine.reports.worker_prints import OUTPUT_CALL, EntryKind, prints_to_driver
 
 
 def _printed(capsys: pytest.CaptureFixture[str], engine: str, build: Any, **run_kwargs: Any) -> Tuple[List[str], str]:
@@ -82,9 +82,17 @@ def test_prints_of_a_sink_written_in_spark_tasks_reach_standard_output(
     assert sorted(lines) == ["got a", "got b", "got c"]
 
 
-def test_a_worker_hands_its_prints_over_when_its_work_ends_and_when_asked_to_flush(server: DriverServer) -> None:
+def _handed_over(server: DriverServer) -> List[str]:
+    """The prints the driver gets, one string per handing over."""
     written: List[str] = []
-    server.register(PRINT_CALL, written.append)
+    server.register(
+        OUTPUT_CALL, lambda entries: written.append("".join(v for kind, v in entries if kind is EntryKind.PRINT))
+    )
+    return written
+
+
+def test_a_worker_hands_its_prints_over_when_its_work_ends_and_when_asked_to_flush(server: DriverServer) -> None:
+    written = _handed_over(server)
     before = sys.stdout
     with prints_to_driver(server.link):
         print("one")
@@ -112,8 +120,7 @@ def test_prints_a_gone_driver_cannot_take_go_to_the_workers_standard_error(
 def test_bytes_written_to_the_buffer_take_the_same_way_and_the_descriptor_is_the_workers_own(
     server: DriverServer,
 ) -> None:
-    written: List[str] = []
-    server.register(PRINT_CALL, written.append)
+    written = _handed_over(server)
     own = sys.stdout
     snowman = "\u2603".encode()
     with prints_to_driver(server.link):
