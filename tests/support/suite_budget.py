@@ -68,4 +68,3 @@ class SuiteBudget:
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controlling process (or a run without pytest-xdist)
         config.pluginmanager.register(SuiteBudget(), "suite_budget")
-
