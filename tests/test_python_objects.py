@@ -20,6 +20,7 @@ import pytest
 from support.oracle import Engine, Outputs, run_on
 
 from flowspark.launch import launch, run_config
+from flowspark.run import cli_main
 
 ITEMS = [(f"k{i % 3}", float(i * 7 % 11)) for i in range(15)]
 """`(key, reading)` pairs: three keys, readings in no particular order."""
@@ -138,3 +139,16 @@ def test_a_later_run_starts_its_objects_afresh(bytewax_outputs: Outputs) -> None
     """Objects belong to a run: a second run of the same flow, on the same warm Spark, does not see the first's."""
     run_flowspark(7)
     assert run_flowspark(7)["imputed"] == bytewax_outputs["imputed"]
+
+
+def test_with_several_workers_a_step_that_changes_what_it_captures_is_named_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each Spark Python worker changes its own copy of such objects, where Bytewax's threads share one: a notice
+    names the step (once), and steps that change nothing they capture are not named."""
+    flow, _ = build(Engine("flowspark"))
+    capsys.readouterr()
+    cli_main(flow, workers_per_process=2)
+    named = [line for line in capsys.readouterr().err.splitlines() if "changes objects its functions capture" in line]
+    steps = sorted(line.split("'")[1] for line in named)
+    assert steps == ["python_objects.array", "python_objects.count", "python_objects.impute", "python_objects.score"]

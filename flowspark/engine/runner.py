@@ -24,7 +24,7 @@ from flowspark.engine import shutdown
 from flowspark.engine.batch_query import run_batch
 from flowspark.engine.connect.connect_client import check_reachable
 from flowspark.engine.plan.plan import Plan, build_plan, for_workers, placed_for_machines
-from flowspark.engine.plan.shipped_plan import KeptSteps, ShippedPlan
+from flowspark.engine.plan.shipped_plan import ChangedSteps, KeptSteps, ShippedPlan
 from flowspark.engine.recovery import driver_fence, storage
 from flowspark.engine.recovery.checkpoint_check import check_checkpoint
 from flowspark.engine.recovery.recovery_dir import check_recovery_dir
@@ -207,6 +207,8 @@ def _ship(plan: Plan, server: DriverServer) -> ShippedPlan:
     shipped = ShippedPlan(for_workers(plan), kept_by_driver=plan.ordered)
     if shipped.kept_by_driver:
         KeptSteps(shipped).register(server)
+    else:
+        ChangedSteps().register(server)
     return shipped
 
 

@@ -33,11 +33,12 @@ with the Python worker that holds them, with a notice saying so.
 
 from __future__ import annotations
 
+import io
 import pickle
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 import cloudpickle
 
@@ -51,11 +52,18 @@ if TYPE_CHECKING:
 KEEP_PLANS = 4
 """How many runs' plans a Python worker keeps (a warm server's workers serve run after run): the oldest goes first."""
 
+CHECKED_TASKS = 4
+"""In a run with several workers, how many of a Python worker's first tasks look for steps whose captured objects
+changed (each stage's steps run in tasks of their own)."""
+
 CHECKOUT_CALL = "steps_checkout"
 """The driver call that gives a task the kept steps, unless its worker holds their latest version."""
 
 CHECKIN_CALL = "steps_checkin"
 """The driver call that takes the steps back from a task whose calls changed them."""
+
+CHANGED_CALL = "steps_changed"
+"""The driver call that names the steps whose captured objects a task's calls changed (several workers)."""
 
 
 @dataclass
@@ -65,6 +73,9 @@ class _Held:
     plan: Plan
     version: int = 0
     pickled: bytes = b""
+    steps_as_loaded: Optional[Dict[str, bytes]] = None
+    """Each step pickled as loaded, which the ends of this worker's first tasks compare with (several workers)."""
+    checks_left: int = CHECKED_TASKS
 
 
 _held: Dict[str, _Held] = {}
@@ -98,6 +109,8 @@ class ShippedPlan:
                 self._hold(held)
         if held is None:
             held = _Held(pickle.loads(self.blob))
+            if not self.kept_by_driver and link is not None:
+                held.steps_as_loaded = _steps_pickled(held.plan)
             self._hold(held)
         return held.plan
 
@@ -108,8 +121,20 @@ class ShippedPlan:
             del _held[next(iter(_held))]
 
     def check_in(self, link: DriverLink) -> None:
-        """At a task's end: hand kept steps back to the driver if the task's calls changed them."""
+        """At a task's end: hand kept steps back to the driver if the task's calls changed them; in a run with
+        several workers, after the first task, tell the driver which steps' captured objects changed."""
         held = _held.get(self.run)
+        if held is not None and held.steps_as_loaded is not None:
+            loaded = held.steps_as_loaded
+            now = _steps_pickled(held.plan)
+            changed = sorted(step_id for step_id, blob in loaded.items() if now.get(step_id, blob) != blob)
+            for step_id in changed:
+                del loaded[step_id]
+            held.checks_left -= 1
+            if held.checks_left == 0 or not loaded:
+                held.steps_as_loaded = None
+            if changed:
+                link.call(CHANGED_CALL, changed)
         if not self.kept_by_driver or held is None or not held.pickled:
             return
         try:
@@ -155,6 +180,58 @@ class KeptSteps:
             self._version = based_on + 1
             self._blob = blob
             return self._version
+
+
+class ChangedSteps:
+    """The driver's notice, once per step, that a step's captured objects change in a run with several workers."""
+
+    def __init__(self) -> None:
+        self._told: Set[str] = set()
+        self._lock = threading.Lock()
+
+    def register(self, server: DriverServer) -> None:
+        server.register(CHANGED_CALL, self.changed)
+
+    def changed(self, step_ids: List[str]) -> None:
+        # The flow's own step, not the core step it is made of (`flow.fill.flat_map_batch` is the map `flow.fill`).
+        named = [".".join(step_id.split(".")[:2]) for step_id in step_ids]
+        with self._lock:
+            new = sorted({step_id for step_id in named if step_id not in self._told})
+            self._told.update(new)
+        for step_id in new:
+            notices.say(
+                f"flowspark: step {step_id!r} changes objects its functions capture; with several workers each Spark "
+                "Python worker changes a copy of its own (Bytewax's worker threads share module-level objects): keep "
+                "what must follow a key in its state, or run with -w 1"
+            )
+
+
+class _Fingerprint(cloudpickle.Pickler):  # type: ignore[misc]
+    """Pickles what a step holds with classes by name: caches Python keeps on a class (`__slotnames__`, set when
+    an instance is first pickled) are no change of the step's objects."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type):
+            return _class_named, (f"{obj.__module__}.{obj.__qualname__}",)
+        return super().reducer_override(obj)
+
+
+def _class_named(name: str) -> str:
+    """What a class stands for in a fingerprint (never unpickled)."""
+    return name
+
+
+def _steps_pickled(plan: Plan) -> Dict[str, bytes]:
+    """Each core step's configuration as a fingerprint, for the steps that pickle."""
+    found: Dict[str, bytes] = {}
+    for step in core_steps(plan):
+        out = io.BytesIO()
+        try:
+            _Fingerprint(out, protocol=pickle.HIGHEST_PROTOCOL).dump(step.config)
+        except Exception:  # a step whose objects stopped pickling is passed over
+            continue
+        found[step.step_id] = out.getvalue()
+    return found
 
 
 def _repickled(plan: Plan) -> bytes:
