@@ -12,6 +12,7 @@ values, a dataclass state.
 from __future__ import annotations
 
 import statistics
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -19,8 +20,11 @@ import numpy as np
 import pytest
 from support.oracle import Engine, Outputs, run_on
 
+import flowspark.operators as op
+from flowspark.dataflow import Dataflow
 from flowspark.launch import launch, run_config
 from flowspark.run import cli_main
+from flowspark.testing import TestingSink, TestingSource
 
 ITEMS = [(f"k{i % 3}", float(i * 7 % 11)) for i in range(15)]
 """`(key, reading)` pairs: three keys, readings in no particular order."""
@@ -152,3 +156,30 @@ def test_with_several_workers_a_step_that_changes_what_it_captures_is_named_once
     named = [line for line in capsys.readouterr().err.splitlines() if "changes objects its functions capture" in line]
     steps = sorted(line.split("'")[1] for line in named)
     assert steps == ["python_objects.array", "python_objects.count", "python_objects.impute", "python_objects.score"]
+
+
+class _OpensALock:
+    """A mapper whose object stops pickling at its first call (it makes a lock), as one opening a connection does."""
+
+    def __init__(self) -> None:
+        self.lock: Optional[threading.Lock] = None
+
+    def __call__(self, x: int) -> int:
+        self.lock = self.lock or threading.Lock()
+        return x
+
+
+def test_with_one_worker_objects_that_stop_pickling_stay_in_their_worker_with_a_notice(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out: List[int] = []
+    flow = Dataflow("locks")
+    op.output(
+        "out", op.map("lock", op.input("inp", flow, TestingSource(list(range(6)))), _OpensALock()), TestingSink(out)
+    )
+    capsys.readouterr()
+    launch(flow, run_config(max_items_per_batch=2, ordered=True))
+    assert out == list(range(6))
+    assert "the steps' captured objects no longer pickle (TypeError: cannot pickle '_thread.lock' object)" in (
+        capsys.readouterr().err
+    )

@@ -104,9 +104,10 @@ class ShippedPlan:
             version, blob = link.call(CHECKOUT_CALL, held.version if held is not None else -1)
             if blob is not None:
                 plan: Plan = pickle.loads(blob)
-                # Pickled again here, as `check_in` will: the same steps give the same bytes in one process.
-                held = _Held(plan, version, _repickled(plan))
+                held = _Held(plan, version)
                 self._hold(held)
+                # Pickled again here, as `check_in` will: the same steps give the same bytes in one process.
+                self._repickle(held, link)
         if held is None:
             held = _Held(pickle.loads(self.blob))
             if not self.kept_by_driver and link is not None:
@@ -137,15 +138,20 @@ class ShippedPlan:
                 link.call(CHANGED_CALL, changed)
         if not self.kept_by_driver or held is None or not held.pickled:
             return
+        before = held.pickled
+        if self._repickle(held, link) and held.pickled != before:
+            held.version = link.call(CHECKIN_CALL, held.version, held.pickled, "")
+
+    @staticmethod
+    def _repickle(held: _Held, link: DriverLink) -> bool:
+        """Pickle the held steps again; if they no longer pickle, tell the driver this worker keeps them."""
         try:
-            blob = _repickled(held.plan)
+            held.pickled = _repickled(held.plan)
+            return True
         except Exception as ex:
             held.pickled = b""  # this worker keeps them from now on
             link.call(CHECKIN_CALL, held.version, None, f"{type(ex).__name__}: {ex}")
-            return
-        if blob != held.pickled:
-            held.version = link.call(CHECKIN_CALL, held.version, blob, "")
-            held.pickled = blob
+            return False
 
 
 class KeptSteps:
