@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -11,17 +12,18 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
 
 from conftest import children, command_line
-from flowspark.engine.connect.connect_server import RECORD, ServerRecord, read_record, server_dir, serving
+from flowspark.engine.connect.connect_server import LEASE, RECORD, ServerRecord, read_record, server_dir, serving
 from flowspark.settings import WARM_SPARK_DIR, WARM_SPARK_IDLE
 
 FLOW = """
@@ -59,25 +61,91 @@ op.output("out", op.map("nap", op.input("inp", slow, TestingSource(["x"])), nap)
 """
 
 
+@contextlib.contextmanager
+def _servers_folder() -> Iterator[Path]:
+    """A new folder for warm servers, every server in it stopped and the folder removed afterwards.
+
+    A short path of `/tmp`, not pytest's: a server's fork server listens on a
+    Unix socket in its folder, whose path Linux limits to 107 bytes.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="warm-"))
+    try:
+        yield folder
+    finally:
+        _stop_servers(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop_servers(folder: Path) -> None:
+    """Ask the supervisor of every server in `folder` that still runs to stop, and wait until each has.
+
+    A supervisor stops its JVM before it exits; one that takes longer than a
+    minute is killed, its JVM with it.  A record left by a supervisor that
+    was killed names no process to wait for (`read_record`).
+    """
+    supervisors = [
+        record.supervisor
+        for record in (read_record(str(found.parent)) for found in folder.glob(f"*/{RECORD}"))
+        if record is not None
+    ]
+    for pid in supervisors:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    if not _wait_for(lambda: all(_gone(pid) for pid in supervisors), 60):
+        for pid in supervisors:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 @pytest.fixture
-def warm_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A folder of its own for the test's warm servers, every one of them stopped afterwards."""
-    folder = tmp_path / "servers"
-    monkeypatch.setenv(WARM_SPARK_DIR.name, str(folder))
-    (tmp_path / "warm_flows.py").write_text(FLOW)
-    yield folder
-    for record in folder.glob(f"*/{RECORD}"):
-        try:
-            os.kill(json.loads(record.read_text())["supervisor"], signal.SIGTERM)
-        except (OSError, ValueError, KeyError):
-            pass
-    _wait_for(lambda: not list(folder.glob(f"*/{RECORD}")), 60)
+def warm_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder of its own for the test's warm servers (a test that stops, kills or fakes one)."""
+    with _servers_folder() as folder:
+        monkeypatch.setenv(WARM_SPARK_DIR.name, str(folder))
+        yield folder
 
 
-def _run(tmp_path: Path, target: str = "warm_flows:flow", **env: str) -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class SharedServer:
+    """The module's warm server, which tests that only run flows on it and look at it share."""
+
+    folder: Path
+    """The folder of its server directory (`FLOWSPARK_WARM_SPARK_DIR`)."""
+    directory: str
+    """Its server directory: the one the first run made in the new folder.
+
+    An edit of flowspark's code while the module runs gives later runs a
+    directory (and server) of their own (`server_dir`); this one stays.
+    """
+    first: subprocess.CompletedProcess[str]
+    """The run that started it."""
+    record: ServerRecord
+    """Its record right after that run."""
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
+    """A warm server started by a run, for the tests that leave it running; stopped after the module.
+
+    Each start of a server costs tens of seconds on a loaded machine; these
+    tests need a server that runs, not one of their own.
+    """
+    with _servers_folder() as folder, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(WARM_SPARK_DIR.name, str(folder))
+        first = _run(tmp_path_factory.mktemp("first"))
+        assert first.returncode == 0, first.stderr
+        (directory,) = [str(made.parent) for made in folder.glob(f"*/{RECORD}")]
+        record = read_record(directory)
+        assert record is not None
+        yield SharedServer(folder, directory, first, record)
+
+
+def _run(cwd: Path, target: str = "warm_flows:flow", **env: str) -> subprocess.CompletedProcess[str]:
+    """A run of `target` (of `FLOW`, written to `cwd`) from `cwd`, with `env` added to its environment."""
+    (cwd / "warm_flows.py").write_text(FLOW)
     return subprocess.run(
         [sys.executable, "-m", "flowspark.run", target, "--no-progress"],
-        cwd=tmp_path,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
@@ -111,32 +179,31 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def test_a_run_starts_a_private_server_that_a_later_run_reuses(warm_dir: Path, tmp_path: Path) -> None:
-    first = _run(tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert sorted(first.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
-    record = _record()
-    assert record is not None
+def test_a_run_starts_a_private_server_that_a_later_run_reuses(shared: SharedServer, tmp_path: Path) -> None:
+    assert shared.first.returncode == 0, shared.first.stderr
+    assert sorted(shared.first.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
+    record = shared.record
     again = _run(tmp_path)
     assert again.returncode == 0, again.stderr
     assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
+    assert server_dir() == shared.directory, "flowspark's code changed: later runs get a server of their own"
     assert _record() == record
     # Below the kernel's ephemeral ports, which the JVM's own sockets take and Spark Connect's port must not be.
     ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     assert record.port < ephemeral and record.ui_port < ephemeral
-    directory = Path(server_dir())
+    directory = Path(shared.directory)
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     for path in directory.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
 
 
-def test_a_run_lends_its_directory_and_variables_to_the_servers_tasks(warm_dir: Path, tmp_path: Path) -> None:
+def test_a_run_lends_its_directory_and_variables_to_the_servers_tasks(shared: SharedServer, tmp_path: Path) -> None:
     done = _run(tmp_path, "warm_flows:seen", FLOWSPARK_TEST_VALUE="from the run")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [repr((str(tmp_path), "from the run"))]
 
 
-def test_what_a_step_writes_to_standard_error_reaches_the_runs(warm_dir: Path, tmp_path: Path) -> None:
+def test_what_a_step_writes_to_standard_error_reaches_the_runs(shared: SharedServer, tmp_path: Path) -> None:
     done = _run(tmp_path, "warm_flows:noisy")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["x"]
@@ -144,63 +211,98 @@ def test_what_a_step_writes_to_standard_error_reaches_the_runs(warm_dir: Path, t
     assert "warned x" in done.stderr
 
 
-def test_the_server_stops_once_no_run_has_used_it_for_the_idle_time(warm_dir: Path, tmp_path: Path) -> None:
-    done = _run(tmp_path, **{WARM_SPARK_IDLE.name: "2"})
-    assert done.returncode == 0, done.stderr
-    record = _record()
-    assert record is not None
-    assert _wait_for(lambda: _gone(record.supervisor) and _gone(record.jvm), 60)
-    assert not (Path(server_dir()) / RECORD).exists()
-    assert "flowspark supervisor: no run has used the server for 2 s: stopping" in _log()
-
-
-def test_a_run_on_a_server_another_process_started_keeps_it_from_stopping_as_idle(
+def test_a_server_stops_once_idle_for_the_idle_time_but_not_under_a_run_another_process_started(
     warm_dir: Path, tmp_path: Path
 ) -> None:
+    """A server whose idle time is 2 s outlives a run of 6 s that did not start it, then stops on its own.
+
+    The test holds a lease of its own from the end of the run that started
+    the server until the slow run holds one: on a loaded machine a run can
+    take longer than the idle time to get that far.
+    """
     started = _run(tmp_path, **{WARM_SPARK_IDLE.name: "2"})
     assert started.returncode == 0, started.stderr
     record = _record()
     assert record is not None
-    slow = _run(tmp_path, "warm_flows:slow")
-    assert slow.returncode == 0, slow.stderr
-    assert slow.stdout.splitlines() == ["x"]
+    directory = server_dir()
+    with _lease(directory):
+        slow = subprocess.Popen(
+            [sys.executable, "-m", "flowspark.run", "warm_flows:slow", "--no-progress"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_for(lambda: _holds_lease(slow.pid, directory) or slow.poll() is not None, 120)
+        leased = _holds_lease(slow.pid, directory)
+    out, err = slow.communicate(timeout=300)
+    assert slow.returncode == 0, err
+    assert out.splitlines() == ["x"]
+    assert leased  # and so it alone kept the server for the rest of its nap, longer than the idle time
     assert _record() == record
+    assert _wait_for(lambda: _gone(record.supervisor) and _gone(record.jvm), 60)
+    assert not (Path(directory) / RECORD).exists()
+    assert "flowspark supervisor: no run has used the server for 2 s: stopping" in _log()
 
 
-def test_a_server_whose_jvm_died_is_replaced_by_the_next_run(warm_dir: Path, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _lease(directory: str) -> Iterator[None]:
+    """Hold the lease of the server in `directory` as a run does (a shared `flock`), for a `with` block."""
+    with open(os.path.join(directory, LEASE), "a") as lease:
+        fcntl.flock(lease, fcntl.LOCK_SH)
+        yield
+
+
+def _holds_lease(pid: int, directory: str) -> bool:
+    """Whether process `pid` holds the lease of the server in `directory`, as `/proc/locks` lists it."""
+    facts = os.stat(os.path.join(directory, LEASE))
+    lease = f"{os.major(facts.st_dev):02x}:{os.minor(facts.st_dev):02x}:{facts.st_ino}"
+    held = ["FLOCK", "ADVISORY", "READ", str(pid), lease]
+    return any(line.split()[1:6] == held for line in Path("/proc/locks").read_text().splitlines())
+
+
+def test_a_dead_jvm_or_a_server_no_longer_listening_is_replaced_and_a_dying_supervisor_takes_jvm_and_forks_along(
+    warm_dir: Path, tmp_path: Path
+) -> None:
+    """Three servers in turn, each broken by a step, the second and third started by the run after the break.
+
+    The first server's JVM dies (its supervisor forgets the server); the
+    second's supervisor stops answering as its JVM dies (the run that finds
+    its record kills it); the third's supervisor is killed (its JVM and fork
+    server die with it).  One test, for three server starts instead of five.
+    """
     assert _run(tmp_path).returncode == 0
     crashed = _record()
     assert crashed is not None
     os.kill(crashed.jvm, signal.SIGKILL)
-    assert _wait_for(lambda: _gone(crashed.supervisor), 30)
+    assert _wait_for(lambda: _gone(crashed.supervisor), 60)
     assert _record() is None
     assert "flowspark supervisor: the JVM exited (-9); the next run starts a new server" in _log()
     again = _run(tmp_path)
     assert again.returncode == 0, again.stderr
     assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
-    replaced = _record()
-    assert replaced is not None and replaced.supervisor != crashed.supervisor
-
-
-def test_a_server_recorded_but_no_longer_listening_is_replaced_by_the_run_that_finds_it(
-    warm_dir: Path, tmp_path: Path
-) -> None:
-    assert _run(tmp_path).returncode == 0
     stale = _record()
-    assert stale is not None
+    assert stale is not None and stale.supervisor != crashed.supervisor
+
     os.kill(stale.supervisor, signal.SIGSTOP)  # it can't forget its server, whose JVM now dies
     try:
         os.kill(stale.jvm, signal.SIGKILL)
-        assert _wait_for(lambda: not serving(stale), 30)
+        assert _wait_for(lambda: not serving(stale), 60)
         again = _run(tmp_path)
     finally:
         with contextlib.suppress(ProcessLookupError):  # the run killed it
             os.kill(stale.supervisor, signal.SIGCONT)
     assert again.returncode == 0, again.stderr
     assert sorted(again.stdout.splitlines()) == ["('a', 2)", "('b', 1)"]
-    replaced = _record()
-    assert replaced is not None and replaced.supervisor != stale.supervisor
+    last = _record()
+    assert last is not None and last.supervisor != stale.supervisor
     assert _gone(stale.supervisor)
+
+    forks = _fork_server(last)
+    forked = children(forks)
+    os.kill(last.supervisor, signal.SIGKILL)
+    assert _wait_for(lambda: all(_gone(pid) for pid in [last.jvm, forks, *forked]), 60)
+    assert _record() is None
 
 
 def _fork_server(record: ServerRecord) -> int:
@@ -208,23 +310,10 @@ def _fork_server(record: ServerRecord) -> int:
     return forks
 
 
-def test_sparks_python_processes_are_forked_from_the_servers_warm_python(warm_dir: Path, tmp_path: Path) -> None:
-    done = _run(tmp_path)
-    assert done.returncode == 0, done.stderr
-    record = _record()
+def test_sparks_python_processes_are_forked_from_the_servers_warm_python(shared: SharedServer) -> None:
+    record = read_record(shared.directory)
     assert record is not None
-    assert children(_fork_server(record))  # Spark's worker daemon, at least, outlives the run
-
-
-def test_the_jvm_and_the_fork_server_die_with_their_supervisor(warm_dir: Path, tmp_path: Path) -> None:
-    assert _run(tmp_path).returncode == 0
-    record = _record()
-    assert record is not None
-    forks = _fork_server(record)
-    forked = children(forks)
-    os.kill(record.supervisor, signal.SIGKILL)
-    assert _wait_for(lambda: all(_gone(pid) for pid in [record.jvm, forks, *forked]), 30)
-    assert _record() is None
+    assert children(_fork_server(record))  # Spark's worker daemon, at least, outlives the run that started the server
 
 
 def test_a_recorded_server_that_listens_but_does_not_answer_fails_the_run_naming_its_log(
@@ -256,9 +345,8 @@ def _hang_up_on_everyone(listener: socket.socket) -> None:
             listener.accept()[0].close()
 
 
-def test_a_client_without_the_token_is_refused(warm_dir: Path, tmp_path: Path) -> None:
-    assert _run(tmp_path).returncode == 0
-    record = _record()
+def test_a_client_without_the_token_is_refused(shared: SharedServer) -> None:
+    record = read_record(shared.directory)
     assert record is not None
     probe = (
         "import sys\n"
@@ -281,11 +369,9 @@ def test_a_client_without_the_token_is_refused(warm_dir: Path, tmp_path: Path) -
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user"
 )
-def test_another_user_cannot_read_the_servers_token(warm_dir: Path, tmp_path: Path) -> None:
-    os.chmod(tmp_path, 0o755)
-    os.chmod(warm_dir.parent, 0o755)
-    assert _run(tmp_path).returncode == 0
-    record_file = Path(server_dir()) / RECORD
+def test_another_user_cannot_read_the_servers_token(shared: SharedServer) -> None:
+    os.chmod(shared.folder, 0o755)  # so that only the server's own directory and files keep the other user out
+    record_file = Path(shared.directory) / RECORD
     done = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", str(record_file)],
         capture_output=True,
