@@ -15,6 +15,7 @@ from typing import List
 import pytest
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
     cluster = [item for item in items if item.get_closest_marker("cluster")]
     for item in cluster:
