@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pytest
-from support.oracle import Engine, Outputs, run_on
+from support.oracle import Engine, Outputs, by_key, run_on
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
@@ -146,13 +146,17 @@ def test_a_later_run_starts_its_objects_afresh(bytewax_outputs: Outputs) -> None
 
 
 def test_with_several_workers_a_step_that_changes_what_it_captures_is_named_once(
-    capsys: pytest.CaptureFixture[str],
+    bytewax_outputs: Outputs, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each Spark Python worker changes its own copy of such objects, where Bytewax's threads share one: a notice
-    names the step (once), and steps that change nothing they capture are not named."""
-    flow, _ = build(Engine("flowspark"))
+    names the step (once), and steps that change nothing they capture are not named.  A `stateful_map` that emits
+    its state object gives each key's values as emitted, though a key's values of a micro-batch come in one call."""
+    flow, outs = build(Engine("flowspark"))
     capsys.readouterr()
     cli_main(flow, workers_per_process=2)
+    for name in ("totals", "arrays"):
+        keyed = [(item[0], item[1:]) for item in outs[name]]
+        assert by_key(keyed) == by_key((item[0], item[1:]) for item in bytewax_outputs[name]), name
     named = [line for line in capsys.readouterr().err.splitlines() if "changes objects its functions capture" in line]
     steps = sorted(line.split("'")[1] for line in named)
     assert steps == ["python_objects.array", "python_objects.count", "python_objects.impute", "python_objects.score"]

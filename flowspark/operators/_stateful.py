@@ -9,6 +9,7 @@ of its state in what `snapshot()` returns and its builder restores it fully.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -194,16 +195,24 @@ class _StatefulFlatMapLogic(StatefulLogic[V, W, S]):
 
         A value after one that discarded the state starts from `None`, as
         it would with the logic rebuilt for it.  Uses only the step's
-        mapper, so one logic's `fold` serves every key of the step.
+        mapper, so one logic's `fold` serves every key of the step.  A
+        `stateful_map` mapper that emits its state object itself, with more
+        values to come, emits a copy: the values come from several of
+        Bytewax's batches at once, and later values must not change what
+        an earlier one emitted.
         """
         mapper = self.mapper
         emits: List[W] = []
+        left = len(values)
         for value in values:
             res = mapper(state, value)
             try:
                 state, ws = res
             except TypeError as ex:
                 raise self._bad_return(res) from ex
+            left -= 1
+            if left and type(ws) is tuple and len(ws) == 1 and ws[0] is state and state is not None:
+                ws = (copy.deepcopy(state),)
             emits.extend(ws)
         return emits, state
 
