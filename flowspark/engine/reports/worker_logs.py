@@ -27,6 +27,7 @@ import logging
 import os
 import sys
 import traceback
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -74,21 +75,27 @@ def _real_file(frame: FrameType) -> Optional[str]:
     return found if isinstance(found, str) else None
 
 
-def _placed(record: logging.LogRecord) -> None:
-    """Give a record logged from by-value code the file of the module it came from, as on the driver."""
-    if record.pathname != BY_VALUE_FILE:
-        return
-    frame: Optional[FrameType] = sys._getframe(1)
+def _frame_at(filename: str, lineno: int, name: Optional[str] = None) -> Optional[FrameType]:
+    """The innermost frame of by-value code at `lineno` (in function `name`, if given) on this thread's stack."""
+    if filename != BY_VALUE_FILE:
+        return None
+    frame: Optional[FrameType] = sys._getframe(2)
     while frame is not None:
         code = frame.f_code
-        if code.co_filename == BY_VALUE_FILE and code.co_name == record.funcName and frame.f_lineno == record.lineno:
-            real = _real_file(frame)
-            if real is not None:
-                record.pathname = real
-                record.filename = os.path.basename(real)
-                record.module = os.path.splitext(record.filename)[0]
-            return
+        if code.co_filename == BY_VALUE_FILE and frame.f_lineno == lineno and name in (None, code.co_name):
+            return frame
         frame = frame.f_back
+    return None
+
+
+def _placed(record: logging.LogRecord) -> None:
+    """Give a record logged from by-value code the file of the module it came from, as on the driver."""
+    frame = _frame_at(record.pathname, record.lineno, record.funcName)
+    real = None if frame is None else _real_file(frame)
+    if real is not None:
+        record.pathname = real
+        record.filename = os.path.basename(real)
+        record.module = os.path.splitext(record.filename)[0]
 
 
 def traceback_text(error: BaseException) -> str:
@@ -141,6 +148,24 @@ class DriverLogHandler(logging.Handler):
                 sys.__stderr__.write(logging.Formatter(logging.BASIC_FORMAT).format(record) + "\n")
         except Exception:
             self.handleError(record)
+
+
+@contextmanager
+def warnings_placed() -> Iterator[None]:
+    """While user code runs in a worker: a warning raised by by-value code names its real file and shows its line,
+    as on the driver."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        frame = _frame_at(filename, lineno)
+        real = None if frame is None else _real_file(frame)
+        shown(message, category, real or filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 @contextmanager

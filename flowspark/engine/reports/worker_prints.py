@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Iterator, List, Optional, TextIO, Tuple
 
-from flowspark.engine.reports.worker_logs import LogEntry, deliver_record, logs_to_driver
+from flowspark.engine.reports.worker_logs import LogEntry, deliver_record, logs_to_driver, warnings_placed
 
 if TYPE_CHECKING:
     from flowspark.engine.reports.driver_link import DriverLink
@@ -163,7 +163,7 @@ def prints_to_driver(link: DriverLink) -> Iterator[None]:
     sys.stdout = _DriverStdout(outbox, saved)
     _outbox.current = outbox
     try:
-        with logs_to_driver(link.logging, outbox.log, echo=not link.on_loopback):
+        with logs_to_driver(link.logging, outbox.log, echo=not link.on_loopback), warnings_placed():
             yield
     finally:
         _outbox.current = None

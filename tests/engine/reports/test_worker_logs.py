@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
+import textwrap
+from pathlib import Path
 from typing import Any, Iterator, List, Tuple
 
 import pytest
@@ -107,3 +110,40 @@ def test_a_worker_applies_the_drivers_levels_and_sets_its_own_root_handlers_asid
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
         ("flowspark_tests.other", "WARNING", "kept 1")
     ]
+
+
+def test_a_warning_from_a_step_names_its_file_and_line_as_on_bytewax(tmp_path: Path) -> None:
+    module = tmp_path / "warning_flow.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            import warnings
+
+            import flowspark.operators as op
+            from flowspark.connectors.stdio import StdOutSink
+            from flowspark.dataflow import Dataflow
+            from flowspark.testing import TestingSource
+
+
+            def careful(x):
+                warnings.warn("careful")
+                return x
+
+
+            flow = Dataflow("warns")
+            op.output("out", op.map("m", op.input("inp", flow, TestingSource([1])), careful), StdOutSink())
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "flowspark.run", "warning_flow:flow", "-w", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    at = lines.index(f"{module}:11: UserWarning: careful")
+    assert lines[at + 1].strip() == 'warnings.warn("careful")'
