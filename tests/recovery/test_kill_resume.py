@@ -1,8 +1,23 @@
-"""Kill a run (its whole process group, JVM included) at random points; resume; compare.
+"""Kill a run (its whole process group) at points of its progress; resume; compare.
 
 The final output of a run killed several times and resumed each time from
-the same recovery directory must equal an uninterrupted run's, line for
-line: nothing lost, nothing written twice.
+the same recovery directory must equal what the flow makes of its input,
+line for line: nothing lost, nothing written twice.  That output is
+computed here in plain Python (`_running_sums`, `_window_sums`,
+`_dir_lines`); an undisturbed run as the reference would cost about as
+much as the killed one.
+
+A kill waits for progress, not for a wall-clock time: for epochs the run
+commits to its recovery directory's Spark checkpoint or for its output to
+grow (then a random moment more, so that it lands anywhere in the epoch
+under way, sinks' writes included), or for a sink to be in the middle of a
+write.  So each kill lands mid-run after real work however loaded the
+machine is, and each test asserts how many kills it made.
+
+A run with Spark settings of its own or a catalog table (`spark_table`,
+`spark_delta`) has its JVM in its process group, which dies with it; the
+others run on the warm local Spark server (`flowspark.engine.connect`),
+which outlives the kill as it would a user's killed run.
 """
 
 from __future__ import annotations
@@ -14,8 +29,11 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Iterator, List, Sequence, Tuple
+from zlib import adler32
 
 import pytest
 from support.table_formats import conf_args, delta_settings, delta_table_rows
@@ -25,51 +43,159 @@ from conftest import pg_query, pg_table
 ROOT = Path(__file__).resolve().parents[2]
 FLOWS = ROOT / "tests" / "recovery" / "kill_flows.py"
 
+LINES = 60_000
+"""The input's lines: 16 epochs of `--max-batch-items 4000` (the last at the end of input), room for five kills."""
 
-def _start(flow: str, env: Dict[str, str], recovery: str, *spark_args: str) -> "subprocess.Popen[bytes]":
-    """Start `flow` of `kill_flows` in a process group of its own, with `spark_args` (`--conf`s) after flowspark's."""
+JITTER = 1.5
+"""The most seconds a kill at a point of progress waits past it (a random share of them)."""
+
+
+@contextmanager
+def _started(flow: str, env: Dict[str, str], recovery: str, *spark_args: str) -> Iterator["subprocess.Popen[bytes]"]:
+    """`flow` of `kill_flows` started in a process group of its own, with `spark_args` (`--conf`s) after flowspark's;
+    the group is killed on the way out if the run still runs (a failed test leaves no run behind)."""
     cmd = [
         sys.executable,
         "-m",
         "flowspark.run",
         f"{FLOWS}:{flow}",
         "-r",
-        str(recovery),
+        recovery,
         "--max-batch-items",
         "4000",
         "-w",
         "2",
         *spark_args,
     ]
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
 
 
-def _run_with_kills(flow: str, env: Dict[str, str], recovery: str, kills: int, seed: int) -> int:
-    """Run to completion, killing the process group `kills` times first; return the kills done."""
-    rng = random.Random(seed)
-    done = 0
-    for _ in range(kills):
-        proc = _start(flow, env, recovery)
-        try:
-            proc.wait(timeout=rng.uniform(9.0, 20.0))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            done += 1
-            continue
-        assert proc.returncode == 0, proc.stderr.read().decode() if proc.stderr else ""
-        return done
-    proc = _start(flow, env, recovery)
-    _, err = proc.communicate(timeout=300)
+def _kill(proc: "subprocess.Popen[bytes]") -> None:
+    """SIGKILL the run's process group (nothing in it can tidy up) and reap the run."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _ended_well(proc: "subprocess.Popen[bytes]", timeout: float) -> None:
+    """Assert that the run ends within `timeout` s and exits 0; its error output, read as it comes (a full pipe would
+    stall the run), says why not."""
+    _, err = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, err.decode()
-    return done
+
+
+def _committed(recovery: Path) -> int:
+    """How many epochs the recovery directory's Spark checkpoint has committed (`query/commits/N` for epoch N)."""
+    try:
+        names = [path.name for path in (recovery / "query" / "commits").iterdir()]
+    except FileNotFoundError:
+        return 0
+    return max((int(name) + 1 for name in names if name.isdigit()), default=0)
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """When to kill a run: `arm()`, called before the run starts, makes the test of the point being reached (it may
+    note where the run starts from); the kill follows a random share of `jitter` s later; `poll` s between tests."""
+
+    arm: Callable[[], Callable[[], bool]]
+    jitter: float = 0.0
+    poll: float = 0.01
+
+
+def _epochs_on(recovery: Path) -> KillPoint:
+    """Once the run has committed one or two epochs (at random) more than when it started, and up to `JITTER` s later:
+    anywhere in the epoch under way, after real progress."""
+
+    def arm() -> Callable[[], bool]:
+        target = _committed(recovery) + random.randint(1, 2)
+        return lambda: _committed(recovery) >= target
+
+    return KillPoint(arm, JITTER)
+
+
+def _output_grows(out: Path) -> KillPoint:
+    """Once the output file is longer than when the run started, and up to `JITTER` s later: while the run writes
+    output past what a killed run left."""
+
+    def arm() -> Callable[[], bool]:
+        start = out.stat().st_size if out.exists() else 0
+        return lambda: out.exists() and out.stat().st_size > start
+
+    return KillPoint(arm, JITTER)
+
+
+def _mid_write(out: Path, writing: Callable[[Path], bool], later: int = 0) -> KillPoint:
+    """As soon as `writing(out)` holds once `later` data files more are out than when the run started (so that it hits
+    a later batch than the one a killed run left half written)."""
+
+    def arm() -> Callable[[], bool]:
+        files = len(_data_files(out))
+        return lambda: writing(out) and len(_data_files(out)) >= files + later
+
+    return KillPoint(arm)
+
+
+def _rows_over(postgres: str, table: str, rows: int) -> KillPoint:
+    """As soon as `table` holds more than `rows` rows: in the middle of the partitions' writes."""
+    return KillPoint(lambda: lambda: pg_query(postgres, f"SELECT count(*) FROM {table}")[0][0] > rows, poll=0.05)
+
+
+def _killed_at(proc: "subprocess.Popen[bytes]", seen: Callable[[], bool], point: KillPoint) -> bool:
+    """Kill the run's process group at `point`, once `seen()`; false if the run ended first (it must exit 0)."""
+    deadline = time.monotonic() + 300
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, "the run went 300 s without reaching its kill point"
+        if seen():
+            try:
+                proc.wait(timeout=random.uniform(0.0, point.jitter))
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                return True
+            break
+        time.sleep(point.poll)
+    _ended_well(proc, 60)
+    return False
+
+
+def _run_with_kills(
+    flow: str, env: Dict[str, str], recovery: Path, points: Sequence[KillPoint], *run_args: str, as_uri: bool = False
+) -> List[int]:
+    """Run `flow` (with `run_args`) to its end, killed at each of `points` in turn and started again; the epochs
+    committed when each kill landed (none for a point the run ended before).
+
+    With `as_uri`, the recovery directory is given as a `file://` URI.
+    """
+    where = recovery.as_uri() if as_uri else str(recovery)
+    kills = []
+    for point in points:
+        seen = point.arm()
+        with _started(flow, env, where, *run_args) as proc:
+            if _killed_at(proc, seen, point):
+                kills.append(_committed(recovery))
+    with _started(flow, env, where, *run_args) as proc:
+        _ended_well(proc, 300)
+    return kills
+
+
+def _data_files(path: Path) -> List[Path]:
+    """The data files below a folder, which readers see (not Spark's `_temporary` or flowspark's `_flowspark`)."""
+    found = []
+    for folder, dirs, names in os.walk(path):  # a run may be changing the folder: what vanishes is passed over
+        dirs[:] = [name for name in dirs if not name.startswith((".", "_"))]
+        found += [Path(folder, name) for name in names if not name.startswith((".", "_"))]
+    return found
 
 
 def _lines(path: Path) -> List[str]:
-    """The sorted lines of an output file, of a `DirSink`'s files, of a Delta table, or of every data file of a Spark
-    output directory (partition folders included)."""
+    """The sorted lines of an output file, of a `DirSink`'s files (each behind its file's name and `|`), of a Delta
+    table, or of every data file of a Spark output directory (partition folders included)."""
     if path.is_file():
         return sorted(path.read_text().splitlines())
     if (path / "_delta_log").is_dir():
@@ -86,40 +212,68 @@ def _write_input(path: Path, n: int) -> None:
     path.write_text("".join(f"k{rng.randrange(50)},{i // 10},{rng.randrange(1000)}\n" for i in range(n)))
 
 
-def _reference_and_killed(
-    flow: str, tmp_path: Path, kills: int, as_uri: bool = False, directory: bool = False
-) -> Tuple[List[str], List[str], int]:
-    """The reference output and the output of a run killed `kills` times.
+def _running_sums(src: Path) -> List[str]:
+    """The lines `kill_flows`' running sums write for the input `src`: a key's count and total after each of its
+    values, then its total at the end."""
+    totals: Dict[str, Tuple[int, int]] = {}
+    lines = []
+    for line in src.read_text().splitlines():
+        key, _, value = line.split(",")
+        seen, total = totals.get(key, (0, 0))
+        totals[key] = (seen + 1, total + int(value))
+        lines.append(f"{key},{seen + 1}:{total + int(value)}")
+    return sorted(lines + [f"{key},eof:{total}" for key, (_, total) in totals.items()])
 
-    With `as_uri`, the killed run's recovery directory is a `file://` URI
-    of a path with a space in it; with `directory`, the flow writes into
-    an output directory.
-    """
+
+def _dir_lines(src: Path) -> List[str]:
+    """What `_lines` reads of `kill_flows`' `DirSink` for the input `src`: each running-sum line behind the name of
+    its key's file (`DirSink`'s defaults: `part_` and adler32 of the key modulo the file count, three here)."""
+    return sorted(f"part_{adler32(line.split(',')[0].encode()) % 3}|{line}" for line in _running_sums(src))
+
+
+def _window_sums(src: Path) -> List[str]:
+    """The lines `kill_flows`' windowed flow writes for the input `src`: `key,window,total` per key and minute of
+    event time it has values in (window `n` holds seconds `60n` to `60n + 59`)."""
+    totals: Dict[Tuple[str, int], int] = {}
+    for line in src.read_text().splitlines():
+        key, second, value = line.split(",")
+        window = (key, int(second) // 60)
+        totals[window] = totals.get(window, 0) + int(value)
+    return sorted(f"{key},{window},{total}" for (key, window), total in totals.items())
+
+
+def _input(tmp_path: Path, lines: int = LINES) -> Path:
+    """A new input file of `lines` lines in `tmp_path` (`_write_input`)."""
     src = tmp_path / "in.txt"
-    _write_input(src, 60_000)
-    env = dict(os.environ, KILL_IN=str(src))
-    reference = tmp_path / "reference.txt"
-    killed = tmp_path / "killed.txt"
-    if directory:
-        reference.mkdir()
-        killed.mkdir()
-    _run_with_kills(flow, dict(env, KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0)
-    recovery = (tmp_path / "killed recovery").as_uri() if as_uri else str(tmp_path / "recovery")
-    done = _run_with_kills(flow, dict(env, KILL_OUT=str(killed)), recovery, kills, seed=int(time.time()))
-    return _lines(reference), _lines(killed), done
+    _write_input(src, lines)
+    return src
+
+
+def _env(src: Path, **settings: str) -> Dict[str, str]:
+    """The environment of a run of the input `src`, with `kill_flows`' other `settings` (`KILL_OUT`, ...)."""
+    return dict(os.environ, KILL_IN=str(src), **settings)
 
 
 def test_user_logic_with_timers_survives_kills(tmp_path: Path) -> None:
-    expected, got, kills = _reference_and_killed("flow", tmp_path, 3)
-    assert len(expected) == 60_000 + 50
-    assert got == expected, f"after {kills} kills"
+    src, out, recovery = _input(tmp_path), tmp_path / "out.txt", tmp_path / "recovery"
+    kills = _run_with_kills("flow", _env(src, KILL_OUT=str(out)), recovery, [_epochs_on(recovery)] * 3)
+    expected = _running_sums(src)
+    assert len(expected) == LINES + 50
+    assert _lines(out) == expected, f"killed at epochs {kills}"
+    assert len(kills) == 3
 
 
 def test_windowed_file_to_file_survives_kills_with_a_file_uri_recovery_directory(tmp_path: Path) -> None:
-    expected, got, kills = _reference_and_killed("windowed", tmp_path, 3, as_uri=True)
+    src, out, recovery = _input(tmp_path), tmp_path / "out.txt", tmp_path / "killed recovery"
+    # Windows close from epoch 9 on (an hour of event time after the first): killed once with only open windows in
+    # the state, then twice while closed ones are written.
+    points = [_epochs_on(recovery), _output_grows(out), _output_grows(out)]
+    kills = _run_with_kills("windowed", _env(src, KILL_OUT=str(out)), recovery, points, as_uri=True)
+    expected = _window_sums(src)
     assert len(expected) == 50 * 100
-    assert got == expected, f"after {kills} kills"
-    uri = (tmp_path / "killed recovery").as_uri()
+    assert _lines(out) == expected, f"killed at epochs {kills}"
+    assert len(kills) == 3
+    uri = recovery.as_uri()
     assert "%20" in uri
     shown = subprocess.run(
         [sys.executable, "-m", "flowspark.recovery", uri, "--inspect"],
@@ -139,157 +293,85 @@ def test_windowed_file_to_file_survives_kills_with_a_file_uri_recovery_directory
 
 
 def test_a_dir_sink_written_in_spark_tasks_survives_kills(tmp_path: Path) -> None:
-    expected, got, kills = _reference_and_killed("to_dir", tmp_path, 3, directory=True)
-    assert len(expected) == 60_000 + 50
-    assert got == expected, f"after {kills} kills"
+    src, out, recovery = _input(tmp_path), tmp_path / "out", tmp_path / "recovery"
+    out.mkdir()
+    kills = _run_with_kills("to_dir", _env(src, KILL_OUT=str(out)), recovery, [_epochs_on(recovery)] * 3)
+    expected = _dir_lines(src)
+    assert len(expected) == LINES + 50
+    assert _lines(out) == expected, f"killed at epochs {kills}"
+    assert len(kills) == 3
 
 
 def test_spark_source_and_sink_survive_kills(tmp_path: Path) -> None:
-    expected, got, kills = _reference_and_killed("spark_io", tmp_path, 3)
-    assert len(expected) == 60_000 + 50
-    assert got == expected, f"after {kills} kills"
+    src, out, recovery = _input(tmp_path), tmp_path / "out", tmp_path / "recovery"
+    kills = _run_with_kills("spark_io", _env(src, KILL_OUT=str(out)), recovery, [_epochs_on(recovery)] * 3)
+    expected = _running_sums(src)
+    assert len(expected) == LINES + 50
+    assert _lines(out) == expected, f"killed at epochs {kills}"
+    assert len(kills) == 3
 
 
-def test_spark_partition_folders_with_compaction_survive_kills(tmp_path: Path) -> None:
-    expected, got, kills = _reference_and_killed("spark_parts", tmp_path, 3, directory=True)
-    assert len(expected) == 60_000 + 50
-    assert got == expected, f"after {kills} kills"
+def test_spark_partition_folders_with_compaction_survive_kills_at_random_and_while_a_batch_is_staged_or_moved_in(
+    tmp_path: Path,
+) -> None:
+    """Killed while the first batch is staged or moved in, at random points, and while a later batch is (a batch writes
+    a file per key folder and task: 12 more files are out once the batch the resumed run replays is in)."""
+    src, out, recovery = _input(tmp_path), tmp_path / "out", tmp_path / "recovery"
+    out.mkdir()
+
+    def staged(folder: Path) -> bool:
+        return any(folder.glob("_flowspark/*/staging"))
+
+    anywhere = _epochs_on(recovery)
+    points = [_mid_write(out, staged), anywhere, _mid_write(out, staged, 12), anywhere, anywhere]
+    kills = _run_with_kills("spark_parts", _env(src, KILL_OUT=str(out)), recovery, points)
+    expected = _running_sums(src)
+    assert len(expected) == LINES + 50
+    assert _lines(out) == expected, f"killed at epochs {kills}"
+    assert len(kills) == 5
 
 
-def test_a_spark_catalog_table_survives_kills(tmp_path: Path) -> None:
-    expected, got, kills = _reference_and_killed("spark_table", tmp_path, 3, directory=True)
-    assert len(expected) == 60_000 + 50
-    assert got == expected, f"after {kills} kills"
+def test_a_spark_catalog_table_survives_kills_at_random_and_while_spark_writes_a_batch(tmp_path: Path) -> None:
+    """Killed while Spark writes the first batch, at random points, and while Spark writes a later batch (a batch is
+    one file: two more are out once the batch the resumed run replays is in, and the next)."""
+    src, out, recovery = _input(tmp_path), tmp_path / "out", tmp_path / "recovery"
+    out.mkdir()
 
+    def writing(folder: Path) -> bool:
+        return (folder / "_temporary").exists()
 
-def _kill_when(proc: "subprocess.Popen[bytes]", seen: Callable[[], bool]) -> bool:
-    """Kill the run's process group as soon as `seen()`; false if the run ended first."""
-    deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline:
-        if seen():
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return True
-        time.sleep(0.01)
-    assert proc.wait(timeout=60) == 0, proc.stderr.read().decode() if proc.stderr else ""
-    return False
-
-
-def _killed_mid_write(flow: str, tmp_path: Path, writing: Callable[[Path], bool]) -> Tuple[List[str], List[str], int]:
-    """The reference output and that of a run killed twice while `writing(out)`, then resumed (`_killed_twice`)."""
-    src = tmp_path / "in.txt"
-    _write_input(src, 60_000)
-    reference, killed = tmp_path / "reference", tmp_path / "killed"
-    reference.mkdir()
-    killed.mkdir()
-    _run_with_kills(
-        flow, dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0
-    )
-    env = dict(os.environ, KILL_IN=str(src), KILL_OUT=str(killed))
-    kills = _killed_twice(flow, env, str(tmp_path / "recovery"), writing, 12)
-    return _lines(reference), _lines(killed), kills
-
-
-def _killed_twice(
-    flow: str, env: Dict[str, str], recovery: str, writing: Callable[[Path], bool], later: int, *run_args: str
-) -> int:
-    """Run `flow` (with `run_args`) to its end, killed while `writing(out)` and again once `later` data files more are
-    out, so the second kill hits a later batch; the kills done."""
-    out = Path(env["KILL_OUT"])
-    kills = int(_kill_when(_start(flow, env, recovery, *run_args), lambda: writing(out)))
-    files = len(_data_files(out))
-    kills += _kill_when(
-        _start(flow, env, recovery, *run_args), lambda: writing(out) and len(_data_files(out)) >= files + later
-    )
-    proc = _start(flow, env, recovery, *run_args)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err.decode()
-    return kills
-
-
-def _data_files(path: Path) -> List[Path]:
-    """The data files below a folder, which readers see (not Spark's `_temporary` or flowspark's `_flowspark`)."""
-    found = []
-    for folder, dirs, names in os.walk(path):  # a run may be changing the folder: what vanishes is passed over
-        dirs[:] = [name for name in dirs if not name.startswith((".", "_"))]
-        found += [Path(folder, name) for name in names if not name.startswith((".", "_"))]
-    return found
-
-
-def test_spark_partition_folders_killed_while_a_batch_is_staged_or_moved_in(tmp_path: Path) -> None:
-    expected, got, kills = _killed_mid_write("spark_parts", tmp_path, lambda out: any(out.glob("_flowspark/*/staging")))
-    assert len(expected) == 60_000 + 50
-    assert got == expected, f"after {kills} kills"
-    assert kills == 2
-
-
-def test_a_spark_catalog_table_killed_while_spark_writes_a_batch(tmp_path: Path) -> None:
-    expected, got, kills = _killed_mid_write("spark_table", tmp_path, lambda out: (out / "_temporary").exists())
-    assert len(expected) == 60_000 + 50
-    assert got == expected, f"after {kills} kills"
-    assert kills == 2
-
-
-def _running_sums(src: Path) -> List[str]:
-    """The lines `kill_flows`' running sums write for the input `src`: a key's count and total after each of its
-    values, then its total at the end."""
-    totals: Dict[str, Tuple[int, int]] = {}
-    lines = []
-    for line in src.read_text().splitlines():
-        key, _, value = line.split(",")
-        seen, total = totals.get(key, (0, 0))
-        totals[key] = (seen + 1, total + int(value))
-        lines.append(f"{key},{seen + 1}:{total + int(value)}")
-    return sorted(lines + [f"{key},eof:{total}" for key, (_, total) in totals.items()])
+    anywhere = _epochs_on(recovery)
+    points = [_mid_write(out, writing), anywhere, _mid_write(out, writing, 2), anywhere, anywhere]
+    kills = _run_with_kills("spark_table", _env(src, KILL_OUT=str(out)), recovery, points)
+    expected = _running_sums(src)
+    assert len(expected) == LINES + 50
+    assert _lines(out) == expected, f"killed at epochs {kills}"
+    assert len(kills) == 5
 
 
 @pytest.mark.table_formats
 def test_a_delta_table_killed_while_spark_writes_a_batch(tmp_path: Path) -> None:
     """Killed once a batch's first data file is out (before or after Delta's commit of it), and a few files later."""
-    src, out = tmp_path / "in.txt", tmp_path / "out"
-    _write_input(src, 8_000)
-    env = dict(os.environ, KILL_IN=str(src), KILL_OUT=str(out))
+    src, out, recovery = _input(tmp_path, 8_000), tmp_path / "out", tmp_path / "recovery"
+
+    def written(folder: Path) -> bool:
+        return any(folder.glob("*.parquet"))
+
     run_args = ("--max-batch-items", "500", *conf_args(delta_settings()))
-    kills = _killed_twice(
-        "spark_delta", env, str(tmp_path / "recovery"), lambda o: any(o.glob("*.parquet")), 4, *run_args
-    )
-    assert _lines(out) == _running_sums(src), f"after {kills} kills"
-    assert kills == 2
-
-
-def _kill_once_rows_pass(proc: "subprocess.Popen[bytes]", postgres: str, table: str, rows: int) -> bool:
-    """Kill the run's process group once `table` holds more than `rows` rows; false if the run ended first."""
-    deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline:
-        if pg_query(postgres, f"SELECT count(*) FROM {table}")[0][0] > rows:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return True
-        time.sleep(0.05)
-    assert proc.wait(timeout=60) == 0, proc.stderr.read().decode() if proc.stderr else ""
-    return False
+    points = [_mid_write(out, written), _mid_write(out, written, 4)]
+    kills = _run_with_kills("spark_delta", _env(src, KILL_OUT=str(out)), recovery, points, *run_args)
+    assert _lines(out) == _running_sums(src), f"killed at epochs {kills}"
+    assert len(kills) == 2
 
 
 @pytest.mark.postgres
 def test_a_postgres_sink_written_in_spark_tasks_survives_kills(postgres: str, tmp_path: Path) -> None:
-    src = tmp_path / "in.txt"
-    _write_input(src, 60_000)
-    reference = tmp_path / "reference.txt"
-    _run_with_kills(
-        "flow", dict(os.environ, KILL_IN=str(src), KILL_OUT=str(reference)), str(tmp_path / "ref-recovery"), 0, 0
-    )
+    src, recovery = _input(tmp_path), tmp_path / "recovery"
     table = pg_table(postgres, "key text NOT NULL, line text NOT NULL")
-    env = dict(os.environ, KILL_IN=str(src), KILL_PG=postgres, KILL_TABLE=table)
-    recovery = str(tmp_path / "recovery")
     # Killed as soon as rows arrive, then again with some 40% of them in: each time in the middle of the writes.
-    kills = sum(
-        _kill_once_rows_pass(_start("to_postgres", env, recovery), postgres, table, rows) for rows in (0, 24_000)
-    )
-    proc = _start("to_postgres", env, recovery)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err.decode()
-
+    points = [_rows_over(postgres, table, 0), _rows_over(postgres, table, 24_000)]
+    kills = _run_with_kills("to_postgres", _env(src, KILL_PG=postgres, KILL_TABLE=table), recovery, points)
     got = sorted(line for (line,) in pg_query(postgres, f"SELECT line FROM {table}"))
-    assert len(got) == 60_000 + 50
-    assert got == _lines(reference), f"after {kills} kills"
-    assert kills >= 1
+    assert len(got) == LINES + 50
+    assert got == _running_sums(src), f"killed at epochs {kills}"
+    assert len(kills) == 2
