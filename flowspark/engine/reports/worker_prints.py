@@ -24,7 +24,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, TextIO, Tuple
 
 from flowspark.engine.reports.worker_logs import LogEntry, deliver_record, logs_to_driver, warnings_placed
 
@@ -92,13 +92,10 @@ class Outbox:
         try:
             self._link.call(OUTPUT_CALL, entries)
         except Exception:  # the driver is gone: the worker's own streams still show it
-            for kind, value in entries:
-                if kind is EntryKind.PRINT:
-                    self._fallback.write(value)
-                elif kind is EntryKind.ERROR:
-                    self._fallback_errors.write(value)
-                else:
-                    self._fallback_errors.write(f"{value.get('levelname')}:{value.get('name')}:{value.get('msg')}\n")
+            _write_entries(entries, self._fallback, self._fallback_errors, self._fallback_record)
+
+    def _fallback_record(self, entry: LogEntry) -> None:
+        self._fallback_errors.write(f"{entry.get('levelname')}:{entry.get('name')}:{entry.get('msg')}\n")
 
 
 class _DriverStdout(io.TextIOBase):
@@ -189,20 +186,27 @@ def errors_to_driver(link: DriverLink) -> Iterator[None]:
             outbox.flush()
 
 
+def _write_entries(
+    entries: List[Tuple[EntryKind, Any]], out: TextIO, errors: TextIO, record: Callable[[LogEntry], None]
+) -> None:
+    """Write an outbox's prints to `out`, its standard error to `errors`, and hand its records to `record`, in order."""
+    for kind, value in entries:
+        if kind is EntryKind.PRINT:
+            out.write(value)
+        elif kind is EntryKind.ERROR:
+            errors.write(value)
+        else:
+            out.flush()
+            errors.flush()
+            record(value)
+    out.flush()
+    errors.flush()
+
+
 def deliver(entries: List[Tuple[EntryKind, Any]]) -> None:
     """On the driver: write a task's prints and standard error to ours, and hand its log records to our loggers, in
     the order the task made them."""
-    for kind, value in entries:
-        if kind is EntryKind.PRINT:
-            sys.stdout.write(value)
-        elif kind is EntryKind.ERROR:
-            sys.stderr.write(value)
-        else:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            deliver_record(value)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _write_entries(entries, sys.stdout, sys.stderr, deliver_record)
 
 
 def write_error_prints(text: str) -> None:
