@@ -13,14 +13,18 @@ reads its pieces as the streaming source's `read()` does
 (`stateful.LayerProcessor`) over the buckets a shuffle by bucket gave its
 task, with the state in the task's memory (`batch_state`), and the
 writer takes the result as micro-batch 0.  Items, order, end of input and
-errors are the streaming query's.
+errors are the streaming query's.  While it runs, `BatchProgress` keeps
+the progress line moving from the steps' counters, which the tasks report
+as they go (`metrics`).
 """
 
 from __future__ import annotations
 
 import pickle
+import threading
 import time
-from typing import Any, Dict, Iterator, List, NamedTuple, Tuple
+from types import TracebackType
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Type
 
 import pyarrow as pa
 
@@ -29,6 +33,8 @@ from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import Plan
 from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.reports.driver_link import DriverLink
+from flowspark.engine.reports.metrics import Count, FlowMetrics
+from flowspark.engine.reports.progress import BatchReport, Progress
 from flowspark.engine.sinks.sink_writer import SinkWriter
 from flowspark.engine.sources.executor_source import ExecutorInputs
 from flowspark.engine.sources.input_end import InputEnd
@@ -122,3 +128,54 @@ def run_batch(
         )
     writer(frame, 0)
     hub.commit(end)
+
+
+TICK_SECONDS = 1.0
+"""How often a batch run's progress line moves."""
+
+
+class BatchProgress:
+    """A batch run's progress line, every `TICK_SECONDS` while it runs: the items its first steps took in so far
+    (of those its sources read, the bar), and those its outputs took.
+
+    A streaming run's line moves with its micro-batches; a batch run is one,
+    so this reads the steps' counters instead (`metrics`), which Spark's
+    tasks report while they run.
+    """
+
+    def __init__(self, progress: Progress, plan: Plan, items_read: int, metrics: FlowMetrics) -> None:
+        self._progress = progress
+        self._metrics = metrics
+        self._first = {
+            consumer.step.step_id for step in plan.inputs for consumer in plan.consumers[step.config.downs[0]]
+        }
+        self._outputs = {step.step_id for step in plan.outputs}
+        self._expected = items_read * len(self._first) if len(plan.inputs) == 1 else 0
+        self._stop = threading.Event()
+        self._start = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="flowspark-batch-progress", daemon=True)
+
+    def __enter__(self) -> BatchProgress:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: Optional[Type[BaseException]], error: Optional[BaseException], trace: Optional[TracebackType]
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            self._progress.running(self.report())
+
+    def report(self) -> BatchReport:
+        """The line's facts now."""
+        taken = written = 0
+        for (count, step_id, _), items in self._metrics.counts().items():
+            if count is Count.ITEMS_IN and step_id in self._first:
+                taken += items
+            if count is Count.ITEMS_IN and step_id in self._outputs:
+                written += items
+        fraction = min(1.0, taken / self._expected) if self._expected else None
+        return BatchReport(1, taken, written, time.monotonic() - self._start, None, fraction)

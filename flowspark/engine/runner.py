@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ContextManager, Iterator, List, NoReturn, Optional, Tuple
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine import shutdown
-from flowspark.engine.batch_query import run_batch
+from flowspark.engine.batch_query import BatchProgress, run_batch
 from flowspark.engine.connect.connect_client import check_reachable
 from flowspark.engine.plan.plan import Plan, build_plan, for_workers, placed_for_machines
 from flowspark.engine.plan.shipped_plan import ChangedSteps, KeptSteps, ShippedPlan
@@ -242,6 +242,9 @@ def _run_as_batch(
     """Run a flow whose input ended within the first read as one batch query (`batch_query`)."""
     assert driver.first_read is not None
     plan = placed_for_machines(plan, one_machine=True)
+    if metrics is None and config.progress is not None and config.progress.shown:
+        metrics = FlowMetrics()  # the progress line reads the steps' counters (`BatchProgress`)
+        driver.server.register("metrics", metrics.add)
     checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
     writer: Optional[SinkWriter] = None
     try:
@@ -254,7 +257,11 @@ def _run_as_batch(
         )
         groups = check_or_record(checkpoint, plan, driver.hub.partition_names())
         writer = _writer(plan, config, checkpoint, driver, spark.parallelism, metrics, [], write_behind=False)
-        with running(RunContext(spark.session, str(checkpoint))), traced_run(plan.flow_id):
+        with (
+            running(RunContext(spark.session, str(checkpoint))),
+            traced_run(plan.flow_id),
+            _batch_progress(config, plan, driver.hub, metrics),
+        ):
             try:
                 run_batch(
                     spark.session,
@@ -285,6 +292,15 @@ def _run_as_batch(
     finally:
         shutil.rmtree(checkpoint.path, ignore_errors=True)
     _close(driver, writer)
+
+
+def _batch_progress(
+    config: RunConfig, plan: Plan, hub: SourceHub, metrics: Optional[FlowMetrics]
+) -> ContextManager[object]:
+    """The progress line of a batch run while it runs, if the run shows progress."""
+    if config.progress is None or not config.progress.shown or metrics is None:
+        return nullcontext()
+    return BatchProgress(config.progress, plan, hub.items_read, metrics)
 
 
 def _writer(

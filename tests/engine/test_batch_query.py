@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import logging
+import threading
+import time
 from datetime import timedelta
-from typing import Any, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 from support.oracle import Engine, run_both, run_on
 
+import flowspark.operators as op
 from conftest import ALIGN
+from flowspark.dataflow import Dataflow
+from flowspark.engine.reports import progress
+from flowspark.engine.reports.metrics import Count, FlowMetrics
+from flowspark.engine.reports.progress import Progress
+from flowspark.engine.runner import run_flow
+from flowspark.launch import run_config
+from flowspark.testing import TestingSink, TestingSource
 
 STALL = timedelta(seconds=0.05)
 """A pause before the end: the first read stops there, so the run is a streaming query."""
@@ -87,3 +100,48 @@ def test_a_failing_step_names_its_step_either_way(stall: bool) -> None:
 
     with pytest.raises(Engine("flowspark").BytewaxRuntimeError, match="step 'df.invert"):
         run_on("flowspark", build)
+
+
+PAUSE = 0.04
+"""Each item's pause in the slow steps: 50 items take a task about two seconds per step."""
+
+
+def test_a_long_batch_run_moves_every_steps_counters_and_its_progress_line_as_it_goes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flow = Dataflow("slow")
+    nums = op.input("inp", flow, TestingSource(range(50)))
+    mapped = op.map("nap", nums, lambda n: time.sleep(PAUSE) or n)
+    keyed = op.key_on("key", mapped, lambda n: "k")
+    summed = op.stateful_map("sum", keyed, lambda total, n: (time.sleep(PAUSE) or (total or 0) + n,) * 2)
+    out: List[Any] = []
+    op.output("out", summed, TestingSink(out))
+    seen: List[Dict[Tuple[Count, str, int], int]] = []
+
+    @contextlib.contextmanager
+    def watched(_: Any) -> Iterator[FlowMetrics]:
+        metrics = FlowMetrics()
+        stop = threading.Event()
+
+        def look() -> None:
+            while not stop.wait(0.1):
+                seen.append(metrics.counts())
+
+        watcher = threading.Thread(target=look)
+        watcher.start()
+        try:
+            yield metrics
+        finally:
+            stop.set()
+            watcher.join()
+
+    caplog.set_level(logging.DEBUG, logger=progress.__name__)
+    run_flow(flow, run_config(progress=Progress()), serve_api=watched)
+
+    assert [total for _, total in out] == list(itertools.accumulate(range(50)))
+    for step_id in ("slow.nap.flat_map_batch", "slow.sum.stateful_flat_map.stateful.stateful_batch"):
+        moving = {counts.get((Count.ITEMS_IN, step_id, 0), 0) for counts in seen} - {0, 50}
+        assert moving, f"{step_id}'s counter only ever showed nothing or everything"
+    lines = [record.batch_report for record in caplog.records if hasattr(record, "batch_report")]
+    assert len({line.items_in for line in lines if line.items_out == 0}) >= 2, lines
+    assert lines[-1].items_out == 50

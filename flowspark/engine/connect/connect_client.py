@@ -132,9 +132,9 @@ def _reason(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def forget(url: str) -> None:
-    """Drop this process's sessions on the server at `url` (it stopped)."""
-    for key in [key for key in _sessions if key[0] == url]:
+def forget(server_url: str) -> None:
+    """Drop this process's sessions on the server at `server_url` (it stopped): those whose URL starts with it."""
+    for key in [key for key in _sessions if key[0].startswith(server_url)]:
         del _sessions[key]
 
 

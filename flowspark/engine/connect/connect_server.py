@@ -53,6 +53,8 @@ RECORD = "server.json"
 LOCK = "lock"
 LEASE = "lease"
 LOG = "server.log"
+RUNS = "runs"
+"""A byte per run the server took, from runs of every process (`count_run`): what `python -m flowspark.warm` counts."""
 FORKS_SOCKET = "forks.sock"
 FORKED_PYTHON = "python"
 
@@ -76,7 +78,8 @@ class ServerRecord:
     port: int
     token: str
     session_id: str
-    """The one Spark Connect session every run uses, so that they share its warm Python workers."""
+    """The Spark Connect session every run of the server's own parallelism uses, so that they share its warm Python
+    workers."""
     parallelism: int
     """The server's local cores: `local[parallelism]`."""
     supervisor: int
@@ -86,13 +89,32 @@ class ServerRecord:
 
     @property
     def url(self) -> str:
-        """The Spark Connect URL of the shared session, token included (`localhost`, which the client reaches without TLS)."""
-        return f"{self.private_url};session_id={self.session_id}"
+        """The Spark Connect URL of the server's own parallelism's session, token included (`localhost`, which the
+        client reaches without TLS)."""
+        return self.session_url(self.parallelism)
 
     @property
-    def private_url(self) -> str:
-        """The Spark Connect URL that gets a session of its own."""
+    def server_url(self) -> str:
+        """The server's Spark Connect URL without a session: the start of every session's URL."""
         return f"sc://localhost:{self.port}/;token={self.token}"
+
+    def session_url(self, parallelism: int) -> str:
+        """The Spark Connect URL of the one session all runs of `parallelism` use, from every process.
+
+        A query's state records its shuffle partitions, so each parallelism
+        has a session of its own; one session per parallelism, not per
+        process, keeps Spark's Python worker pools (one per session on a
+        Spark Connect server, kept until the server stops) as few as the
+        parallelisms runs ask for.
+
+        >>> record = ServerRecord(1, "t", "5b9c6f6e-0d2a-4c8e-9a57-2f1d3b4a6c7e", 2, 0, 0, 0)
+        >>> record.session_url(2) == record.url, record.session_url(1) == record.session_url(1) != record.url
+        (True, True)
+        """
+        session = self.session_id
+        if parallelism != self.parallelism:
+            session = str(uuid.uuid5(uuid.UUID(self.session_id), f"parallelism {parallelism}"))
+        return f"{self.server_url};session_id={session}"
 
 
 def server_dir() -> str:
@@ -160,6 +182,20 @@ class FileLock:
 def open_private(path: str) -> IO[str]:
     """`path` opened for appending, created readable and writable by the user alone."""
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a")
+
+
+def count_run(directory: str) -> None:
+    """Count a run on the server in `directory` (one byte appended: atomic, from any number of processes)."""
+    with open_private(os.path.join(directory, RUNS)) as runs:
+        runs.write(".")
+
+
+def runs_counted(directory: str) -> int:
+    """The runs counted since the server in `directory` started."""
+    try:
+        return os.stat(os.path.join(directory, RUNS)).st_size
+    except OSError:
+        return 0
 
 
 def idle_seconds() -> float:
@@ -239,7 +275,9 @@ class Supervisor:
             else:
                 return 1
             record = ServerRecord(port, token, str(uuid.uuid4()), cores, os.getpid(), self._jvm.pid, ui_port)
+            write_private(self._path(RUNS), b"")
             write_private(self._path(RECORD), json.dumps(asdict(record)).encode())
+            self._say(f"listening on 127.0.0.1:{port}")
             try:
                 self._watch()
                 if self._stopping:
@@ -278,6 +316,10 @@ class Supervisor:
                 # Each run's queries are small and the server stays up: every
                 # Python worker it starts is worth keeping for the next run.
                 "spark.sql.adaptive.enabled": "false",
+                # Runs share a session per parallelism (`ServerRecord.session_url`) for the server's
+                # whole life: one that expired would be refused from then on, and its replacement
+                # would start Python worker pools of its own.
+                "spark.connect.session.manager.defaultSessionTimeout": "-1",
             }
         )
         properties = self._path("spark.properties")
@@ -429,26 +471,14 @@ def stop(directory: str) -> Optional[ServerRecord]:
     return record
 
 
-USAGE = f"""usage: python -m {__name__} [--stop | --status]
+USAGE = f"""usage: python -m {__name__} DIR
 
-  --status  say whether this installation's warm local Spark runs, and where its files are
-  --stop    stop it (the next run that needs it starts it again)
+The supervisor of a new warm server in DIR (a run starts it); `python -m flowspark.warm` looks at it and stops it.
 """
 
 
 def main(argv: List[str]) -> int:
-    """`--status`, `--stop`, or (for a run that starts a server) the supervisor of the server in the directory given."""
-    if argv == ["--status"] or argv == ["--stop"]:
-        directory = server_dir()
-        record = stop(directory) if argv == ["--stop"] else read_record(directory)
-        state = (
-            "not running"
-            if record is None
-            else f"{'stopped' if argv == ['--stop'] else 'running'}: supervisor pid {record.supervisor}, "
-            f"JVM pid {record.jvm}, port {record.port}"
-        )
-        print(f"warm local Spark {state}; its files: {directory}")
-        return 0
+    """The supervisor of the server in the directory given (a run that needs a server starts it)."""
     if len(argv) != 1 or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr, end="")
         return 2

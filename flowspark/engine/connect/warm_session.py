@@ -29,6 +29,7 @@ from flowspark.engine.connect.connect_server import (
     READY_SECONDS,
     FileLock,
     ServerRecord,
+    count_run,
     open_private,
     read_record,
     server_dir,
@@ -101,9 +102,10 @@ def warm_mode() -> WarmMode:
 def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
     """A session on the warm server for runs of `parallelism` (the server's cores by default); the server is started if none runs.
 
-    Runs of the server's own parallelism, from every process, share one
-    session and so its warm Python workers; another parallelism (which a
-    query's state records in its checkpoint) gets a session of its own.
+    Runs of one parallelism, from every process, share one session and so
+    its warm Python workers; each parallelism (which a query's state
+    records in its checkpoint) has a session of its own
+    (`ServerRecord.session_url`).
     """
     directory = server_dir()
     record = read_record(directory)
@@ -113,17 +115,18 @@ def warm_spark(parallelism: Optional[int] = None) -> WarmSpark:
     found = _sessions.get(want)
     if found is None:
         try:
-            session = _session(record, shared=want == record.parallelism, parallelism=want)
+            session = _session(record, want)
         except FlowsparkRuntimeError as ex:
             if serving(record):
                 raise _failed(str(ex), directory) from None
             record = _replaced(directory, record)
             want = parallelism or record.parallelism
             try:
-                session = _session(record, shared=want == record.parallelism, parallelism=want)
+                session = _session(record, want)
             except FlowsparkRuntimeError as again:
                 raise _failed(str(again), directory) from None
         found = _sessions[want] = WarmSpark(session, want, record, directory)
+    count_run(directory)
     return found
 
 
@@ -165,8 +168,7 @@ def _reached(directory: str) -> ServerRecord:
     """
     global _leased
     for warm in _sessions.values():
-        forget(warm.record.url)
-        forget(warm.record.private_url)
+        forget(warm.record.server_url)
     _sessions.clear()
     make_dirs(directory)
     if others_can_write(directory):
@@ -182,8 +184,14 @@ def _reached(directory: str) -> ServerRecord:
     return record
 
 
-def _session(record: ServerRecord, shared: bool, parallelism: int) -> Any:
-    return connect(record.url if shared else record.private_url, parallelism).session
+def _session(record: ServerRecord, parallelism: int) -> Any:
+    session = connect(record.session_url(parallelism), parallelism).session
+    # Spark runs each streaming query in a copy of the session, whose artifacts (none: flowspark ships code in
+    # pickles) Spark Connect would keep apart under an id of its own: and Spark keeps Python worker pools, each
+    # with its daemon, per such id until the server stops. Without that, every query's Pythons come from the
+    # server's shared pools.
+    session.conf.set("spark.sql.artifact.isolation.enabled", "false")
+    return session
 
 
 def _started(directory: str) -> ServerRecord:

@@ -3,8 +3,9 @@
 Steps run in Spark's Python workers and on the driver.  Each place that
 runs steps keeps a `Meter`: it counts items per batch (the length of the
 batch's list, never item by item) and times user calls, and hands what it
-gathered to the driver once per Spark task (`Meter.flush`), over the
-driver link.  The driver's `FlowMetrics` sums those readings by step and
+gathered to the driver at the end of each Spark task and at least every
+`FLUSH_SECONDS` while one runs (`Meter.flush`), over the driver link, so
+a long task's counters move as it goes.  The driver's `FlowMetrics` sums those readings by step and
 worker (`flowspark.dataflow_api` serves them to Prometheus).  A worker's
 `worker_index` is the Spark task's partition id; steps run on the driver
 (the sources and sinks that live there) report as worker 0.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -90,19 +92,33 @@ class Reading:
     timings: Dict[Tuple[Timing, str], Durations] = field(default_factory=dict)
 
 
+FLUSH_SECONDS = 1.0
+"""How long a meter keeps what it gathered before handing it on, at most, while its task runs."""
+
+
 class Meter:
     """Counts and timings of the steps one Spark task (or the driver's source hub or sink writer) runs.
 
-    `report` receives each non-empty `Reading` at `flush`.
+    `report` receives each non-empty `Reading` at `flush`, which the
+    meter also does itself when it counts `FLUSH_SECONDS` after the last.
+
+    >>> readings = []
+    >>> meter = Meter(readings.append)
+    >>> meter.passed("flow.map", 3, 2)
+    >>> meter.flush()
+    >>> readings[0].counts[Count.ITEMS_OUT, "flow.map"]
+    2
     """
 
     def __init__(self, report: Callable[[Reading], None]) -> None:
         self._report = report
         self._reading = Reading()
+        self._due = time.monotonic() + FLUSH_SECONDS
 
     def count(self, metric: Count, step_id: str, items: int) -> None:
         counts = self._reading.counts
         counts[metric, step_id] = counts.get((metric, step_id), 0) + items
+        self._flush_if_due()
 
     def passed(self, step_id: str, items_in: int, items_out: int) -> None:
         """A step took `items_in` items and emitted `items_out`."""
@@ -114,11 +130,17 @@ class Meter:
         if durations is None:
             durations = self._reading.timings[metric, step_id] = Durations()
         durations.observe(seconds)
+        self._flush_if_due()
 
     def flush(self) -> None:
+        self._due = time.monotonic() + FLUSH_SECONDS
         reading, self._reading = self._reading, Reading()
         if reading.counts or reading.timings:
             self._report(reading)
+
+    def _flush_if_due(self) -> None:
+        if time.monotonic() >= self._due:
+            self.flush()
 
 
 def worker_index() -> int:

@@ -90,7 +90,17 @@ class Progress:
         self._last = report
         if self._on_batch is not None:
             self._on_batch(report)
-        if _log.isEnabledFor(logging.DEBUG):
+        self.running(report)
+
+    @property
+    def shown(self) -> bool:
+        """Whether the progress line is shown (the command line shows it, unless `--no-progress`)."""
+        return _log.isEnabledFor(logging.DEBUG)
+
+    def running(self, report: BatchReport) -> None:
+        """The progress line of a micro-batch still running (a batch run's, `batch_query.BatchProgress`): shown, but
+        neither a written batch for `on_batch` nor the final summary."""
+        if self.shown:
             _log.debug("%s", render(report), extra={"batch_report": report})
 
     def finish(self) -> None:

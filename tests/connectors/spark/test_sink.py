@@ -326,7 +326,7 @@ def test_flows_write_files_and_tables_through_a_spark_connect_server(tmp_path: P
                 "flowspark.run",
                 f"{tmp_path / 'connect_flow.py'}:flow",
                 "--remote",
-                record.private_url,
+                record.server_url,
                 *args,
                 cwd=tmp_path,
                 timeout=300,

@@ -73,7 +73,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         time.sleep(0.2)
         record = read_record(str(directory))
     assert record is not None, (directory / "server.log").read_text()
-    yield record.private_url
+    yield record.server_url
     os.kill(record.supervisor, signal.SIGTERM)
     supervisor.wait(60)
 

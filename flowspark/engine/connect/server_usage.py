@@ -1,0 +1,91 @@
+"""What a warm server holds of the machine: its processes, their memory, threads and open files, its folder's size.
+
+The server is its supervisor and everything under it (the JVM, the fork
+server, the Pythons Spark starts), read from `/proc` on Linux; memory is
+PSS, each process's share of the pages it shares with the others (the
+fork server's children share most of theirs), so the figures add up.
+
+>>> import os
+>>> usage_of(os.getpid(), ".").processes >= 1
+True
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List
+
+
+@dataclass(frozen=True)
+class ServerUsage:
+    """A warm server's share of the machine at one moment."""
+
+    processes: int
+    pss_bytes: int
+    """The processes' proportional set size, summed."""
+    threads: int
+    open_files: int
+    disk_bytes: int
+    """The size of the files in the server's folder."""
+
+
+def process_tree(root: int) -> List[int]:
+    """`root` and every process below it, as `/proc` shows them now (`[]` if `root` is gone)."""
+    children: Dict[int, List[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command's name, in parentheses, may itself hold spaces and parentheses.
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(name))
+    if not os.path.exists(f"/proc/{root}"):
+        return []
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        tree.append(pid)
+        pending.extend(children.get(pid, []))
+    return tree
+
+
+def usage_of(root: int, folder: str) -> ServerUsage:
+    """The usage of the process tree under `root` and of `folder`."""
+    pids = process_tree(root)
+    pss = threads = files = 0
+    for pid in pids:
+        pss += _field(f"/proc/{pid}/smaps_rollup", "Pss:") * 1024
+        threads += _field(f"/proc/{pid}/status", "Threads:")
+        try:
+            files += len(os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            pass
+    return ServerUsage(len(pids), pss, threads, files, _size(folder))
+
+
+def _field(path: str, name: str) -> int:
+    """The number after `name` in the `/proc` file `path` (0 if the process is gone)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(name):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _size(folder: str) -> int:
+    total = 0
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_size
+            except OSError:
+                pass
+    return total
