@@ -24,7 +24,7 @@ After every `--every` runs it prints a row: runs so far, minutes, the
 server's processes, their memory (PSS), threads and open files, its
 folder's size, and the wall time of the last `cli` run (what a small run
 takes at that moment).  The last line compares the end with the row after
-the first ten runs.  `--minutes M` keeps going in rounds until M minutes
+the first round.  `--minutes M` keeps going in rounds until M minutes
 passed (at least `--runs` runs).  Progress goes to stderr, the table to
 stdout.
 """
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from flowspark.engine.connect.connect_server import read_record, server_dir
+from flowspark.engine.connect.connect_server import read_record
 from flowspark.engine.connect.server_usage import ServerUsage, usage_of
 from flowspark.settings import WARM_SPARK_DIR
 
@@ -302,11 +302,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="warm-day-"))
     day = Day(folder, args.projects, say=lambda text: print(text, file=sys.stderr, flush=True))
-    print(f"flowspark warm server: {server_dir()} (a day of its own in {folder})", file=sys.stderr)
+    print(f"a warm server of the day's own, in {folder}", file=sys.stderr)
     print("| runs | minutes | processes | PSS MiB | threads | open files | folder MiB | small run s |")
     print("|---|---|---|---|---|---|---|---|")
     rows: List[Row] = []
-    next_row = 10
+    next_row = 1  # the first row after the first round
     number = 0
     try:
         while day.runs < args.runs or (time.monotonic() - day._started) / 60 < args.minutes:

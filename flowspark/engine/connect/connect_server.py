@@ -40,13 +40,14 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import IO, List, Optional
+from typing import IO, List, Optional, Tuple
 
 import pyspark
 
 import flowspark
 from flowspark import settings
 from flowspark.engine.connect import python_forks
+from flowspark.engine.connect.server_usage import SETTLED_RUNS, ServerUsage, outgrown, usage_of
 from flowspark.engine.recovery.private_files import make_dirs, write_private
 
 RECORD = "server.json"
@@ -320,6 +321,13 @@ class Supervisor:
                 # whole life: one that expired would be refused from then on, and its replacement
                 # would start Python worker pools of its own.
                 "spark.connect.session.manager.defaultSessionTimeout": "-1",
+                # What the UI keeps of past runs lives in the JVM's heap, which grows with it up to
+                # these counts: the server's recent runs, not a day's.
+                "spark.ui.retainedJobs": "200",
+                "spark.ui.retainedStages": "200",
+                "spark.ui.retainedTasks": "10000",
+                "spark.sql.ui.retainedExecutions": "100",
+                "spark.sql.streaming.ui.retainedQueries": "20",
             }
         )
         properties = self._path("spark.properties")
@@ -400,19 +408,44 @@ class Supervisor:
         assert self._jvm is not None
         idle_since: Optional[float] = None
         limit = idle_seconds()
+        level: Optional[ServerUsage] = None
         while not self._stopping and self._jvm.poll() is None:
             if self._leased():
                 idle_since = None
             elif idle_since is None:
                 idle_since = time.monotonic()
+                level, why = self._measured(level)
+                if why and self._stopped_idle(why):
+                    return
             elif time.monotonic() - idle_since > limit:
-                with FileLock(self._path(LOCK)):
-                    if not self._leased():
-                        self._forget()
-                        self._say(f"no run has used the server for {limit:g} s: stopping")
-                        return
+                if self._stopped_idle(f"no run has used the server for {limit:g} s: stopping"):
+                    return
                 idle_since = None  # a run took the lease just now
             time.sleep(0.5)
+
+    def _measured(self, level: Optional[ServerUsage]) -> Tuple[Optional[ServerUsage], str]:
+        """The server's level (its usage once it served `SETTLED_RUNS` runs), and why it should stop if it outgrew it."""
+        if runs_counted(self._directory) < SETTLED_RUNS:
+            return level, ""
+        now = usage_of(os.getpid(), self._directory)
+        if level is None:
+            return now, ""
+        if not outgrown(level, now):
+            return level, ""
+        return level, (
+            f"it holds {now.open_files} open files and {now.threads} threads, against {level.open_files} and "
+            f"{level.threads} after its first runs (Spark keeps some of each streaming query stopped mid-way): "
+            "stopping while no run uses it; the next run starts a new server"
+        )
+
+    def _stopped_idle(self, why: str) -> bool:
+        """Stop (forget the server) for `why` if still no run holds the lease."""
+        with FileLock(self._path(LOCK)):
+            if self._leased():
+                return False
+            self._forget()
+            self._say(why)
+            return True
 
     def _leased(self) -> bool:
         """Whether some process holds the lease (a shared `flock` on it)."""

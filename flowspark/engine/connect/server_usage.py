@@ -30,6 +30,27 @@ class ServerUsage:
     """The size of the files in the server's folder."""
 
 
+SETTLED_RUNS = 10
+"""Runs after which a server's usage counts as its level: its Python worker pools and caches are started."""
+GROWN = 2.0
+"""How many times its level of open files or threads a server may hold before it stops once idle (`outgrown`)."""
+
+
+def outgrown(level: ServerUsage, now: ServerUsage) -> bool:
+    """Whether a server holding `now` grew past `GROWN` times its `level` in open files or threads.
+
+    Spark keeps some sockets, selectors and threads of a streaming
+    query's Python runners when the query is stopped mid-way (a SIGTERM or
+    SIGKILL of its run): a few per such stop, for the JVM's life.  A server
+    that outgrew its level stops once idle, and the next run starts a new one.
+
+    >>> level = ServerUsage(20, 800 << 20, 300, 500, 0)
+    >>> outgrown(level, ServerUsage(21, 900 << 20, 350, 700, 0)), outgrown(level, ServerUsage(21, 900 << 20, 350, 1001, 0))
+    (False, True)
+    """
+    return now.open_files > GROWN * level.open_files or now.threads > GROWN * level.threads
+
+
 def process_tree(root: int) -> List[int]:
     """`root` and every process below it, as `/proc` shows them now (`[]` if `root` is gone)."""
     children: Dict[int, List[int]] = {}
