@@ -72,8 +72,11 @@ class _ChunkRow(NamedTuple):
 class LayerPass:
     """`mapInArrow`'s function over one task's buckets of a stateful layer: its processor handles each bucket once."""
 
-    def __init__(self, shipped: ShippedPlan, layer: int, groups: Groups, link: DriverLink, metered: bool) -> None:
+    def __init__(
+        self, shipped: ShippedPlan, layer: int, groups: Groups, link: DriverLink, metered: bool, last: bool
+    ) -> None:
         self._processor = LayerProcessor(shipped, layer, groups, link, metered)
+        self._processor.hands_back = not last
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         buckets: Dict[str, List[_ChunkRow]] = {}
@@ -81,6 +84,8 @@ class LayerPass:
             columns = [batch.column(name).to_pylist() for name in chunks.ARROW_SCHEMA.names]
             for grp, seq, kind, payload in zip(*columns):
                 buckets.setdefault(grp, []).append(_ChunkRow(seq, kind, payload))
+        if not buckets:  # a partition the shuffle left empty (a run that keeps one worker's order has one bucket)
+            return
         handle = MemoryHandle()
         # The handle and the time stand in for the ones `transformWithState` gives.
         processor: Any = self._processor
@@ -124,7 +129,7 @@ def run_batch(
     frame = spark.createDataFrame(table).mapInArrow(SourcePass(options), SCHEMA_DDL)
     for layer in range(1, plan.depth + 1):
         frame = frame.repartition(parallelism, "grp").mapInArrow(
-            LayerPass(workers, layer, groups, link, metered), SCHEMA_DDL
+            LayerPass(workers, layer, groups, link, metered, last=layer == plan.depth), SCHEMA_DDL
         )
     writer(frame, 0)
     hub.commit(end)

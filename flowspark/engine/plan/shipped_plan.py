@@ -96,18 +96,25 @@ class ShippedPlan:
         self.run = uuid.uuid4().hex
         self.kept_by_driver = kept_by_driver
 
-    def plan(self, link: Optional[DriverLink] = None) -> Plan:
+    def plan(self, link: Optional[DriverLink] = None, hands_back: bool = True) -> Plan:
         """The run's plan in this process: unpickled on first use, the same objects afterwards (for kept steps, the
-        driver's latest version, through `link`)."""
+        driver's latest version, through `link`).
+
+        `hands_back=False`: the task is the run's last to call the steps (a
+        batch run's last layer), so it will not `check_in` what it changed.
+        """
         held = _held.get(self.run)
         if self.kept_by_driver and link is not None:
             version, blob = link.call(CHECKOUT_CALL, held.version if held is not None else -1)
+            if blob is None and held is None:
+                blob = self.blob  # no task changed the steps yet
             if blob is not None:
                 plan: Plan = pickle.loads(blob)
                 held = _Held(plan, version)
                 self._hold(held)
-                # Pickled again here, as `check_in` will: the same steps give the same bytes in one process.
-                self._repickle(held, link)
+                if hands_back:
+                    # Pickled again here, as `check_in` will: the same steps give the same bytes in one process.
+                    self._repickle(held, link)
         if held is None:
             held = _Held(pickle.loads(self.blob))
             if not self.kept_by_driver and link is not None:
@@ -121,9 +128,10 @@ class ShippedPlan:
         while len(_held) > KEEP_PLANS:
             del _held[next(iter(_held))]
 
-    def check_in(self, link: DriverLink) -> None:
-        """At a task's end: hand kept steps back to the driver if the task's calls changed them; in a run with
-        several workers, after the first task, tell the driver which steps' captured objects changed."""
+    def check_in(self, link: DriverLink, hands_back: bool = True) -> None:
+        """At a task's end: hand kept steps back to the driver if the task's calls changed them (unless it is the
+        run's last, `hands_back=False`); in a run with several workers, after the first task, tell the driver which
+        steps' captured objects changed."""
         held = _held.get(self.run)
         if held is not None and held.steps_as_loaded is not None:
             loaded = held.steps_as_loaded
@@ -136,7 +144,7 @@ class ShippedPlan:
                 held.steps_as_loaded = None
             if changed:
                 link.call(CHANGED_CALL, changed)
-        if not self.kept_by_driver or held is None or not held.pickled:
+        if not self.kept_by_driver or not hands_back or held is None or not held.pickled:
             return
         before = held.pickled
         if self._repickle(held, link) and held.pickled != before:
@@ -167,9 +175,11 @@ class KeptSteps:
         server.register(CHECKIN_CALL, self.check_in)
 
     def check_out(self, known: int) -> Tuple[int, Optional[bytes]]:
-        """The version and the pickled steps; no steps when the worker holds that version (or holds them for good)."""
+        """The version and the pickled steps; no steps when the worker holds that version (or holds them for good),
+        or when no task changed them yet (the worker's own copy, the `ShippedPlan`'s, is that version)."""
         with self._lock:
-            return self._version, None if known == self._version else self._blob
+            unchanged = known == self._version or self._version == 0
+            return self._version, None if unchanged else self._blob
 
     def check_in(self, based_on: int, blob: Optional[bytes], why_not: str) -> int:
         """Take a task's steps (`blob`, made from version `based_on`); without them, the steps stay in that task's

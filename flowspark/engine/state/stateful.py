@@ -286,12 +286,15 @@ class LayerProcessor(StatefulProcessor):
         self._groups = groups
         self._metered = metered
         """Count the steps' items and report them to the driver once per task (`close`)."""
+        self.hands_back = True
+        """Hand the steps back to the driver at the task's end (`ShippedPlan.check_in`): not in a batch run's last
+        layer, after which nothing calls them."""
         self._batch_phase = batch_phase(layer)
         self._notify_phase = notify_phase(layer)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         freeze_start_up_objects()
-        self._plan = self._shipped.plan(self._link)
+        self._plan = self._shipped.plan(self._link, self.hands_back)
         self._steps = set(self._plan.steps_in_layer(self._layer))
         self._ranks = stateful_ranks(self._plan)
         """Each stateful step's place among what a tick of its layer emits (`plan.stateful_ranks`)."""
@@ -516,6 +519,6 @@ class LayerProcessor(StatefulProcessor):
     def close(self) -> None:
         with self._work():
             self._sinks.close()
-        self._shipped.check_in(self._link)
+        self._shipped.check_in(self._link, self.hands_back)
         if self._meter is not None:
             self._meter.flush()
