@@ -99,7 +99,7 @@ def build(e: Engine) -> Tuple[Any, Outputs]:
         return arr, arr
 
     readings = e.op.input("inp", flow, e.TestingSource(ITEMS))
-    outs: Outputs = {name: [] for name in ("imputed", "counted", "totals", "scores", "pairs", "arrays")}
+    outs: Outputs = {name: [] for name in ("imputed", "counted", "totals", "scores", "pairs", "arrays", "batch_totals")}
     e.op.output("out_imputed", e.op.map("impute", readings, imputer.impute), e.TestingSink(outs["imputed"]))
     e.op.output("out_counted", e.op.map("count", readings, count), e.TestingSink(outs["counted"]))
     totals = e.op.map(
@@ -114,6 +114,12 @@ def build(e: Engine) -> Tuple[Any, Outputs]:
     e.op.output(
         "out_arrays", e.op.map("as_list", arrays, lambda kv: (kv[0], kv[1].tolist())), e.TestingSink(outs["arrays"])
     )
+    # Two items a batch: within one of Bytewax's batches, a key's emitted state object shows the state the batch left.
+    paired = e.op.input("inp_paired", flow, e.TestingSource([("one", v) for _, v in ITEMS], batch_size=2))
+    batch_totals = e.op.map(
+        "batch_totals_seen", e.op.stateful_map("batch_total", paired, add_to_total), lambda kv: (kv[0], kv[1].count)
+    )
+    e.op.output("out_batch_totals", batch_totals, e.TestingSink(outs["batch_totals"]))
     return flow, outs
 
 

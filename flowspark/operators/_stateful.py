@@ -187,19 +187,22 @@ class _StatefulFlatMapLogic(StatefulLogic[V, W, S]):
 
     def on_values(self, values: List[V]) -> Tuple[List[W], Optional[S]]:
         """`on_item` for each value in turn; what they emit and the state left (`None`: discarded)."""
-        emits, self.state = self.fold(self.state, values)
+        emits, self.state = self.fold(self.state, values, spans_batches=False)
         return emits, self.state
 
-    def fold(self, state: Optional[S], values: List[V]) -> Tuple[List[W], Optional[S]]:
+    def fold(self, state: Optional[S], values: List[V], spans_batches: bool = True) -> Tuple[List[W], Optional[S]]:
         """Thread `state` through the mapper over `values`; what they emit and the state left (`None`: discarded).
 
         A value after one that discarded the state starts from `None`, as
         it would with the logic rebuilt for it.  Uses only the step's
-        mapper, so one logic's `fold` serves every key of the step.  A
+        mapper, so one logic's `fold` serves every key of the step.  When
+        the values come from several of Bytewax's batches at once
+        (`spans_batches`: a key's values of a micro-batch in one call), a
         `stateful_map` mapper that emits its state object itself, with more
-        values to come, emits a copy: the values come from several of
-        Bytewax's batches at once, and later values must not change what
-        an earlier one emitted.
+        values to come, emits a copy, so that later values do not change
+        what an earlier one emitted; within one of Bytewax's batches (an
+        `on_batch` call) its values all show the object as the batch left
+        it, as on Bytewax.
         """
         mapper = self.mapper
         emits: List[W] = []
@@ -211,7 +214,7 @@ class _StatefulFlatMapLogic(StatefulLogic[V, W, S]):
             except TypeError as ex:
                 raise self._bad_return(res) from ex
             left -= 1
-            if left and type(ws) is tuple and len(ws) == 1 and ws[0] is state and state is not None:
+            if spans_batches and left and type(ws) is tuple and len(ws) == 1 and ws[0] is state and state is not None:
                 ws = (copy.deepcopy(state),)
             emits.extend(ws)
         return emits, state
