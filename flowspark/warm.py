@@ -41,9 +41,13 @@ STOP_SECONDS = 60.0
 
 def status(directory: str, record: Optional[ServerRecord]) -> str:
     """What `status` prints about the server recorded in `directory`."""
+    try:
+        started = os.stat(os.path.join(directory, RECORD)).st_mtime
+    except FileNotFoundError:  # it stopped since its record was read
+        record = None
     if record is None:
         return f"warm local Spark: not running; its files: {directory}"
-    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(os.stat(os.path.join(directory, RECORD)).st_mtime))
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started))
     usage = usage_of(record.supervisor, directory)
     return (
         f"warm local Spark: running since {since}, supervisor pid {record.supervisor} (JVM {record.jvm}), "

@@ -75,8 +75,7 @@ class LayerPass:
     def __init__(
         self, shipped: ShippedPlan, layer: int, groups: Groups, link: DriverLink, metered: bool, last: bool
     ) -> None:
-        self._processor = LayerProcessor(shipped, layer, groups, link, metered)
-        self._processor.hands_back = not last
+        self._processor = LayerProcessor(shipped, layer, groups, link, metered, hands_back=not last)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         buckets: Dict[str, List[_ChunkRow]] = {}

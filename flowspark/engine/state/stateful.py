@@ -278,7 +278,13 @@ class LayerProcessor(StatefulProcessor):
     """
 
     def __init__(
-        self, shipped: ShippedPlan, layer: int, groups: Groups, link: DriverLink, metered: bool = False
+        self,
+        shipped: ShippedPlan,
+        layer: int,
+        groups: Groups,
+        link: DriverLink,
+        metered: bool = False,
+        hands_back: bool = True,
     ) -> None:
         self._shipped = shipped
         self._layer = layer
@@ -286,7 +292,7 @@ class LayerProcessor(StatefulProcessor):
         self._groups = groups
         self._metered = metered
         """Count the steps' items and report them to the driver once per task (`close`)."""
-        self.hands_back = True
+        self.hands_back = hands_back
         """Hand the steps back to the driver at the task's end (`ShippedPlan.check_in`): not in a batch run's last
         layer, after which nothing calls them."""
         self._batch_phase = batch_phase(layer)
