@@ -373,7 +373,7 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
         )
         + "\n"
     )
-    java = ["java", "-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-cp", classpath]
+    java = ["java", "-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath]
     cluster_id = "flowspark-tests-" + uuid.uuid4().hex[:6]
     subprocess.run(
         [
@@ -703,6 +703,10 @@ def pg_table(conninfo: str, columns: str) -> str:
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 WORKERS = 2
 REGISTER_TIMEOUT = 90.0
+CLUSTER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""The cluster's JVMs (master, workers and the executors they start, through the workers' environment) compile with
+C1 only and collect with one thread, as flowspark's own driver does: a test's application lives for seconds, and C2's
+compiler threads and a parallel collector would spend some 40 % more of the suite's two cores on the same runs."""
 
 
 def spark_env() -> Dict[str, str]:
@@ -729,7 +733,7 @@ class StandaloneCluster:
         self._procs.append(
             subprocess.Popen(
                 [os.path.join(SPARK_HOME, "bin", "spark-class"), *args],
-                env=spark_env(),
+                env=dict(spark_env(), JAVA_TOOL_OPTIONS=CLUSTER_JAVA_OPTIONS),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
