@@ -4,7 +4,7 @@ CI has a hard wall; a suite that grows a little with every change reaches
 it on a slow day, when nothing can land any more.  So each run says where
 its time went (the tests' own time summed per marker: `cluster`, `kafka`,
 `postgres`, `wheel`, the rest as `other`) and, past the budget (minutes,
-`FLOWSPARK_TEST_BUDGET_MINUTES`, 25 by default), names the slowest tests in
+`FLOWSPARK_TEST_BUDGET_MINUTES`, 20 by default), names the slowest tests in
 a warning.  It never fails a run: a slow day must not block a landing.
 
 With pytest-xdist the reports reach the controlling process, which sums them.
@@ -19,7 +19,7 @@ from typing import DefaultDict, Dict, List, Tuple
 
 import pytest
 
-BUDGET_MINUTES = float(os.environ.get("FLOWSPARK_TEST_BUDGET_MINUTES", "25"))
+BUDGET_MINUTES = float(os.environ.get("FLOWSPARK_TEST_BUDGET_MINUTES", "20"))
 """The wall time past which a run warns."""
 
 MARKERS = ("cluster", "kafka", "postgres", "wheel")
