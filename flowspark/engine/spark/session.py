@@ -343,6 +343,8 @@ _TRACEBACK = b"Traceback (most recent call last):"
 _CHAINED = (b"During handling of the above exception", b"The above exception was the direct cause")
 _HANGUPS = (b"BrokenPipeError", b"ConnectionResetError", b"EOFError")
 _MAX_HELD_LINES = 64
+_LAST_WORDS_SECONDS = 2.0
+"""How long a failed start waits for the JVM's stderr to be written out (a JVM still up never closes its end)."""
 
 
 _STDLIB = (b'File "<frozen ', b'File "' + os.path.dirname(os.__file__).encode() + b"/")
@@ -364,13 +366,19 @@ def _spark_hangup(block: List[bytes], chained: bool) -> bool:
     )
 
 
-def _forward(pipe: BinaryIO) -> None:
-    """Copy the JVM's stderr to ours, minus Spark's start-up and state-worker chatter and its processes' hang-ups."""
+def _forward(pipe: BinaryIO, started: Optional[threading.Event] = None) -> None:
+    """Copy the JVM's stderr to ours, minus Spark's start-up and state-worker chatter and its processes' hang-ups.
+
+    Nothing is written before `started` is set: while the JVM starts, our
+    own stderr is the pipe itself.
+    """
     skip_blank = False
     dropped = False
     held: List[bytes] = []
 
     def write(lines: List[bytes]) -> None:
+        if started is not None:
+            started.wait()
         sys.stderr.buffer.write(b"".join(lines))
         sys.stderr.flush()
 
@@ -406,19 +414,31 @@ def _with_filtered_stderr(start: Callable[[], SparkSession]) -> SparkSession:
 
     Spark's `transformWithState` workers print several lines per micro-batch,
     which the JVM passes to the stderr it inherited from us; real errors and
-    user prints travel the same way and are kept.
+    user prints travel the same way and are kept.  A JVM that ends before
+    it answers (PySpark's `JAVA_GATEWAY_EXITED`) has said why on that
+    stderr: its words are written before the error goes up.
     """
     read_fd, write_fd = os.pipe()
+    started = threading.Event()
+    forwarder = threading.Thread(
+        target=_forward, args=(os.fdopen(read_fd, "rb"), started), name="flowspark-jvm-stderr", daemon=True
+    )
+    forwarder.start()
     saved = os.dup(2)
     sys.stderr.flush()
     os.dup2(write_fd, 2)
-    try:
-        spark = start()
-    finally:
+
+    def restore() -> None:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(write_fd)
-    threading.Thread(
-        target=_forward, args=(os.fdopen(read_fd, "rb"),), name="flowspark-jvm-stderr", daemon=True
-    ).start()
+        started.set()
+
+    try:
+        spark = start()
+    except BaseException:
+        restore()
+        forwarder.join(_LAST_WORDS_SECONDS)  # a JVM that ended closed its end: the pipe is drained at once
+        raise
+    restore()
     return spark

@@ -163,3 +163,20 @@ def test_the_jvm_stderr_filter_drops_worker_hangups_and_keeps_real_tracebacks(
     in_python_only = b'Traceback (most recent call last):\n  File "' + stdlib + b'/socket.py", line 1, in f\nEOFError\n'
     session._forward(io.BytesIO(hangup + b"a user print\n" + chained + real + through_python + hangup + in_python_only))
     assert capfdbinary.readouterr().err == b"a user print\n" + real + in_python_only
+
+
+def test_a_driver_jvm_that_ends_before_it_answers_says_why_on_stderr() -> None:
+    """What the JVM wrote to its stderr before it ended is written out before PySpark's error goes up."""
+    agent = "/nonexistent/flowspark-test-agent.jar"
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps({"spark.driver.extraJavaOptions": f"-javaagent:{agent}"})],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1
+    said, _, error = done.stderr.partition("Traceback (most recent call last):")
+    assert agent in said, done.stderr
+    assert "JAVA_GATEWAY_EXITED" in error
