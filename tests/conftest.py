@@ -39,6 +39,12 @@ how the suite shares two cores."""
 ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
 """The instant the windowing tests align their windows on and count event time from."""
 
+SHORT_LIVED_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+"""The Java options of the JVMs the tests start (the Kafka broker, the cluster's master, workers and executors), as
+flowspark's own driver has: C1 compiles alone and one thread collects.  Their work is light and short (a test's
+application lives for seconds), and C2's compiler threads and a parallel collector would take the suite's two cores
+from the runs under test."""
+
 
 def free_port() -> int:
     """A loopback TCP port that was free a moment ago."""
@@ -373,7 +379,7 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
         )
         + "\n"
     )
-    java = ["java", "-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath]
+    java = ["java", "-Xms128m", "-Xmx768m", *SHORT_LIVED_JVM, "-cp", classpath]
     cluster_id = "flowspark-tests-" + uuid.uuid4().hex[:6]
     subprocess.run(
         [
@@ -703,10 +709,6 @@ def pg_table(conninfo: str, columns: str) -> str:
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 WORKERS = 2
 REGISTER_TIMEOUT = 90.0
-CLUSTER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""The cluster's JVMs (master, workers and the executors they start, through the workers' environment) compile with
-C1 only and collect with one thread, as flowspark's own driver does: a test's application lives for seconds, and C2's
-compiler threads and a parallel collector would spend some 40 % more of the suite's two cores on the same runs."""
 
 
 def spark_env() -> Dict[str, str]:
@@ -733,7 +735,8 @@ class StandaloneCluster:
         self._procs.append(
             subprocess.Popen(
                 [os.path.join(SPARK_HOME, "bin", "spark-class"), *args],
-                env=dict(spark_env(), JAVA_TOOL_OPTIONS=CLUSTER_JAVA_OPTIONS),
+                # Through the workers' environment the options reach the executors they start too.
+                env=dict(spark_env(), JAVA_TOOL_OPTIONS=" ".join(SHORT_LIVED_JVM)),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -1,5 +1,5 @@
 """The driver JVM: a user's `extraJavaOptions` add to flowspark's, a user's `defaultJavaOptions` replace them; no
-data-source listing.
+data-source listing; a JVM that ends as it starts says why.
 
 Each case starts its own session in a child process (a process has one) and
 reads what the driver JVM was started with back from the JVM, or what the
