@@ -57,7 +57,7 @@ LIVE_LINES = 12
 PROJECT = '''\
 """Project {index}'s flows: a word count, bounded, trickling, endless and failing."""
 
-import time
+from datetime import datetime, timedelta, timezone
 
 import flowspark.operators as op
 from flowspark.connectors.stdio import StdOutSink
@@ -79,11 +79,16 @@ class _Trickle(StatelessSourcePartition):
     def __init__(self, lines, pause):
         self._lines = lines
         self._pause = pause
+        self._awake = datetime.now(timezone.utc)
 
     def next_batch(self):
         line = next(self._lines)  # its StopIteration ends the partition
-        time.sleep(self._pause)
+        self._awake = datetime.now(timezone.utc) + timedelta(seconds=self._pause)
         return [line]
+
+    def next_awake(self):
+        # Asleep between lines, so the first read ends at once and the run is a streaming query.
+        return self._awake
 
 
 class Trickle(DynamicSource):

@@ -434,7 +434,7 @@ class Supervisor:
             return level, ""
         return level, (
             f"it holds {now.open_files} open files and {now.threads} threads, against {level.open_files} and "
-            f"{level.threads} after its first runs (Spark keeps some of each streaming query stopped mid-way): "
+            f"{level.threads} after its first runs (Spark keeps some of every streaming query): "
             "stopping while no run uses it; the next run starts a new server"
         )
 

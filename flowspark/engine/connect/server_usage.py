@@ -39,10 +39,13 @@ GROWN = 2.0
 def outgrown(level: ServerUsage, now: ServerUsage) -> bool:
     """Whether a server holding `now` grew past `GROWN` times its `level` in open files or threads.
 
-    Spark keeps some sockets, selectors and threads of a streaming
-    query's Python runners when the query is stopped mid-way (a SIGTERM or
-    SIGKILL of its run): a few per such stop, for the JVM's life.  A server
-    that outgrew its level stops once idle, and the next run starts a new one.
+    Spark 4.3 keeps some sockets, selectors and threads of every streaming
+    query's Python runners (its Python data source's reader, its
+    `foreachBatch`) after the query stops, for the JVM's life: about a dozen
+    files and three threads per query, more for one stopped mid-way (a
+    SIGTERM or SIGKILL of its run).  Bounded runs (one batch query) keep
+    none.  A server that outgrew its level stops once idle, and the next run
+    starts a new one.
 
     >>> level = ServerUsage(20, 800 << 20, 300, 500, 0)
     >>> outgrown(level, ServerUsage(21, 900 << 20, 350, 700, 0)), outgrown(level, ServerUsage(21, 900 << 20, 350, 1001, 0))

@@ -1,5 +1,6 @@
-"""A day's mixed runs on one warm server (`benchmarks.warm_day`, a few rounds): every run's output is right, and
-the server's processes and memory level off after the first round."""
+"""A day's mixed runs on one warm server (`benchmarks.warm_day`, a few rounds): every run's output is right, the
+server's processes and memory level off after the first round, and its open files grow only by what Spark keeps of
+each streaming query (`server_usage.outgrown` bounds that)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ ROUNDS = 2
 """Rounds of every kind of run after the first, which starts the server and its Python worker pools."""
 IDLE_WORKERS = 2
 """Python workers a pool may hold beyond the first round's, until Spark ends them after a minute idle."""
+STREAMING_KINDS = ("live", "sigterm", "sigkill")
+"""The kinds of run that start a streaming query (the others are one batch query each)."""
+FILES_PER_STREAMING_QUERY = 16
+"""Open files Spark 4.3 keeps of each streaming query with a Python data source and `foreachBatch` after it stops
+(about 11 measured: the selectors and sockets of its per-query Python runners), until the JVM ends."""
 
 
 def test_mixed_runs_from_several_projects_leave_the_server_its_size() -> None:
@@ -31,4 +37,8 @@ def test_mixed_runs_from_several_projects_leave_the_server_its_size() -> None:
     assert last.runs == (ROUNDS + 1) * (len(KINDS) + 1)  # a pair is two runs
     assert last.usage.processes <= first.usage.processes + IDLE_WORKERS, (first, last)
     assert last.usage.pss_bytes <= first.usage.pss_bytes * 1.1, (first, last)
-    assert last.usage.open_files <= first.usage.open_files * 1.1, (first, last)
+    streaming_queries = ROUNDS * len(STREAMING_KINDS)
+    assert last.usage.open_files <= first.usage.open_files * 1.1 + streaming_queries * FILES_PER_STREAMING_QUERY, (
+        first,
+        last,
+    )
