@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
-from typing import ClassVar, Generic, List, Optional, TypeVar
+from typing import Any, ClassVar, Generic, List, Optional, TypeVar
 
 __all__ = [
     "DynamicSink",
@@ -19,6 +19,7 @@ __all__ = [
     "Sink",
     "StatefulSinkPartition",
     "StatelessSinkPartition",
+    "WorkerPartitionedSink",
 ]
 
 X = TypeVar("X")
@@ -90,6 +91,16 @@ class DynamicSink(Sink[X]):
     def build(self, step_id: str, worker_index: int, worker_count: int) -> StatelessSinkPartition[X]:
         """Build the partition of worker `worker_index` of `worker_count`."""
 
+    def transactional(self) -> Optional[WorkerPartitionedSink[X, Any]]:
+        """The sink flowspark writes instead of this one, whose partitions commit each micro-batch; `None`: this one.
+
+        Not in Bytewax.  A sink that can commit a micro-batch's items
+        atomically (Kafka's transactions: `KafkaSink(exactly_once=True)`)
+        returns its `WorkerPartitionedSink` form here, and the run writes
+        that one exactly once.
+        """
+        return None
+
 
 class StatefulSinkPartition(ABC, Generic[X, S]):
     """One partition of a `FixedPartitionedSink`."""
@@ -120,6 +131,26 @@ class FixedPartitionedSink(Sink[tuple[str, X]], Generic[X, S]):
     @abstractmethod
     def build_part(self, step_id: str, for_part: str, resume_state: Optional[S]) -> StatefulSinkPartition[X, S]:
         """Build partition `for_part`, resuming from `resume_state` if given."""
+
+
+class WorkerPartitionedSink(Sink[X], Generic[X, S]):
+    """A sink with one partition per worker, each keeping a snapshot, accepting any item (not in Bytewax).
+
+    A worker's items go to its own partition, named `str(worker_index)`,
+    as a `DynamicSink`'s do; but each partition is a
+    `StatefulSinkPartition`, as a `FixedPartitionedSink`'s is: in each
+    micro-batch one task (or the driver) builds it from its last snapshot,
+    writes the worker's items and calls `snapshot()`, so `snapshot()` is
+    where a partition commits what the batch brought it.  Its writes can
+    read which batch they belong to (`flowspark.engine.sinks.sink_batch`):
+    a batch that Spark replays after a crash has the same id, so a
+    partition that committed it can skip it.  A `DynamicSink` offers one
+    through `transactional()`.
+    """
+
+    @abstractmethod
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[S]) -> StatefulSinkPartition[X, S]:
+        """Build partition `for_part` (a worker index, as a string), resuming from `resume_state` if given."""
 
 
 class MicroBatchSink(Sink[X]):

@@ -39,11 +39,11 @@ librdkafka's `auto.offset.reset` in `add_config`: `earliest` goes on at
 the oldest message kept, `latest` at the end.
 
 `KafkaSink` produces `KafkaSinkMessage`s; see its docstring for what a
-restart may repeat.  `flowspark.connectors.kafka.operators` wraps both with
+restart may repeat, and `transactions` for `exactly_once=True`.  `flowspark.connectors.kafka.operators` wraps both with
 (de)serialization steps and an error stream.
 
 The package's modules: `messages` (what the steps carry), `source`,
-`sink`, `outage`, `clients` (the consumers and producers kept per Python
+`sink`, `transactions` (the exactly-once sink), `outage`, `clients` (the consumers and producers kept per Python
 worker), `consumer_lag`, `shipped_files`, and the steps' `operators`,
 `serde` and `registry`; everything public is imported here.
 """

@@ -131,8 +131,11 @@ def output(
     brokers: List[str],
     topic: str,
     add_config: Optional[Dict[str, str]] = None,
+    exactly_once: bool = False,
+    transactional_id_prefix: str = "flowspark",
 ) -> None:
-    """Produce messages to `topic` (a message's own `topic` wins); see `KafkaSink` for the guarantee.
+    """Produce messages to `topic` (a message's own `topic` wins); see `KafkaSink` for the guarantee and for
+    `exactly_once` (not in Bytewax).
 
     ```python
     import flowspark.operators as op
@@ -147,7 +150,10 @@ def output(
     kop.output("out", messages, brokers=["localhost:9092"], topic="words")
     ```
     """
-    _to_sink("to_sink", up).then(op.output, "kafka_output", KafkaSink(brokers, topic, add_config))
+    sink = KafkaSink(
+        brokers, topic, add_config, exactly_once=exactly_once, transactional_id_prefix=transactional_id_prefix
+    )
+    _to_sink("to_sink", up).then(op.output, "kafka_output", sink)
 
 
 class _Failed(Exception):

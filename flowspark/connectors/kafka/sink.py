@@ -1,4 +1,5 @@
-"""`KafkaSink`: messages produced from the Spark tasks that made them, at least once."""
+"""`KafkaSink`: messages produced from the Spark tasks that made them, at least once (or, with `exactly_once`, in
+Kafka transactions: `transactions`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing_extensions import override
 from flowspark.connectors.kafka.clients import PRODUCERS
 from flowspark.connectors.kafka.messages import KafkaSinkMessage
 from flowspark.connectors.kafka.shipped_files import with_shipped_files
+from flowspark.connectors.kafka.transactions import TransactionalKafkaSink
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 
 
@@ -97,10 +99,18 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
     reached is waited for, up to librdkafka's `message.timeout.ms` (five
     minutes unless `add_config` says otherwise).
 
-    Delivery is at least once: a micro-batch that a crash interrupts after
-    some of its messages reached Kafka but before flowspark recorded the
-    batch as written is produced again, whole, when the run resumes, so
-    consumers can see those messages twice.  Nothing is lost.
+    Delivery is at least once, as in Bytewax: a micro-batch that a crash
+    interrupts after some of its messages reached Kafka but before
+    flowspark recorded the batch as written is produced again, whole, when
+    the run resumes, so consumers can see those messages twice.  Nothing
+    is lost.
+
+    `exactly_once=True` (not in Bytewax) makes it exactly once for
+    `read_committed` consumers: each worker's messages of a micro-batch go
+    in one Kafka transaction, committed with a marker of the batch, under
+    transactional ids that start with `transactional_id_prefix`
+    (`transactions`).  It needs `topic`, whose partition 0 holds the
+    markers, and brokers that allow transactions.
 
     Its partitions produce from the Spark tasks that made the messages
     (`lives_in_driver` is false): each task takes a producer from its
@@ -122,11 +132,37 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
     lives_in_driver = False
 
     def __init__(
-        self, brokers: Iterable[str], topic: Optional[str], add_config: Optional[Dict[str, str]] = None
+        self,
+        brokers: Iterable[str],
+        topic: Optional[str],
+        add_config: Optional[Dict[str, str]] = None,
+        *,
+        exactly_once: bool = False,
+        transactional_id_prefix: str = "flowspark",
     ) -> None:
         self._brokers = list(brokers)
         self._topic = topic
         self._add_config = dict(add_config or {})
+        self._exactly_once = exactly_once
+        self._prefix = transactional_id_prefix
+        if exactly_once and topic is None:
+            msg = (
+                "KafkaSink(exactly_once=True) needs a `topic`: its partition 0 holds the marker of each committed batch"
+            )
+            raise ValueError(msg)
+        if exactly_once and "transactional.id" in self._add_config:
+            msg = (
+                "KafkaSink(exactly_once=True) names its transactions itself (one id per worker); "
+                "set `transactional_id_prefix` instead of `transactional.id`"
+            )
+            raise ValueError(msg)
+
+    @override
+    def transactional(self) -> Optional[TransactionalKafkaSink]:
+        if not self._exactly_once:
+            return None
+        assert self._topic is not None
+        return TransactionalKafkaSink(self._brokers, self._topic, self._add_config, self._prefix)
 
     @override
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _KafkaSinkPartition:

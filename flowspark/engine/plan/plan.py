@@ -19,7 +19,7 @@ from typing import Dict, Generic, List, Optional, Sequence, Set, Tuple, TypeVar
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.encoded_lines import LineFormat, line_format
 from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
-from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink
+from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink, WorkerPartitionedSink
 from flowspark.step_config import (
     CoreConfig,
     FlatMapBatchConfig,
@@ -50,6 +50,8 @@ class SinkRouting(Enum):
     """A `FixedPartitionedSink` of one partition: the workers check the keys and send bare values."""
     BY_PASS = "by pass"
     """A `DynamicSink`: one partition per worker, picked by the pass that made the items."""
+    BY_WORKER = "by worker"
+    """A `WorkerPartitionedSink`: as `BY_PASS`, but each partition keeps a snapshot, as a fixed one does."""
     MICRO_BATCH = "micro-batch"
     """A `MicroBatchSink`: the whole micro-batch in one call."""
 
@@ -163,12 +165,27 @@ def _check_io(step: CoreStep[CoreConfig]) -> None:
         if not isinstance(sink, Sink):
             msg = f"step {step.step_id!r}: sink must subclass `flowspark.outputs.Sink`; got a {type(sink)!r}"
             raise TypeError(msg)
-        if not isinstance(sink, (FixedPartitionedSink, DynamicSink, MicroBatchSink)):
+        if not isinstance(sink, (FixedPartitionedSink, DynamicSink, MicroBatchSink, WorkerPartitionedSink)):
             msg = (
                 f"step {step.step_id!r}: unknown sink type {type(sink)!r}; "
                 "subclass `FixedPartitionedSink`, `DynamicSink` or `MicroBatchSink`"
             )
             raise TypeError(msg)
+
+
+def _written(step_id: str, config: OutputConfig) -> OutputConfig:
+    """`config` with the sink the run writes: a `DynamicSink`'s `transactional()` form, if it has one."""
+    sink = config.sink
+    if not isinstance(sink, DynamicSink):
+        return config
+    try:
+        form = sink.transactional()
+    except Exception as ex:
+        from flowspark.errors import FlowsparkRuntimeError
+
+        msg = f"error calling `transactional` in step {step_id!r}"
+        raise FlowsparkRuntimeError(msg) from ex
+    return config if form is None else replace(config, sink=form)
 
 
 def build_plan(flow: Dataflow, ordered: bool = False, workers: int = 1) -> Plan:
@@ -196,7 +213,7 @@ def build_plan(flow: Dataflow, ordered: bool = False, workers: int = 1) -> Plan:
                 plan.stateful.append(CoreStep(step.step_id, config))
             elif isinstance(config, OutputConfig):
                 index = len(plan.outputs)
-                plan.outputs.append(CoreStep(step.step_id, config))
+                plan.outputs.append(CoreStep(step.step_id, _written(step.step_id, config)))
             elif isinstance(config, InspectDebugConfig):
                 index = len(plan.taps)
                 plan.taps.append(CoreStep(step.step_id, config))
@@ -212,11 +229,11 @@ def build_plan(flow: Dataflow, ordered: bool = False, workers: int = 1) -> Plan:
         raise _flow_error(flow.flow_id, ex) from ex
     plan.layers = _layers(plan, producers)
     plan.eof_delays = _eof_delays(plan, producers)
-    plan.sinks = [sink_layout(step, ordered) for step in plan.outputs]
+    plan.sinks = [sink_layout(step, ordered, workers) for step in plan.outputs]
     return plan
 
 
-def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayout:
+def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False, workers: int = 1) -> SinkLayout:
     """How `step`'s items reach its sink, from the sink's type and, if it has fixed partitions, their names.
 
     The partitions are written in Spark's tasks when the sink need not
@@ -224,7 +241,8 @@ def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayo
     route to, and the run does not keep one worker's order (`ordered`):
     that order is made on the driver, across all tasks' items.  A
     `FixedPartitionedSink`'s are written by one task per partition, which
-    owns its snapshot; a `DynamicSink`'s by the tasks that made the items.
+    owns its snapshot, and so are a `WorkerPartitionedSink`'s, one per
+    worker; a `DynamicSink`'s by the tasks that made the items.
     Calls a `FixedPartitionedSink`'s `list_parts`; an error there is named
     after the step.
     """
@@ -244,6 +262,8 @@ def sink_layout(step: CoreStep[OutputConfig], ordered: bool = False) -> SinkLayo
         encodable = not ordered and (routing is SinkRouting.ONE_PART or place is SinkPlace.EXECUTORS)
         lines = line_format(sink) if encodable else None
         return SinkLayout(routing, parts, place if parts else SinkPlace.DRIVER, lines)
+    if isinstance(sink, WorkerPartitionedSink):
+        return SinkLayout(SinkRouting.BY_WORKER, tuple(str(index) for index in range(workers)), place)
     if isinstance(sink, MicroBatchSink):
         return SinkLayout(SinkRouting.MICRO_BATCH)
     return SinkLayout(SinkRouting.BY_PASS, place=SinkPlace.MAKING_TASK if away else SinkPlace.DRIVER)

@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from flowspark.engine.plan import chunks
-from flowspark.engine.plan.destinations import output_group, sink_part_group, tap_group
+from flowspark.engine.plan.destinations import origin_worker, output_group, sink_part_group, tap_group
 from flowspark.engine.plan.encoded_lines import LineChunk
 from flowspark.engine.plan.groups import Groups, bucket_of
 from flowspark.engine.plan.keyed_chunks import KeyedChunk, Slot
@@ -243,7 +243,12 @@ class Router:
     def _to_sink_parts(
         self, step_id: str, index: int, layout: SinkLayout, config: OutputConfig, batch: List[Any], out: Collector
     ) -> None:
-        """Split a batch bound for a partitioned sink written by the sink job: by `part_fn(key)` modulo its partition count."""
+        """Split a batch bound for a partitioned sink written by the sink job: by `part_fn(key)` modulo its partition
+        count, or (`BY_WORKER`) to the partition of the worker the pass belongs to."""
+        if layout.routing is SinkRouting.BY_WORKER:
+            worker = origin_worker(out.origin, len(layout.parts))
+            self._sink_part(step_id, index, layout, worker, out).extend(batch)
+            return
         check_keyed(step_id, batch)
         if layout.routing is SinkRouting.ONE_PART:
             self._sink_part(step_id, index, layout, 0, out).extend([value for _, value in batch])

@@ -56,7 +56,7 @@ from flowspark.engine.reports.failures import StepFailure, built, reported_to
 from flowspark.engine.reports.metrics import Count, Meter, Reading, Timing, worker_index
 from flowspark.engine.sinks.sink_batch import SinkBatch, writing
 from flowspark.engine.sources.spark_format import SCHEMA_DDL
-from flowspark.outputs import FixedPartitionedSink
+from flowspark.outputs import FixedPartitionedSink, WorkerPartitionedSink
 
 Snapshots = Dict[str, Dict[str, Any]]
 """Each fixed-partitioned output's partition snapshots, by step id and partition name (the ledger's)."""
@@ -108,7 +108,7 @@ class TaskOutput:
     """A partitioned output written in the executors, as its tasks need it."""
 
     step_id: str
-    sink: FixedPartitionedSink[Any, Any]
+    sink: Union[FixedPartitionedSink[Any, Any], WorkerPartitionedSink[Any, Any]]
     parts: Tuple[str, ...]
     """The sink's partitions, in order."""
 
@@ -267,7 +267,7 @@ class SinkTasks:
         self.outputs = {
             index: TaskOutput(step.step_id, step.config.sink, layout.parts)
             for index, (step, layout) in enumerate(zip(plan.outputs, plan.sinks))
-            if layout.in_executors and isinstance(step.config.sink, FixedPartitionedSink)
+            if layout.in_executors and isinstance(step.config.sink, (FixedPartitionedSink, WorkerPartitionedSink))
         }
         slots = [(index, part) for index, out in sorted(self.outputs.items()) for part in range(len(out.parts))]
         self._tasks = max(1, min(parallelism, len(slots)))

@@ -66,7 +66,7 @@ class _Output:
         self.sink = sink
         self.routing = layout.routing
         here = layout.place is SinkPlace.DRIVER
-        self.fixed = self.routing in (SinkRouting.BY_KEY, SinkRouting.ONE_PART) and here
+        self.fixed = self.routing in (SinkRouting.BY_KEY, SinkRouting.ONE_PART, SinkRouting.BY_WORKER) and here
         self.names = list(layout.parts)
         self.pending: List[Any] = []
         self.parts: Dict[str, Any] = {}
@@ -113,6 +113,9 @@ class _Output:
             self._call("write_batch", self.parts[str(worker)].write_batch, items)
         elif self.routing is SinkRouting.ONE_PART:
             self._call("write_batch", self._part(self.names[0]).write_batch, items)
+        elif self.routing is SinkRouting.BY_WORKER:
+            worker = origin_worker(origin, len(self.names))
+            self._call("write_batch", self._part(self.names[worker]).write_batch, items)
         else:
             self._write_by_key(items)
         return len(items)
