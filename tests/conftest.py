@@ -28,6 +28,7 @@ from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, 
 import pyspark
 import pytest
 
+from benchmarks.apache_kafka import KafkaProcess, broker_java, format_storage, kafka_classpath
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
@@ -219,79 +220,6 @@ def tansu(log: Path, advertised_port: Optional[int] = None) -> Iterator[str]:
             proc.wait()
 
 
-KAFKA_VERSION = "4.4.0"
-"""The Apache Kafka broker the tests fetch from Maven Central and start."""
-
-
-def kafka_classpath() -> str:
-    """The Java class path of Apache Kafka's broker (`org.apache.kafka:kafka_2.13`), fetched by Maven into `~/.m2` on
-    first use and remembered under `~/.cache/flowspark-tests`."""
-    folder = Path.home() / ".cache" / "flowspark-tests" / f"kafka-{KAFKA_VERSION}"
-    saved = folder / "classpath.txt"
-    if saved.exists() and all(Path(jar).exists() for jar in saved.read_text().split(os.pathsep)):
-        return saved.read_text()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "pom.xml").write_text(f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>flowspark.tests</groupId><artifactId>kafka-broker</artifactId><version>1</version>
-  <dependencies><dependency>
-    <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{KAFKA_VERSION}</version>
-  </dependency></dependencies>
-</project>
-""")
-    fetched = subprocess.run(
-        ["mvn", "-q", "-B", "dependency:build-classpath", f"-Dmdep.outputFile={saved}"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if fetched.returncode != 0:
-        raise RuntimeError(f"Maven could not fetch Apache Kafka {KAFKA_VERSION}: {fetched.stdout}{fetched.stderr}")
-    return saved.read_text()
-
-
-class KafkaProcess:
-    """The broker's JVM, which a test may kill and start again on the same ports and data, as a crashed broker is."""
-
-    def __init__(self, java: List[str], properties: Path, log: Path, address: str) -> None:
-        self._java, self._properties, self._log, self._address = java, properties, log, address
-        self._proc: Optional["subprocess.Popen[bytes]"] = None
-
-    def start(self) -> None:
-        """Start the broker and wait until it answers (at most 90 s)."""
-        from confluent_kafka.admin import AdminClient
-
-        with open(self._log, "ab") as out:
-            self._proc = subprocess.Popen(
-                [*self._java, "kafka.Kafka", str(self._properties)], stdout=out, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + 90
-        while True:
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Apache Kafka did not start: {self._log.read_text()[-3000:]}")
-            try:
-                AdminClient({"bootstrap.servers": self._address}).list_topics(timeout=2)
-                return
-            except Exception:
-                time.sleep(0.2)
-
-    def kill(self) -> None:
-        """SIGKILL the broker: no clean shutdown, as when its host is lost."""
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
 @dataclass(frozen=True)
 class KafkaBroker:
     """A running Apache Kafka broker: its plain listener, its SASL_SSL one with the client settings it needs (user
@@ -379,24 +307,8 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
         )
         + "\n"
     )
-    java = ["java", "-Xms128m", "-Xmx768m", *SHORT_LIVED_JVM, "-cp", classpath]
-    cluster_id = "flowspark-tests-" + uuid.uuid4().hex[:6]
-    subprocess.run(
-        [
-            *java,
-            "kafka.tools.StorageTool",
-            "format",
-            "-t",
-            cluster_id,
-            "-c",
-            str(properties),
-            "--add-scram",
-            "SCRAM-SHA-256=[name=bob,password=bob-secret]",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    java = broker_java(classpath, SHORT_LIVED_JVM)
+    format_storage(java, properties, "--add-scram", "SCRAM-SHA-256=[name=bob,password=bob-secret]")
     address = f"127.0.0.1:{plain}"
     process = KafkaProcess(java, properties, folder / "broker.log", address)
     try:
