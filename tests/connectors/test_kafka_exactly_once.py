@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, List, Optional
@@ -14,7 +15,7 @@ from typing import Any, List, Optional
 import pytest
 
 from conftest import KafkaRecord as Record
-from conftest import new_topic, produce, read_back
+from conftest import apache_kafka, new_topic, produce, read_back
 
 kafka = pytest.importorskip("confluent_kafka")
 
@@ -110,6 +111,23 @@ def test_a_batch_cut_short_before_its_commit_is_written_whole_by_the_next_attemp
         assert second.snapshot() == 0
     second.close()
     assert _values(broker, topic, 2) == ["a", "b"]
+
+
+def test_a_transaction_waits_out_its_broker_killed_and_started_again_mid_batch(tmp_path: Path) -> None:
+    """The broker SIGKILLed between two writes of a batch and started 10 s later on its ports and data: the batch
+    commits whole once it is back."""
+    (tmp_path / "broker").mkdir()
+    with apache_kafka(tmp_path / "broker") as broker:
+        topic = new_topic(broker.address)
+        part = _partition(broker.address, topic)
+        with writing(SinkBatch("run1", 0)):
+            part.write_batch([_message("before")])
+            broker.process.kill()
+            threading.Timer(10, broker.process.start).start()
+            part.write_batch([_message(f"during {i}") for i in range(3)])
+            assert part.snapshot() == 0
+        part.close()
+        assert _values(broker.address, topic, 4) == ["before", "during 0", "during 1", "during 2"]
 
 
 def test_the_sink_needs_a_topic_and_names_its_transactions_itself() -> None:
