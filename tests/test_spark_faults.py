@@ -1,5 +1,5 @@
 """Faults that are not the user's: killed Python workers, lost executors, a lost worker host, a lost driver, SIGTERM,
-a broker killed and started again.
+a broker killed and started again; and the same from Kafka into an exactly-once `KafkaSink`.
 
 Each run is `python -m flowspark.run` on a keyed, windowed flow from files
 (`DirSource` -> tumbling `fold_window` -> `DirSink`, exactly once), or from
@@ -36,7 +36,7 @@ from zlib import adler32
 
 import pytest
 
-from conftest import KafkaBroker, StandaloneCluster, ancestor, command_line, new_topic, spark_env
+from conftest import KafkaBroker, StandaloneCluster, ancestor, command_line, new_topic, read_back, spark_env
 
 FLOW_MODULE = textwrap.dedent('''
     import os
@@ -133,6 +133,41 @@ FLOW_MODULE = textwrap.dedent('''
             return _HookedPart(super().build_part(step_id, for_part, resume_state))
 
 
+    def kafka_sink():
+        """An exactly-once `KafkaSink` into `CHAOS_SINK_TOPIC`, its writes paused half-way as `_HookedPart`'s are (half
+        the messages produced in the batch's open transaction)."""
+        from flowspark.connectors.kafka import KafkaSink, KafkaSinkMessage
+        from flowspark.connectors.kafka.transactions import TransactionalKafkaSink
+
+        class HookedPart(StatefulSinkPartition):
+            def __init__(self, inner):
+                self._inner = inner
+
+            def write_batch(self, values):
+                messages = [KafkaSinkMessage(line.split(",")[0].encode(), line.encode()) for line in values]
+                half = len(messages) // 2
+                self._inner.write_batch(messages[:half])
+                hook("write")
+                self._inner.write_batch(messages[half:])
+
+            def snapshot(self):
+                return self._inner.snapshot()
+
+            def close(self):
+                self._inner.close()
+
+        class HookedTransactions(TransactionalKafkaSink):
+            def build_part(self, step_id, for_part, resume_state):
+                return HookedPart(super().build_part(step_id, for_part, resume_state))
+
+        class HookedKafkaSink(KafkaSink):
+            def transactional(self):
+                inner = super().transactional()
+                return HookedTransactions(inner.brokers, inner.topic, inner.add_config, inner.prefix)
+
+        return HookedKafkaSink([os.environ["CHAOS_KAFKA"]], os.environ["CHAOS_SINK_TOPIC"], exactly_once=True)
+
+
     flow = Dataflow("chaos")
     events = op.map("parse", op.input("inp", flow, source()), parse)
     sums = win.fold_window(
@@ -147,7 +182,11 @@ FLOW_MODULE = textwrap.dedent('''
         add,
         lambda a, b: a + b,
     )
-    op.output("out", op.map("line", sums.down, as_line), HookedDirSink(Path(os.environ["CHAOS_OUT"]), OUT_FILES))
+    lines = op.map("line", sums.down, as_line)
+    if "CHAOS_SINK_TOPIC" in os.environ:
+        op.output("out", op.key_rm("unkey", lines), kafka_sink())
+    else:
+        op.output("out", lines, HookedDirSink(Path(os.environ["CHAOS_OUT"]), OUT_FILES))
 ''')
 IN_FILES = 4
 KEYS_PER_FILE = 5
@@ -488,3 +527,38 @@ def test_a_flow_from_kafka_on_a_cluster_survives_a_lost_executor_its_broker_kill
     assert _lines(flow_dir / "kafka") == expected
     said = first.err + second.err
     assert "Traceback" not in said and "py4j" not in said, said
+
+
+@pytest.mark.cluster
+@pytest.mark.kafka
+def test_kafka_to_kafka_exactly_once_on_a_cluster_survives_lost_executors_and_a_driver_killed_mid_transaction(
+    cluster: StandaloneCluster, kafka: KafkaBroker, flow_dir: Path, expected: Dict[str, Dict[str, List[str]]]
+) -> None:
+    """From Kafka to an exactly-once `KafkaSink` on the cluster, two workers (so Spark's tasks write the sink, one
+    per worker and micro-batch).  The first driver loses an executor in the stateful stage, then is SIGKILLed while
+    an executor is half-way through a sink write, its transaction open; the second loses the executor of a sink
+    write half-way through (Spark retries the task, whose producer fences the lost one) and ends.  A
+    `read_committed` consumer reads each key's windows once, in order, as the files make them."""
+    from confluent_kafka import Producer
+
+    topic, sink_topic = new_topic(kafka.address, IN_FILES), new_topic(kafka.address, 2)
+    producer = Producer({"bootstrap.servers": kafka.address})
+    for index in range(IN_FILES):
+        for line in (flow_dir / "in" / f"in{index}.txt").read_text().splitlines():
+            producer.produce(topic, line.encode(), partition=index)
+    assert producer.flush(60) == 0
+    recovery = str(flow_dir / "recovery-kafka-eos")
+    env = {"CHAOS_KAFKA": kafka.address, "CHAOS_TOPIC": topic, "CHAOS_SINK_TOPIC": sink_topic}
+    first = Run(flow_dir, "kafka-eos", "--master", cluster.url, "-r", recovery, "-w", "2", points="state,write", **env)
+    os.kill(_executor(first.struck("state")), signal.SIGKILL)
+    first.struck("write")
+    first.kill()
+    second = Run(flow_dir, "kafka-eos", "--master", cluster.url, "-r", recovery, "-w", "2", points="write", **env)
+    os.kill(_executor(second.struck("write")), signal.SIGKILL)
+    assert second.wait() == 0, _short(second.err)
+    want = {key: lines for by_key in expected.values() for key, lines in by_key.items()}
+    got: Dict[str, List[str]] = {}
+    for message in read_back(kafka.address, sink_topic, sum(len(lines) for lines in want.values())):
+        got.setdefault(message.key().decode(), []).append(message.value().decode())
+    assert got == want
+    assert "Traceback" not in second.err and "py4j" not in second.err, second.err
