@@ -1,5 +1,6 @@
 """`KafkaSink(exactly_once=True)` against Apache Kafka's own broker (the session's `kafka` fixture): what
-`read_committed` consumers see after clean runs, replayed batches, fenced attempts and killed runs."""
+`read_committed` consumers see after clean runs, replayed batches, fenced attempts, a restarted broker and killed
+runs; and `KafkaSource(commit_offsets=True)`, the progress a consumer group shows."""
 
 from __future__ import annotations
 
@@ -205,3 +206,35 @@ def test_a_killed_and_resumed_kafka_to_kafka_run_commits_what_an_undisturbed_one
     for p in ("0", "1"):
         numbers = [int(v.split("#")[1]) for k, v in got if k == p]
         assert numbers == list(range(1, 46))
+
+
+def test_a_source_with_commit_offsets_shows_its_progress_in_its_consumer_group(broker: str, tmp_path: Path) -> None:
+    """`KafkaSource(commit_offsets=True)`: the group `add_config` names holds each partition's next offset once the
+    run is over (for lag exporters); a resumed run still starts from its checkpoint."""
+    from flowspark.connectors.kafka import KafkaSource
+    from flowspark.recovery import RecoveryConfig
+    from flowspark.testing import TestingSink
+
+    topic, group = new_topic(broker, 2), f"g-{os.getpid()}-{time.monotonic_ns()}"
+    produce(broker, topic, [(i % 2, None, f"m{i}".encode(), []) for i in range(10)])
+    config = {"group.id": group}
+
+    def run() -> List[str]:
+        out: List[Any] = []
+        flow = Dataflow("committing")
+        source = KafkaSource([broker], [topic], tail=False, add_config=config, commit_offsets=True)
+        op.output("out", op.input("inp", flow, source), TestingSink(out))
+        run_main(flow, recovery_config=RecoveryConfig(str(tmp_path / "rec")))
+        return sorted(m.value.decode() for m in out)
+
+    assert run() == sorted(f"m{i}" for i in range(10))
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], 10)
+    finally:
+        consumer.close()
+    assert [tp.offset for tp in committed] == [5, 5]
+    produce(broker, topic, [(0, None, b"late", [])])
+    assert run() == ["late"]
+    with pytest.raises(ValueError, match="group.id"):
+        KafkaSource([broker], [topic], commit_offsets=True)

@@ -104,8 +104,10 @@ def input(  # noqa: A001
     starting_offset: int = OFFSET_BEGINNING,
     add_config: Optional[Dict[str, str]] = None,
     batch_size: int = 1000,
+    commit_offsets: bool = False,
 ) -> KafkaOpOut[KafkaSourceMessage[_Bytes, _Bytes], KafkaError[_Bytes, _Bytes]]:
-    """Read Kafka topics (see `KafkaSource`); read errors go to `errs` instead of failing the run.
+    """Read Kafka topics (see `KafkaSource`, also for `commit_offsets`, not in Bytewax); read errors go to `errs`
+    instead of failing the run.
 
     ```python
     import flowspark.operators as op
@@ -119,7 +121,16 @@ def input(  # noqa: A001
     op.inspect("errors", clicks.errs)  # messages that could not be read
     ```
     """
-    source = KafkaSource(brokers, topics, tail, starting_offset, add_config, batch_size, raise_on_errors=False)
+    source = KafkaSource(
+        brokers,
+        topics,
+        tail,
+        starting_offset,
+        add_config,
+        batch_size,
+        raise_on_errors=False,
+        commit_offsets=commit_offsets,
+    )
     return op.input("kafka_input", flow, source).then(_kafka_error_split, "split_err")
 
 

@@ -24,6 +24,7 @@ from flowspark.connectors.kafka.messages import KafkaError, KafkaSourceMessage, 
 from flowspark.connectors.kafka.outage import BrokerOutage, refused, unreachable
 from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
+from flowspark.notices import say
 
 _TIMEOUT = 10.0
 """Seconds to wait for the broker's answer about topics or offsets."""
@@ -242,6 +243,12 @@ class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
     errors raise a `RuntimeError` naming the topic and partition, or, with
     `raise_on_errors=False`, are emitted as `KafkaError` items.
 
+    `commit_offsets=True` (not in Bytewax, which commits nothing) commits
+    each partition's next offset to the consumer group `add_config` names
+    (`group.id`) once a micro-batch is in the checkpoint, so that
+    `kafka-consumer-groups --describe` and lag exporters show where the flow
+    is.  Recovery never reads them: it resumes from the checkpoint.
+
     ```python
     import flowspark.operators as op
     from flowspark.connectors.kafka import KafkaSource
@@ -266,9 +273,18 @@ class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
         add_config: Optional[Dict[str, str]] = None,
         batch_size: int = 1000,
         raise_on_errors: bool = True,
+        *,
+        commit_offsets: bool = False,
     ) -> None:
         _check_iterable("brokers", brokers)
         _check_iterable("topics", topics)
+        if commit_offsets and not (add_config or {}).get("group.id"):
+            msg = "KafkaSource(commit_offsets=True) commits to the consumer group `add_config` names: set `group.id`"
+            raise ValueError(msg)
+        self._commit_offsets = commit_offsets
+        self._committer: Optional[Consumer] = None
+        """The consumer `committed` commits through, made at its first call (in the planner); never pickled."""
+        self._commit_failed = False
         self._brokers = list(brokers)
         self._topics = list(topics)
         self._tail = tail
@@ -282,6 +298,7 @@ class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
         state["_probe"] = None
+        state["_committer"] = None
         return state
 
     def _config(self, base: Dict[str, Any]) -> Dict[str, Any]:
@@ -369,6 +386,38 @@ class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
             return False
         outage.ended()
         return high > resume_state
+
+    def committed(self, step_id: str, snapshots: Dict[str, Optional[int]]) -> None:
+        """With `commit_offsets`, commit each partition's next offset (its snapshot) to the consumer group.
+
+        Called by flowspark's planner once a micro-batch is in the
+        checkpoint.  A commit that fails (a broker down) warns once and the
+        run goes on; the next micro-batch's commit brings the group up to date.
+        """
+        if not self._commit_offsets:
+            return
+        offsets = [
+            TopicPartition(tp.topic, tp.partition, offset)
+            for name, offset in snapshots.items()
+            if offset is not None and offset >= 0
+            for tp in [self._topic_partition(name)]
+        ]
+        if not offsets:
+            return
+        group = self._add_config["group.id"]
+        try:
+            if self._committer is None:
+                self._committer = Consumer(self._consumer_config())
+            self._committer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as ex:
+            if not self._commit_failed:
+                say(
+                    f"flowspark: step {step_id!r} could not commit its offsets to Kafka consumer group {group!r} "
+                    f"({ex.args[0].str()}); the run goes on, and resumes from its checkpoint, not from the group"
+                )
+            self._commit_failed = True
+            return
+        self._commit_failed = False
 
     def note_lag(self, step_id: str, for_part: str, lag: int) -> None:
         """Show a partition's lag, as the task that read it reported, in Bytewax's gauge (in the driver)."""

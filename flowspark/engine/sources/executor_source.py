@@ -25,6 +25,9 @@ say from the planner whether there is news: a source with a method
 `has_news(for_part, resume_state) -> bool` (as `KafkaSource`, which asks
 the broker for the end offset) is asked instead, and the partition gets no
 task until it has some.  So an idle tailing flow runs no micro-batches.
+A source with a method `committed(step_id, snapshots)` hears its
+partitions' snapshots each time a micro-batch is in the checkpoint
+(`tell_committed`).
 
 A partition is polled once the time its last `next_awake` answer gave has
 come; as in Bytewax it is asked once built and after each batch.  The
@@ -255,6 +258,29 @@ def prune(inputs: ExecutorInputs, committed: Position) -> None:
     store = SnapshotStore(inputs.store)
     for part in inputs.parts:
         store.prune(part.folder, committed.batch)
+
+
+def tell_committed(inputs: ExecutorInputs, committed: Position) -> None:
+    """Hand each source that asks (`committed(step_id, snapshots)`) its partitions' snapshots as of `committed`'s
+    micro-batch, now in the checkpoint.
+
+    A source learns where a run would resume, for others to see (a
+    `KafkaSource` with `commit_offsets` commits them to its consumer
+    group); recovery never reads them back.
+    """
+    store = SnapshotStore(inputs.store)
+    for index, source in inputs.sources.items():
+        tell = getattr(source, "committed", None)
+        if tell is None:
+            continue
+        parts = [part for part in inputs.parts if part.input_index == index]
+        snapshots: Dict[str, Any] = {}
+        for part in parts:
+            found = store.latest(part.folder, committed.batch)
+            if found is not None:
+                snapshots[part.name] = found[1].state
+        if parts and snapshots:
+            tell(parts[0].step_id, snapshots)
 
 
 @dataclass(frozen=True)

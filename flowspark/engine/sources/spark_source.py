@@ -46,6 +46,7 @@ from flowspark.engine.sources.executor_source import (
     next_position,
     prune,
     tasks,
+    tell_committed,
     tick,
 )
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
@@ -187,6 +188,8 @@ class Reader(DataSourceStreamReader):
         if position.hub is not None:
             self._call("commit", position.hub)
         prune(self._inputs, position)
+        with lent_by_driver(self._link):  # a source's `committed` warns on the run's standard error
+            tell_committed(self._inputs, position)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         freeze_start_up_objects()
