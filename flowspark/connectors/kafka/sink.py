@@ -110,7 +110,8 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
     in one Kafka transaction, committed with a marker of the batch, under
     transactional ids that start with `transactional_id_prefix`
     (`transactions`).  It needs `topic`, whose partition 0 holds the
-    markers, and brokers that allow transactions.
+    markers, and brokers that allow transactions; resume such a run with
+    the worker count it ran with.
 
     Its partitions produce from the Spark tasks that made the messages
     (`lives_in_driver` is false): each task takes a producer from its
