@@ -74,7 +74,7 @@ def test_a_batch_replayed_after_it_committed_is_not_produced_again(broker: str) 
             assert part.snapshot() == 0
         part.close()
         assert _values(broker, topic, 2) == ["a", "b"], f"after attempt {attempt}"
-    assert _marker(broker, "test-run1-out-0", topic) == 1
+    assert _marker(broker, f"test-run1-out-{topic}-0", topic) == 1
     part = _partition(broker, topic)
     with writing(SinkBatch("run1", 1)):
         part.write_batch([_message("c")])
@@ -98,6 +98,27 @@ def test_an_attempt_that_another_fenced_commits_nothing(broker: str) -> None:
     zombie.close()
     retry.close()
     assert _values(broker, topic, 2) == ["r1", "r2"]
+
+
+def test_a_kept_producer_that_another_fenced_writes_its_batch_through_a_new_one(broker: str) -> None:
+    """A task takes the producer its process kept from the worker's last batch, but a task of that worker in another
+    process started a producer of the same id since (which fences the kept one)."""
+    from confluent_kafka import Producer
+
+    topic = new_topic(broker)
+    part = _partition(broker, topic)
+    with writing(SinkBatch("run1", 0)):
+        part.write_batch([_message("a")])
+        assert part.snapshot() == 0
+    part.close()  # keeps its producer for the worker's next batch
+    other = Producer({"bootstrap.servers": broker, "transactional.id": f"test-run1-out-{topic}-0"})
+    other.init_transactions(30)  # fences the kept one
+    part = _partition(broker, topic)
+    with writing(SinkBatch("run1", 1)):
+        part.write_batch([_message("b"), _message("c")])
+        assert part.snapshot() == 1
+    part.close()
+    assert _values(broker, topic, 3) == ["a", "b", "c"]
 
 
 def test_a_batch_cut_short_before_its_commit_is_written_whole_by_the_next_attempt(broker: str) -> None:

@@ -1,8 +1,8 @@
 """`KafkaSink(exactly_once=True)`: each micro-batch's messages committed in one Kafka transaction per worker.
 
 A worker's messages of a micro-batch are produced in a transaction of
-its own, under a transactional id that names the run, the output step
-and the worker: `{prefix}-{run}-{step}-{worker}`.  The same transaction
+its own, under a transactional id that names the run, the output step,
+the topic and the worker: `{prefix}-{run}-{step}-{topic}-{worker}`.  The same transaction
 commits a marker: the offset `batch + 1` of a consumer group of the same
 name, on partition 0 of the sink's topic (Kafka's consumer offsets are
 what Kafka Streams commits with its output, too).  So the messages and
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from typing_extensions import override
 
-from flowspark.connectors.kafka.clients import CONSUMERS
+from flowspark.connectors.kafka.clients import CONSUMERS, ClientPool
 from flowspark.connectors.kafka.messages import KafkaSinkMessage
 from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.engine.sinks.sink_batch import SinkBatch, current_sink_batch
@@ -67,6 +67,22 @@ _TIMEOUT = 60.0
 """Seconds a transaction call may wait for the brokers before it fails the write."""
 
 
+_KEPT: ClientPool[Tuple[Producer, Optional[int]]] = ClientPool(lambda kept: None)
+"""This process's idle transactional producers, each with the last batch committed under its id while it lived.
+
+The next task of the same worker (or the driver's next run of it) takes
+one instead of starting a producer, which costs a round trip to the
+transaction coordinator and fences the kept one.  A kept producer that
+another one fenced meanwhile fails at its next call; the batch is then
+written again through a new producer (`_TransactionalPartition._redo`).
+"""
+
+
+def _fenced(ex: KafkaException) -> bool:
+    error = ex.args[0]
+    return isinstance(error, KafkaError) and (error.code() in _FENCED or error.fatal())
+
+
 def _name(text: str) -> str:
     """`text` with what a transactional id or group id should not hold replaced by `_`."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)
@@ -88,8 +104,14 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
         self._consumer: Optional[Consumer] = None
         self._consumer_config: Dict[str, Any] = {}
         self._batch: Optional[SinkBatch] = None
+        self._known: Optional[int] = None
+        """The last batch committed under this worker's transactional id, as of the current producer's start."""
         self._open = False
         """A transaction is begun for `_batch` (not yet committed)."""
+        self._reused = False
+        """The producer was kept from an earlier batch and has not committed since: another may have fenced it."""
+        self._written: List[_Message] = []
+        """The open transaction's messages, to write again through a new producer if a kept one was fenced."""
 
     def _where(self) -> str:
         return f"step {self._step_id!r}, Kafka topic {self._sink.topic!r}, worker {self._worker}"
@@ -101,23 +123,24 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
             text = f"{self._where()}: an exactly-once KafkaSink partition is written only by a flowspark run"
             raise RuntimeError(text)
         if batch != self._batch:
-            self._start(batch)
-        if not self._open:
-            return  # the marker says this batch is in Kafka already
-        producer = self._producer
-        assert producer is not None
+            self._abort()
+            self._batch, self._written = batch, []
+            self._begin()
         for msg in values:
-            self._produce(producer, msg)
-            producer.poll(0)
+            if not self._open:
+                return  # the marker says this batch is in Kafka already
+            self._written.append(msg)
+            self._produce(msg)
 
-    def _start(self, batch: SinkBatch) -> None:
-        """Begin `batch`: fence earlier producers of this worker's id, read the marker, begin a transaction unless it
-        says the batch is written."""
-        self._abort()
-        self._batch = batch
-        ident = _name(f"{self._sink.prefix}-{batch.run_id}-{self._step_id}-{self._worker}")
-        self._connect(ident)
-        written = self._marker()
+    def _begin(self, new_producer: bool = False) -> None:
+        """Begin a transaction for `_batch`, unless it is committed already: with a new producer (which fences earlier
+        ones of this worker's id) after reading the marker, or with one kept from an earlier batch."""
+        batch = self._batch
+        assert batch is not None
+        ident = _name(f"{self._sink.prefix}-{batch.run_id}-{self._step_id}-{self._sink.topic}-{self._worker}")
+        if self._connect(ident, new_producer):
+            self._known = self._marker()
+        written = self._known
         if written is not None and written > batch.batch_id:
             msg = (
                 f"{self._where()}: Kafka holds micro-batch {written} of this run, later than {batch.batch_id}: "
@@ -131,18 +154,38 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
         self._call("begin_transaction", producer.begin_transaction)
         self._open = True
 
-    def _connect(self, ident: str) -> None:
+    def _redo(self) -> None:
+        """The kept producer was fenced: write the open transaction's messages again through a new one (unless the
+        producer that fenced it committed this batch)."""
+        self._open = False
+        self._drop_producer()
+        self._begin(new_producer=True)
+        if self._open:
+            for msg in self._written:
+                self._produce(msg)
+
+    def _connect(self, ident: str, new_producer: bool = False) -> bool:
         """The producer of transactional id `ident` (initialized, which fences its earlier ones) and the consumer of
-        the group that holds the marker."""
+        the group that holds the marker; whether the producer is new.
+
+        A producer this partition kept from its last batch needs no marker:
+        no other producer of its id committed since its own last commit, or
+        it would have been fenced (and its next call fails).
+        """
         base = with_shipped_files({"bootstrap.servers": ",".join(self._sink.brokers), **self._sink.add_config})
-        producer_config = {**base, "transactional.id": ident}
+        # Kafka answers a transaction begun right after a commit "concurrent transactions" until the last one's
+        # markers are written; librdkafka asks again after `retry.backoff.ms`, 100 ms unless set.
+        producer_config = {"retry.backoff.ms": 10, **base, "transactional.id": ident}
+        fresh = False
         if self._producer is None or producer_config != self._producer_config:
-            # Made for this partition, never pooled: a task of the next batch may run in another process, whose new
-            # producer of the same id would fence a kept one.  The driver keeps its partitions for the whole run.
             self._drop_producer()
             self._producer_config = producer_config
-            self._producer = Producer(producer_config)
-            self._call("init_transactions", self._producer.init_transactions, _TIMEOUT)
+            kept = None if new_producer else _KEPT.take(producer_config)
+            if kept is not None:
+                (self._producer, self._known), self._reused = kept, True
+            else:
+                self._producer, self._reused, fresh = Producer(producer_config), False, True
+                self._call("init_transactions", self._producer.init_transactions, _TIMEOUT)
         consumer_config = {
             **{k: v for k, v in base.items() if k.startswith(_CONNECTION_PREFIXES)},
             "group.id": ident,
@@ -154,6 +197,7 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
                 CONSUMERS.give(self._consumer_config, self._consumer)
             self._consumer_config = consumer_config
             self._consumer = CONSUMERS.take(consumer_config) or Consumer(consumer_config)
+        return fresh
 
     def _marker(self) -> Optional[int]:
         """The last batch this worker's marker holds, or `None`."""
@@ -173,7 +217,9 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
         offset = found[0].offset
         return offset - 1 if offset > 0 else None
 
-    def _produce(self, producer: Producer, msg: _Message) -> None:
+    def _produce(self, msg: _Message) -> None:
+        producer = self._producer
+        assert producer is not None
         topic = self._sink.topic if msg.topic is None else msg.topic
         partition = -1 if msg.partition is None else msg.partition
         while True:
@@ -186,10 +232,14 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
                     timestamp=msg.timestamp,
                     headers=list(msg.headers),
                 )
+                producer.poll(0)
                 return
             except BufferError:
                 producer.poll(0.1)  # the local queue is full: let deliveries drain
             except KafkaException as ex:
+                if self._reused and _fenced(ex):
+                    self._redo()  # writes this message too
+                    return
                 self._call("produce", self._raise, ex)
 
     @override
@@ -198,33 +248,37 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
         if batch is None:
             return self._last
         if self._open:
-            producer, consumer = self._producer, self._consumer
-            assert producer is not None and consumer is not None
-            # A message that was not delivered fails the commit (librdkafka flushes first), which aborts the batch.
-            marker = [TopicPartition(self._sink.topic, 0, batch.batch_id + 1)]
-            self._call(
-                "send_offsets_to_transaction",
-                producer.send_offsets_to_transaction,
-                marker,
-                consumer.consumer_group_metadata(),
-                _TIMEOUT,
-            )
-            self._commit(producer)
-            self._open = False
+            try:
+                self._commit(batch)
+            except KafkaException as ex:
+                if not (self._reused and _fenced(ex)):
+                    self._call("commit_transaction", self._raise, ex)
+                self._redo()
+                if self._open:
+                    self._call("commit_transaction", self._commit, batch)
+            self._open, self._reused, self._written = False, False, []
+            self._known = batch.batch_id
         self._batch = None
         self._last = batch.batch_id
         return self._last
 
-    def _commit(self, producer: Producer) -> None:
-        """Commit the open transaction, trying again while Kafka says the error is passing."""
-        for _ in range(_COMMIT_TRIES - 1):
+    def _commit(self, batch: SinkBatch) -> None:
+        """Commit the open transaction with `batch`'s marker, trying again while Kafka says the error is passing.
+
+        A message that was not delivered fails the commit (librdkafka
+        flushes first).  Raises Kafka's own error.
+        """
+        producer, consumer = self._producer, self._consumer
+        assert producer is not None and consumer is not None
+        marker = [TopicPartition(self._sink.topic, 0, batch.batch_id + 1)]
+        producer.send_offsets_to_transaction(marker, consumer.consumer_group_metadata(), _TIMEOUT)
+        for tries in range(1, _COMMIT_TRIES + 1):
             try:
                 producer.commit_transaction(_TIMEOUT)
                 return
             except KafkaException as ex:
-                if not ex.args[0].retriable():
-                    self._call("commit_transaction", self._raise, ex)
-        self._call("commit_transaction", producer.commit_transaction, _TIMEOUT)
+                if tries == _COMMIT_TRIES or not ex.args[0].retriable():
+                    raise
 
     @staticmethod
     def _raise(ex: BaseException) -> None:
@@ -263,7 +317,9 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
     @override
     def close(self) -> None:
         self._abort()
-        self._drop_producer()
+        if self._producer is not None:
+            _KEPT.give(self._producer_config, (self._producer, self._known))
+            self._producer = None
         if self._consumer is not None:
             CONSUMERS.give(self._consumer_config, self._consumer)
             self._consumer = None
