@@ -16,6 +16,12 @@ already holds is not produced again (Spark replays a batch whose write
 was cut short after some workers committed); any other batch is.  Kafka's
 `read_committed` consumers so see every message once.  The run's id
 comes from its recovery directory, so a resumed run finds its markers.
+
+A producer outlives its task in its process (`_KEPT`), with the last
+batch committed under its id, and the worker's next task there takes it:
+no other producer committed since, or it would have been fenced.  One
+that was fenced fails at its next call, and the batch's messages go
+again through a new producer, which reads the marker first.
 """
 
 from __future__ import annotations
