@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import pytest
 
@@ -100,7 +100,19 @@ def test_an_attempt_that_another_fenced_commits_nothing(broker: str) -> None:
     assert _values(broker, topic, 2) == ["r1", "r2"]
 
 
-def test_a_kept_producer_that_another_fenced_writes_its_batch_through_a_new_one(broker: str) -> None:
+@pytest.fixture
+def in_a_task() -> Iterator[None]:
+    """As in a Spark task (where `TaskContext.get()` is not None): partitions keep their producers when closed."""
+    from pyspark import TaskContext
+
+    TaskContext._getOrCreate()
+    try:
+        yield
+    finally:
+        TaskContext._setTaskContext(None)
+
+
+def test_a_kept_producer_that_another_fenced_writes_its_batch_through_a_new_one(broker: str, in_a_task: None) -> None:
     """A task takes the producer its process kept from the worker's last batch, but a task of that worker in another
     process started a producer of the same id since (which fences the kept one)."""
     from confluent_kafka import Producer

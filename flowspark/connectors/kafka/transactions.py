@@ -17,7 +17,7 @@ was cut short after some workers committed); any other batch is.  Kafka's
 `read_committed` consumers so see every message once.  The run's id
 comes from its recovery directory, so a resumed run finds its markers.
 
-A producer outlives its task in its process (`_KEPT`), with the last
+A producer outlives its Spark task in its process (`_KEPT`), with the last
 batch committed under its id, and the worker's next task there takes it:
 no other producer committed since, or it would have been fenced.  One
 that was fenced fails at its next call, and the batch's messages go
@@ -31,6 +31,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from pyspark import TaskContext
 from typing_extensions import override
 
 from flowspark.connectors.kafka.clients import CONSUMERS, ClientPool
@@ -323,11 +324,17 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
     @override
     def close(self) -> None:
         self._abort()
+        # In a Spark task, kept for the worker's next task in this process; the driver's partition lived for its run.
+        keep = TaskContext.get() is not None
         if self._producer is not None:
-            _KEPT.give(self._producer_config, (self._producer, self._known))
+            if keep:
+                _KEPT.give(self._producer_config, (self._producer, self._known))
             self._producer = None
         if self._consumer is not None:
-            CONSUMERS.give(self._consumer_config, self._consumer)
+            if keep:
+                CONSUMERS.give(self._consumer_config, self._consumer)
+            else:
+                self._consumer.close()
             self._consumer = None
 
 
