@@ -54,6 +54,9 @@ RECORD = "server.json"
 LOCK = "lock"
 LEASE = "lease"
 LOG = "server.log"
+LOG_LIMIT = 8 << 20
+"""Bytes `server.log` may reach before the supervisor cuts it to its last `LOG_KEPT` (`cap_log`)."""
+LOG_KEPT = 1 << 20
 RUNS = "runs"
 """A byte per run the server took, from runs of every process (`count_run`): what `python -m flowspark.warm` counts."""
 FORKS_SOCKET = "forks.sock"
@@ -409,7 +412,11 @@ class Supervisor:
         idle_since: Optional[float] = None
         limit = idle_seconds()
         level: Optional[ServerUsage] = None
+        capped = time.monotonic()
         while not self._stopping and self._jvm.poll() is None:
+            if time.monotonic() - capped > _LOG_CHECK_SECONDS:
+                cap_log(self._path(LOG))
+                capped = time.monotonic()
             if self._leased():
                 idle_since = None
             elif idle_since is None:
@@ -471,6 +478,38 @@ class Supervisor:
         except subprocess.TimeoutExpired:
             self._jvm.kill()
             self._jvm.wait()
+
+
+_LOG_CHECK_SECONDS = 30.0
+
+
+def cap_log(path: str, limit: int = LOG_LIMIT, kept: int = LOG_KEPT) -> None:
+    """Cut the log at `path` to its last `kept` bytes (from a line's start) once it is over `limit`.
+
+    Spark's Python workers write a few lines per streaming query to the
+    server's log, which the JVM holds open for appending: so a server that
+    lasts a day keeps only its recent lines.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "server.log")
+    >>> _ = open(path, "w").write("".join(f"line {n}\\n" for n in range(1000)))
+    >>> cap_log(path, limit=1000, kept=20)
+    >>> open(path).read()
+    'line 998\\nline 999\\n'
+    """
+    try:
+        with open(path, "r+b") as log:
+            size = log.seek(0, os.SEEK_END)
+            if size <= limit:
+                return
+            log.seek(size - kept)
+            tail = log.read()
+            start = tail.find(b"\n") + 1
+            log.seek(0)
+            log.write(tail[start:])
+            log.truncate()
+    except OSError:
+        pass
 
 
 def _escaped(value: str) -> str:
