@@ -127,7 +127,9 @@ def test_a_kept_producer_that_another_fenced_writes_its_batch_through_a_new_one(
     other.init_transactions(30)  # fences the kept one
     part = _partition(broker, topic)
     with writing(SinkBatch("run1", 1)):
-        part.write_batch([_message("b"), _message("c")])
+        part.write_batch([_message("b")])
+        time.sleep(1)  # the broker's refusal arrives: the next `produce` raises librdkafka's fatal error
+        part.write_batch([_message("c")])
         assert part.snapshot() == 1
     part.close()
     assert _values(broker, topic, 3) == ["a", "b", "c"]

@@ -86,8 +86,12 @@ written again through a new producer (`_TransactionalPartition._redo`).
 
 
 def _fenced(ex: KafkaException) -> bool:
+    """Whether `ex` says the producer can't go on: fenced, or failed for good (librdkafka's "fatal error", which a
+    fenced producer raises at its next `produce`)."""
     error = ex.args[0]
-    return isinstance(error, KafkaError) and (error.code() in _FENCED or error.fatal())
+    return isinstance(error, KafkaError) and (
+        error.code() in _FENCED or error.code() == KafkaError._FATAL or error.fatal()
+    )
 
 
 def _name(text: str) -> str:
