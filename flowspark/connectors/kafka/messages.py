@@ -114,6 +114,24 @@ class KafkaSinkMessage(Generic[K_co, V_co]):
     partition: Optional[int] = None
     timestamp: int = 0
 
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Union[str, Tuple[Any, ...]]:
+        """Pickle as the fields in order, rebuilt by `_sink_message` (as `KafkaSourceMessage` pickles): an
+        exactly-once `KafkaSink`'s messages cross to the task that writes their worker's transaction."""
+        if type(self) is not KafkaSinkMessage:
+            return super().__reduce_ex__(protocol)
+        fields = self.__dict__
+        return (
+            _sink_message,
+            (
+                fields["key"],
+                fields["value"],
+                fields["topic"],
+                fields["headers"],
+                fields["partition"],
+                fields["timestamp"],
+            ),
+        )
+
     def _with_key_and_value(self, key: K2, value: V2) -> KafkaSinkMessage[K2, V2]:
         return KafkaSinkMessage(key, value, self.topic, self.headers, self.partition, self.timestamp)
 
@@ -152,6 +170,21 @@ def _message(
     fields["headers"] = headers
     fields["latency"] = latency
     fields["offset"] = offset
+    fields["partition"] = partition
+    fields["timestamp"] = timestamp
+    return made
+
+
+def _sink_message(
+    key: Any, value: Any, topic: Optional[str], headers: Any, partition: Optional[int], timestamp: int
+) -> KafkaSinkMessage[Any, Any]:
+    """A `KafkaSinkMessage` built the way unpickling builds one: its `__dict__` set at once (see `_message`)."""
+    made: KafkaSinkMessage[Any, Any] = _new(KafkaSinkMessage)
+    fields = made.__dict__
+    fields["key"] = key
+    fields["value"] = value
+    fields["topic"] = topic
+    fields["headers"] = headers
     fields["partition"] = partition
     fields["timestamp"] = timestamp
     return made

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import time
+from enum import Enum
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -83,6 +84,17 @@ transaction coordinator and fences the kept one.  A kept producer that
 another one fenced meanwhile fails at its next call; the batch is then
 written again through a new producer (`_TransactionalPartition._redo`).
 """
+
+
+class _Started(Enum):
+    """Where a partition's producer for a batch came from."""
+
+    OWN = "own"
+    """The one it used for its last batch (the driver's partition, for its whole run)."""
+    KEPT = "kept"
+    """One this process kept from an earlier task of the worker (`_KEPT`)."""
+    NEW = "new"
+    """Started now: `init_transactions` fenced every earlier one of its id."""
 
 
 def _fenced(ex: KafkaException) -> bool:
@@ -149,7 +161,12 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
         batch = self._batch
         assert batch is not None
         ident = _name(f"{self._sink.prefix}-{batch.run_id}-{self._step_id}-{self._sink.topic}-{self._worker}")
-        if self._connect(ident, new_producer):
+        started = self._connect(ident, new_producer)
+        if started is _Started.NEW:
+            self._known = self._marker()
+        elif started is _Started.KEPT and self._marker() != self._known:
+            # Another process's producer committed since this one's last batch, so it fenced this one: start anew.
+            self._connect(ident, new_producer=True)
             self._known = self._marker()
         written = self._known
         if written is not None and written > batch.batch_id:
@@ -175,27 +192,28 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
             for msg in self._written:
                 self._produce(msg)
 
-    def _connect(self, ident: str, new_producer: bool = False) -> bool:
-        """The producer of transactional id `ident` (initialized, which fences its earlier ones) and the consumer of
-        the group that holds the marker; whether the producer is new.
+    def _connect(self, ident: str, new_producer: bool = False) -> _Started:
+        """The producer of transactional id `ident` and the consumer of the group that holds the marker; where the
+        producer came from.
 
-        A producer this partition kept from its last batch needs no marker:
+        A producer this partition used for its last batch needs no marker:
         no other producer of its id committed since its own last commit, or
-        it would have been fenced (and its next call fails).
+        it would have been fenced (and its next call fails).  One this
+        process kept from another task is checked against the marker.
         """
         base = with_shipped_files({"bootstrap.servers": ",".join(self._sink.brokers), **self._sink.add_config})
         # Kafka answers a transaction begun right after a commit "concurrent transactions" until the last one's
         # markers are written; librdkafka asks again after `retry.backoff.ms`, 100 ms unless set.
         producer_config = {"retry.backoff.ms": 10, **base, "transactional.id": ident}
-        fresh = False
-        if self._producer is None or producer_config != self._producer_config:
+        started = _Started.OWN
+        if new_producer or self._producer is None or producer_config != self._producer_config:
             self._drop_producer()
             self._producer_config = producer_config
             kept = None if new_producer else _KEPT.take(producer_config)
             if kept is not None:
-                (self._producer, self._known), self._reused = kept, True
+                (self._producer, self._known), self._reused, started = kept, True, _Started.KEPT
             else:
-                self._producer, self._reused, fresh = Producer(producer_config), False, True
+                self._producer, self._reused, started = Producer(producer_config), False, _Started.NEW
                 self._call("init_transactions", self._producer.init_transactions, _TIMEOUT)
         consumer_config = {
             **{k: v for k, v in base.items() if k.startswith(_CONNECTION_PREFIXES)},
@@ -208,7 +226,7 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
                 CONSUMERS.give(self._consumer_config, self._consumer)
             self._consumer_config = consumer_config
             self._consumer = CONSUMERS.take(consumer_config) or Consumer(consumer_config)
-        return fresh
+        return started
 
     def _marker(self) -> Optional[int]:
         """The last batch this worker's marker holds, or `None`."""

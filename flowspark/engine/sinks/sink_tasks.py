@@ -49,6 +49,7 @@ from flowspark.engine.plan.destinations import (
     sink_part_prefix,
 )
 from flowspark.engine.plan.encoded_lines import EncodedLines, encoded, write_lines
+from flowspark.engine.plan.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.plan.plan import Plan
 from flowspark.engine.recovery.driver_fence import DriverFence
 from flowspark.engine.reports.driver_link import DriverLink
@@ -154,7 +155,8 @@ class BatchWrite:
             self.fence.check()  # a stale task of a lost driver must not cut back what the new one wrote
         meter = Meter(self._report) if self.metered and self.link is not None else None
         guard: ContextManager[None] = nullcontext() if self.link is None else reported_to(self.link)
-        with guard, writing(self.batch):
+        freeze_start_up_objects()
+        with guard, writing(self.batch), collector_paused():  # unpickling the items makes millions of objects
             written = [
                 self._write_part(index, part, sorted(rows, key=_row_order), meter)
                 for (index, part), rows in sorted(mine.items())
