@@ -198,8 +198,9 @@ op.output("kafka", op.map("sink_msg", counted, lambda kv: KafkaSinkMessage(kv[0]
 def test_a_killed_and_resumed_kafka_to_kafka_run_commits_what_an_undisturbed_one_does(
     broker: str, tmp_path: Path, workers: str
 ) -> None:
-    """Kafka → stateful step → exactly-once `KafkaSink`, SIGKILLed twice mid-stream and resumed: every input message
-    once in the output, each partition's numbered in order, as an undisturbed run numbers them.  With one worker
+    """Kafka → stateful step → exactly-once `KafkaSink`, SIGKILLed mid-stream, resumed, stopped with SIGTERM as
+    more input arrives and resumed again: every input message once in the output, each partition's numbered in
+    order, as an undisturbed run numbers them.  With one worker
     the driver writes the sink; with two, Spark's tasks do (one per worker and micro-batch)."""
     src, dst = new_topic(broker, 2), new_topic(broker)
     (tmp_path / "flow.py").write_text(KILL_FLOW)
@@ -217,7 +218,7 @@ def test_a_killed_and_resumed_kafka_to_kafka_run_commits_what_an_undisturbed_one
     values = [f"m{i}" for i in range(90)]
     records: List[Record] = [(i % 2, None, v.encode(), []) for i, v in enumerate(values)]
 
-    def run_until(count: int, then_produce: List[Record]) -> None:
+    def run_until(count: int, then_produce: List[Record], stop: signal.Signals = signal.SIGKILL) -> None:
         proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
@@ -227,13 +228,18 @@ def test_a_killed_and_resumed_kafka_to_kafka_run_commits_what_an_undisturbed_one
                 assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
                 assert time.monotonic() < deadline, f"{dst} did not reach {count} messages"
             produce(broker, src, then_produce)
+            if stop is signal.SIGTERM:
+                proc.send_signal(stop)  # stops at a micro-batch boundary, saying so
+                _, err = proc.communicate(timeout=120)
+                assert proc.returncode == 143 and b"stopped on SIGTERM" in err, err.decode()
         finally:
-            os.killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
     produce(broker, src, records[:30])
     run_until(10, records[30:60])
-    run_until(40, records[60:])
+    run_until(40, records[60:], stop=signal.SIGTERM)
     run_until(90, [])
     got = [(m.key().decode(), m.value().decode()) for m in read_back(broker, dst, 90)]
     want = {(str(p), f"{v} #{n + 1}") for p in (0, 1) for n, v in enumerate(values[p::2])}
