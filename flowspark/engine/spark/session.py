@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Set
 
 import pyspark
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from flowspark import settings
@@ -121,7 +122,7 @@ def get_session(
     threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
         with _jvm_environment(local), _no_orphan_jvm(), jvm_ignores_sigterm():
-            spark = _with_filtered_stderr(builder.getOrCreate)
+            spark = _started(builder.getOrCreate)
     except Exception as ex:
         # Spark gives up on an unreachable master after about a minute of
         # retries (logged, but the log is off) and stops the context.
@@ -407,6 +408,23 @@ def _forward(pipe: BinaryIO, started: Optional[threading.Event] = None) -> None:
         write([line])
     if held:
         write(held)
+
+
+def _started(start: Callable[[], SparkSession]) -> SparkSession:
+    """`start()` with its JVM's stderr filtered; a JVM that exits before it answers is started once more.
+
+    Now and then the child that PySpark forks to run spark-submit dies
+    before it runs it, in a process whose gRPC threads (a Spark Connect
+    client's: an earlier run on the warm server) were busy at the fork;
+    PySpark says only `JAVA_GATEWAY_EXITED`.  A JVM that can't start at
+    all fails twice, its own words written out each time.
+    """
+    try:
+        return _with_filtered_stderr(start)
+    except PySparkRuntimeError as ex:
+        if ex.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+    return _with_filtered_stderr(start)
 
 
 def _with_filtered_stderr(start: Callable[[], SparkSession]) -> SparkSession:
