@@ -15,7 +15,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 KAFKA_VERSION = "4.4.0"
 """The Apache Kafka broker the tests fetch from Maven Central and start."""
@@ -113,31 +113,38 @@ def format_storage(java: List[str], properties: Path, *extra: str) -> None:
     )
 
 
+def write_properties(folder: Path, listeners: Dict[str, int], controller: int, extra: Sequence[str] = ()) -> Path:
+    """`folder/server.properties` of a one-node KRaft broker (broker and controller) on loopback, with transactions:
+    `listeners` by name (`PLAINTEXT` among them, which brokers talk over) and their ports, then `extra` lines."""
+    named = ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items())
+    protocols = ",".join(f"{name}:{name}" for name in listeners)
+    properties = folder / "server.properties"
+    lines = [
+        "process.roles=broker,controller",
+        "node.id=1",
+        f"controller.quorum.voters=1@127.0.0.1:{controller}",
+        f"listeners={named},CONTROLLER://127.0.0.1:{controller}",
+        f"advertised.listeners={named}",
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=PLAINTEXT",
+        f"listener.security.protocol.map={protocols},CONTROLLER:PLAINTEXT",
+        f"log.dirs={folder / 'data'}",
+        "offsets.topic.replication.factor=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+        "group.initial.rebalance.delay.ms=0",
+        *extra,
+    ]
+    properties.write_text("\n".join(lines) + "\n")
+    return properties
+
+
 @contextmanager
 def plain_broker(folder: Path, options: Sequence[str] = ()) -> Iterator[str]:
     """A one-node KRaft broker with a plain loopback listener and transactions, its data and log in `folder`: its
     `host:port`."""
-    plain, controller = free_port(), free_port()
-    properties = folder / "server.properties"
-    properties.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{controller}",
-                f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain}",
-                "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                f"log.dirs={folder / 'data'}",
-                "offsets.topic.replication.factor=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "group.initial.rebalance.delay.ms=0",
-            ]
-        )
-        + "\n"
-    )
+    plain = free_port()
+    properties = write_properties(folder, {"PLAINTEXT": plain}, free_port())
     java = broker_java(kafka_classpath(), options)
     format_storage(java, properties)
     address = f"127.0.0.1:{plain}"

@@ -220,17 +220,23 @@ def _env(engine: str, broker: str, source: str, sink: str, folder: Path, tail: b
     return env
 
 
+def _start(engine: str, broker: str, source: str, sink: str, folder: Path, tail: bool) -> subprocess.Popen[bytes]:
+    """`engine`'s run from `source` to `sink`, in a session of its own: one that ends at the input's end, its stderr
+    kept for the note on a failure, or (`tail`) a tailing one, its stderr dropped (nobody reads it while it runs)."""
+    return subprocess.Popen(
+        _command(engine, folder),
+        cwd=folder,
+        env=_env(engine, broker, source, sink, folder, tail),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if tail else subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
 def throughput(engine: str, broker: str, source: str, messages: int, folder: Path) -> Result:
     sink = _topic(broker, 2)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        _command(engine, folder),
-        cwd=folder,
-        env=_env(engine, broker, source, sink, folder, tail=False),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    proc = _start(engine, broker, source, sink, folder, tail=False)
     sampler = TreeSampler(proc.pid, 0.25)
     sampler.start()
     _, err = proc.communicate()
@@ -260,14 +266,7 @@ def latency(engine: str, broker: str, rate: int, seconds: float, folder: Path, r
                     received.append((float(m.value().split(b",")[1]), time.time()))
 
     started = time.monotonic()
-    proc = subprocess.Popen(
-        _command(engine, folder),
-        cwd=folder,
-        env=_env(engine, broker, source, sink, folder, tail=True),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = _start(engine, broker, source, sink, folder, tail=True)
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     from confluent_kafka import Producer

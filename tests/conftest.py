@@ -28,7 +28,14 @@ from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, 
 import pyspark
 import pytest
 
-from benchmarks.apache_kafka import KafkaProcess, broker_java, format_storage, kafka_classpath
+from benchmarks.apache_kafka import (
+    KafkaProcess,
+    broker_java,
+    format_storage,
+    free_port,
+    kafka_classpath,
+    write_properties,
+)
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
@@ -45,13 +52,6 @@ SHORT_LIVED_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 flowspark's own driver has: C1 compiles alone and one thread collects.  Their work is light and short (a test's
 application lives for seconds), and C2's compiler threads and a parallel collector would take the suite's two cores
 from the runs under test."""
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_module(
@@ -275,37 +275,22 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
     keystore, cert = _self_signed_certificate(folder)
     _, client_cert = _self_signed_certificate(folder, "client-")
     plain, controller, secure, mtls = free_port(), free_port(), free_port(), free_port()
-    properties = folder / "server.properties"
-    properties.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{controller}",
-                f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},"
-                f"SASL_SSL://127.0.0.1:{secure},SSL://127.0.0.1:{mtls}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure},SSL://127.0.0.1:{mtls}",
-                "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL",
-                "listener.name.ssl.ssl.client.auth=required",
-                "listener.name.ssl.ssl.truststore.type=PEM",
-                f"listener.name.ssl.ssl.truststore.location={client_cert}",
-                f"log.dirs={folder / 'data'}",
-                "offsets.topic.replication.factor=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "group.initial.rebalance.delay.ms=0",
-                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
-                "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule"
-                ' required user_alice="alice-secret";',
-                "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config="
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-                "ssl.keystore.type=PEM",
-                f"ssl.keystore.location={keystore}",
-            ]
-        )
-        + "\n"
+    properties = write_properties(
+        folder,
+        {"PLAINTEXT": plain, "SASL_SSL": secure, "SSL": mtls},
+        controller,
+        [
+            "listener.name.ssl.ssl.client.auth=required",
+            "listener.name.ssl.ssl.truststore.type=PEM",
+            f"listener.name.ssl.ssl.truststore.location={client_cert}",
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule"
+            ' required user_alice="alice-secret";',
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config="
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={keystore}",
+        ],
     )
     java = broker_java(classpath, SHORT_LIVED_JVM)
     format_storage(java, properties, "--add-scram", "SCRAM-SHA-256=[name=bob,password=bob-secret]")
