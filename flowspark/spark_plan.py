@@ -22,9 +22,8 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.destinations import CONTROL_GROUP, output_group, sink_parts_pattern, tap_group
-from flowspark.engine.plan.groups import Groups
+from flowspark.engine.plan.groups import DEFAULT_BUCKETS, Groups, new_groups
 from flowspark.engine.plan.plan import CoreStep, Plan, SinkLayout, SinkRouting, build_plan, for_workers, source_parts
-from flowspark.engine.recovery.resume_check import DEFAULT_BUCKETS, new_groups
 from flowspark.inputs import DynamicSource, FixedPartitionedSource
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
 from flowspark.step_config import STATELESS_KINDS, CoreConfig, StepKind
@@ -101,7 +100,7 @@ class PhysicalPlan:
     """The runtime's plan of a flow, laid out stage by stage.
 
     `plan` is what `build_plan` gives the runner and `groups` what a fresh
-    run records (`resume_check.new_groups`).  `layers[i]` has one run per
+    run records (`groups.new_groups`).  `layers[i]` has one run per
     stateful step of layer `i + 1`, in the order of `plan.steps_in_layer`,
     as that layer's `transformWithState` processor runs them.
     """

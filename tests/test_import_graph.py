@@ -1,5 +1,6 @@
 """flowspark's modules import one another without a circle (every import counts: at module level, under
-`TYPE_CHECKING` or inside a function), and the engine imports nothing from the launch path above it."""
+`TYPE_CHECKING` or inside a function), the engine's folders are floors, and the engine imports nothing from the launch
+path above it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ ABOVE_THE_ENGINE = (
     "flowspark.dataflow_api",
     "flowspark.visualize",
 )
+
+ENGINE_FLOORS = ("util", "reports", "plan", "recovery", "sources", "sinks", "spark", "state", "connect")
+"""The folders of `flowspark.engine`, from the bottom: each imports only folders before it here (the engine's own
+modules, `runner` and the rest, stand above them all)."""
 
 
 def _modules() -> Dict[str, Path]:
@@ -85,3 +90,40 @@ def test_the_engine_imports_nothing_of_the_launch_path() -> None:
         if target.startswith(ABOVE_THE_ENGINE)
     }
     assert reaching == set()
+
+
+def _engine_folder(name: str) -> str:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["flowspark", "engine"] else ""
+
+
+def test_every_engine_folder_has_its_floor() -> None:
+    folders = {path.name for path in (PACKAGE / "engine").iterdir() if (path / "__init__.py").exists()}
+    assert folders == set(ENGINE_FLOORS)
+
+
+def test_each_engine_folder_imports_only_the_folders_below_it() -> None:
+    graph = _graph()
+    upward = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if _engine_folder(name)
+        for target in targets
+        if (target.startswith("flowspark.engine.") and not _engine_folder(target))
+        or (
+            _engine_folder(target)
+            and ENGINE_FLOORS.index(_engine_folder(target)) > ENGINE_FLOORS.index(_engine_folder(name))
+        )
+    )
+    assert upward == [], "\n".join(upward)
+
+
+def test_no_two_engine_folders_import_each_other_through_others() -> None:
+    graph = _graph()
+    folders: Dict[str, Set[str]] = {folder: set() for folder in ENGINE_FLOORS}
+    for name, targets in graph.items():
+        for target in targets:
+            if _engine_folder(name) and _engine_folder(target) and _engine_folder(name) != _engine_folder(target):
+                folders[_engine_folder(name)].add(_engine_folder(target))
+    circles = [circle for circle in (_circle_from(folder, folders) for folder in ENGINE_FLOORS) if circle]
+    assert circles == [], "\n".join(" -> ".join(circle) for circle in circles)

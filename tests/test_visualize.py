@@ -23,9 +23,9 @@ from conftest import ALIGN, run_module
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.destinations import output_group, tap_group
-from flowspark.engine.plan.groups import Groups
+from flowspark.engine.plan.groups import DEFAULT_BUCKETS, Groups, new_groups
 from flowspark.engine.plan.plan import build_plan
-from flowspark.engine.recovery.resume_check import DEFAULT_BUCKETS, META, new_groups
+from flowspark.engine.recovery.resume_check import META
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.inputs import DynamicSource
 from flowspark.outputs import DynamicSink, MicroBatchSink, StatelessSinkPartition

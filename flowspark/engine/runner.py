@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, ContextManager, Iterator, List, NoReturn, Optional, Tuple
 
 from flowspark.dataflow import Dataflow
-from flowspark.engine import shutdown
 from flowspark.engine.batch_query import BatchProgress, run_batch
 from flowspark.engine.connect.connect_client import check_reachable
 from flowspark.engine.plan.plan import Plan, build_plan, for_workers, placed_for_machines
@@ -37,6 +36,7 @@ from flowspark.engine.reports.proxy_log import quiet_proxy_failures
 from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, OUTPUT_CALL, deliver, write_error_prints
 from flowspark.engine.run_config import RunConfig
 from flowspark.engine.run_context import RunContext, running
+from flowspark.engine.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
 from flowspark.engine.sinks.remote_writer import serve_writer
 from flowspark.engine.sinks.sink_writer import OutputStash, SinkWriter
 from flowspark.engine.sources import snapshot_store
@@ -45,9 +45,7 @@ from flowspark.engine.sources.input_end import InputEnd, recorded_end
 from flowspark.engine.sources.source_hub import Offset, SourceHub
 from flowspark.engine.sources.wake_ups import DUE_CALL, WakeUps
 from flowspark.engine.spark.cluster import check_recovery_dir_visible
-from flowspark.engine.spark.run_spark import RunSpark, link_host_for, local_parallelism, spark_for, uses_spark_session
 from flowspark.engine.spark.shipping import ship_by_value, user_packages
-from flowspark.engine.spark.warm_up import warm_python_workers
 from flowspark.engine.streaming_query import (
     SparkHiccup,
     batch_reporter,
@@ -55,6 +53,8 @@ from flowspark.engine.streaming_query import (
     start_query,
     wait_for_end,
 )
+from flowspark.engine.util import shutdown
+from flowspark.engine.warm_up import warm_python_workers
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import traced_run
 

@@ -13,7 +13,6 @@ import time
 import uuid
 from typing import Any, Callable, List, Optional
 
-from flowspark.engine import shutdown
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import Plan
 from flowspark.engine.plan.shipped_plan import ShippedPlan
@@ -24,14 +23,15 @@ from flowspark.engine.reports.driver_link import DriverLink, DriverServer
 from flowspark.engine.reports.failures import FailureBox, resolve
 from flowspark.engine.reports.fault_report import spark_fault
 from flowspark.engine.reports.progress import BatchReport, Progress, state_rows
+from flowspark.engine.run_spark import RunSpark
 from flowspark.engine.sinks.remote_writer import ForwardedBatches
 from flowspark.engine.sinks.sink_writer import SinkWriter
+from flowspark.engine.sources.data_source import FORMAT, SCHEMA
 from flowspark.engine.sources.executor_source import ExecutorInputs
 from flowspark.engine.sources.source_hub import SourceHub
-from flowspark.engine.sources.spark_format import FORMAT, SCHEMA
 from flowspark.engine.sources.spark_source import encode_options
-from flowspark.engine.spark.run_spark import RunSpark
 from flowspark.engine.state.stateful import LayerProcessor
+from flowspark.engine.util import shutdown
 from flowspark.errors import FlowsparkRuntimeError
 
 

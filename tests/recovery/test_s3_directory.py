@@ -11,7 +11,7 @@ from flowspark.dataflow import Dataflow
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.driver_fence import FENCE
 from flowspark.engine.recovery.resume_check import META
-from flowspark.engine.sinks.sink_ledger import RUN_ID
+from flowspark.engine.recovery.sink_ledger import RUN_ID
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.recovery import RecoveryConfig
 from flowspark.testing import TestingSink, TestingSource, run_main

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import urlsplit
 
-from flowspark.engine.sources.spark_format import FlowsparkSource
+from flowspark.engine.sources.data_source import FlowsparkSource
 from flowspark.errors import FlowsparkRuntimeError
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")

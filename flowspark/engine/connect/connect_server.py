@@ -48,7 +48,7 @@ import flowspark
 from flowspark import settings
 from flowspark.engine.connect import python_forks
 from flowspark.engine.connect.server_usage import SETTLED_RUNS, ServerUsage, outgrown, usage_of
-from flowspark.engine.recovery.private_files import make_dirs, write_private
+from flowspark.engine.util.private_files import make_dirs, write_private
 
 RECORD = "server.json"
 LOCK = "lock"

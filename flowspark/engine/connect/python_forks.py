@@ -38,7 +38,7 @@ from typing import Dict, List, Optional
 
 from flowspark.engine.connect import forked_python
 from flowspark.engine.connect.forked_python import ANSWER, is_forked
-from flowspark.engine.recovery.private_files import write_private
+from flowspark.engine.util.private_files import write_private
 
 WARM_IMPORTS = (
     "pyspark.daemon",

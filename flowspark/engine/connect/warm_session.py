@@ -37,8 +37,8 @@ from flowspark.engine.connect.connect_server import (
     start_supervisor,
 )
 from flowspark.engine.connect.server_folders import remove_stale
-from flowspark.engine.recovery.private_files import make_dirs, others_can_write
 from flowspark.engine.spark.java_check import check_java
+from flowspark.engine.util.private_files import make_dirs, others_can_write
 from flowspark.errors import FlowsparkRuntimeError
 
 

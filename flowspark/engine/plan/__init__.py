@@ -5,6 +5,7 @@ stages are laid out here.
 `groups` and `destinations` (the `grp` column Spark groups rows by),
 `chunks`, `keyed_chunks`, `encoded_lines` and `line_blocks` (the row
 formats), `route` (the fused pass through runs of stateless steps),
-`order` (one Bytewax worker's order) and `gc_pause`.  Imports the
-dataflow API, `reports` and `sinks`' row formats.
+`task_sinks` (the dynamic sinks that pass writes in its own task) and
+`order` (one Bytewax worker's order).  Imports the dataflow API,
+`reports` and `util`.
 """

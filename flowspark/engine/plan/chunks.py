@@ -20,7 +20,7 @@ import pyarrow as pa
 from flowspark.engine.plan.order import Order
 from flowspark.engine.reports.failures import StepFailure
 
-# The same columns as `spark_format.SCHEMA_DDL`, which Spark is given (kept there, away from pyarrow).
+# The same columns as `data_source.SCHEMA_DDL`, which Spark is given (kept there, away from pyarrow).
 ARROW_SCHEMA = pa.schema([("grp", pa.string()), ("seq", pa.int64()), ("kind", pa.int32()), ("payload", pa.binary())])
 
 DATA = 0

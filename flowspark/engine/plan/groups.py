@@ -22,9 +22,15 @@ import functools
 import zlib
 from dataclasses import dataclass
 from itertools import count
-from typing import List, Tuple
+from typing import TYPE_CHECKING, List, Tuple
 
 from flowspark.engine.plan.destinations import stateful_group
+
+if TYPE_CHECKING:
+    from flowspark.engine.plan.plan import Plan
+
+DEFAULT_BUCKETS = 16
+"""Key buckets per stateful step, unless a run keeps one worker's order."""
 
 BALANCED_MODULUS = 16 * 3 * 5 * 7
 """The names' hashes are congruent to their bucket modulo this (1680): every P dividing it balances."""
@@ -94,3 +100,14 @@ def spark_string_hash(text: str, seed: int = 42) -> int:
     h1 = (h1 * 0xC2B2AE35) & 0xFFFFFFFF
     h1 ^= h1 >> 16
     return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+def new_groups(plan: Plan, buckets: int = DEFAULT_BUCKETS) -> Groups:
+    """The state groups of a run that starts afresh (and records them); a resumed run keeps the recorded ones.
+
+    A run that keeps one Bytewax worker's order (`Plan.ordered`) gives each
+    stateful step one bucket: one task then calls the step's logics for
+    all keys, round by round in Bytewax's order, so that an object the
+    logics share (a model every key updates) sees the calls in that order.
+    """
+    return Groups.balanced(len(plan.stateful), 1 if plan.ordered else buckets)

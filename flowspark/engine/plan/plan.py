@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Dict, Generic, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Dict, Generic, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.encoded_lines import LineFormat, line_format
@@ -64,7 +64,7 @@ class SinkPlace(Enum):
     EXECUTORS = "executors"
     """In Spark's tasks: each micro-batch, one task per partition that has items (`sink_tasks`)."""
     MAKING_TASK = "making task"
-    """In the Spark task whose pass made the items, as it makes them, with no row and no shuffle (`pass_sinks`).
+    """In the Spark task whose pass made the items, as it makes them, with no row and no shuffle (`task_sinks`).
 
     For a `DynamicSink`: it keeps no snapshot and is written at least once,
     so no partition needs a single owner per micro-batch.
@@ -89,7 +89,7 @@ class SinkLayout:
 
     @property
     def in_making_task(self) -> bool:
-        """Written by the pass that made the items (`pass_sinks`)."""
+        """Written by the pass that made the items (`task_sinks`)."""
         return self.place is SinkPlace.MAKING_TASK
 
     @property
@@ -424,3 +424,8 @@ def for_workers(plan: Plan) -> Plan:
         taps=[strip(s) for s in plan.taps],
         consumers={k: [Consumer(strip(c.step), c.index) for c in v] for k, v in plan.consumers.items()},
     )
+
+
+def reads_in_executors(source: Optional[Source[Any]]) -> bool:
+    """Whether `source`'s partitions are read in Spark's tasks rather than in the driver."""
+    return isinstance(source, FixedPartitionedSource) and not source.lives_in_driver

@@ -7,7 +7,7 @@ that step's key buckets), an output or a tap.  The same pass runs inside a
 source's `read()` and after each stateful step, so no stateless step ever
 costs a Spark stage of its own.  An output placed in the task that makes
 its items (`plan.SinkPlace.MAKING_TASK`) is written by the pass itself
-(`pass_sinks`).
+(`task_sinks`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from flowspark.engine.plan.groups import Groups, bucket_of
 from flowspark.engine.plan.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.plan.order import Order
 from flowspark.engine.plan.plan import Plan, SinkLayout, SinkRouting
+from flowspark.engine.plan.task_sinks import PassSinks
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import StepFailure, guarded
 from flowspark.engine.reports.metrics import Meter, Timing
-from flowspark.engine.sinks.pass_sinks import PassSinks
 from flowspark.outputs import FixedPartitionedSink
 from flowspark.step_config import (
     BranchConfig,

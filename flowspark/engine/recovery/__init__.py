@@ -2,7 +2,7 @@
 
 `storage` reads and writes a local path or a Hadoop URI, `recovery_dir`,
 `resume_check` and `checkpoint_check` decide whether a directory may be
-resumed, `driver_fence` lets one driver write at a time and
-`private_files` keeps the records private to the user.  Imports `plan`,
-`sinks` and `sources` for what the records hold.
+resumed, `sink_ledger` records which micro-batch the sinks were written
+through and `driver_fence` lets one driver write at a time.  Imports
+`plan`, for what the records hold, and `util`.
 """

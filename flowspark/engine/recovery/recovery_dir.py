@@ -22,8 +22,8 @@ from typing import List, Optional, Union
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.driver_fence import FENCE
 from flowspark.engine.recovery.resume_check import META
+from flowspark.engine.recovery.sink_ledger import LEDGER, RUN_ID, read_ledger
 from flowspark.engine.recovery.storage import Location
-from flowspark.engine.sinks.sink_ledger import LEDGER, RUN_ID, read_ledger
 from flowspark.recovery import INIT_MARKER, InconsistentPartitionsError, MissingPartitionsError, NoPartitionsError
 
 QUERY = "query"

@@ -16,15 +16,14 @@ import json
 from datetime import datetime, timedelta
 from typing import Any, Dict, List
 
-from flowspark.engine.plan.groups import Groups
-from flowspark.engine.plan.plan import Plan
+from flowspark.engine.plan.groups import DEFAULT_BUCKETS as DEFAULT_BUCKETS
+from flowspark.engine.plan.groups import Groups, new_groups
+from flowspark.engine.plan.plan import Plan, reads_in_executors
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.storage import Location
-from flowspark.engine.sources.executor_source import reads_in_executors
 from flowspark.errors import FlowsparkRuntimeError
 
 META = "flowspark-meta.json"
-DEFAULT_BUCKETS = 16
 STATE_LAYOUT = 4
 """How stateful steps store their keys (`engine.state.slots`): recorded, so that a directory of another layout is refused,
 not misread."""
@@ -106,17 +105,6 @@ def _differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
                 where = "Spark's executors" if after["in_executors"] else "the driver"
                 changes.append(f"input {after['step']!r} is now read in {where}, and its snapshots were kept elsewhere")
     return changes
-
-
-def new_groups(plan: Plan, buckets: int = DEFAULT_BUCKETS) -> Groups:
-    """The state groups of a run that starts afresh (and records them); a resumed run keeps the recorded ones.
-
-    A run that keeps one Bytewax worker's order (`Plan.ordered`) gives each
-    stateful step one bucket: one task then calls the step's logics for
-    all keys, round by round in Bytewax's order, so that an object the
-    logics share (a model every key updates) sees the calls in that order.
-    """
-    return Groups.balanced(len(plan.stateful), 1 if plan.ordered else buckets)
 
 
 def check_or_record(place: Location, plan: Plan, parts: List[List[str]]) -> Groups:

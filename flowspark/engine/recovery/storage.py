@@ -33,7 +33,7 @@ from enum import Enum
 from typing import Any, Iterator, List, Mapping, Optional, Union
 from urllib.parse import unquote, urlsplit
 
-from flowspark.engine.recovery import private_files
+from flowspark.engine.util import private_files
 from flowspark.errors import FlowsparkRuntimeError
 
 

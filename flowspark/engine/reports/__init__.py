@@ -4,5 +4,5 @@
 `failures` carries a user's exception to the driver and `fault_report`
 words Spark's own in one line; `worker_prints`, `metrics` and `progress`
 report what a run does, and `proxy_log` keeps py4j quiet about failures
-raised anyway.  Imports `connect` and `plan`.
+raised anyway.  Imports `util`.
 """

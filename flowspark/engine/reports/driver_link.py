@@ -29,9 +29,9 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import cloudpickle
 
-from flowspark.engine.connect.client_environment import ClientEnvironment
-from flowspark.engine.plan.gc_pause import collector_paused
 from flowspark.engine.reports.worker_logs import LogLevels
+from flowspark.engine.util.client_environment import ClientEnvironment
+from flowspark.engine.util.cyclic_gc import collector_paused
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 An output whose `FixedPartitionedSink` need not live in the user's
 process (`Sink.lives_in_driver` false; `plan.SinkPlace.EXECUTORS`) never
 reaches the driver (a `DynamicSink` that need not is written by the tasks
-that make its items: `pass_sinks`).  The workers split its items by sink
+that make its items: `task_sinks`).  The workers split its items by sink
 partition (`route`), and the callback runs the micro-batch's rows through one job: a route column,
 `repartition` into as many tasks as there are partitions (at most the
 run's parallelism), and `mapInArrow`.  Each partition's rows land in one
@@ -49,14 +49,14 @@ from flowspark.engine.plan.destinations import (
     sink_part_prefix,
 )
 from flowspark.engine.plan.encoded_lines import EncodedLines, encoded, write_lines
-from flowspark.engine.plan.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.plan.plan import Plan
 from flowspark.engine.recovery.driver_fence import DriverFence
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import StepFailure, built, reported_to
 from flowspark.engine.reports.metrics import Count, Meter, Reading, Timing, worker_index
 from flowspark.engine.sinks.sink_batch import SinkBatch, writing
-from flowspark.engine.sources.spark_format import SCHEMA_DDL
+from flowspark.engine.sources.data_source import SCHEMA_DDL
+from flowspark.engine.util.cyclic_gc import collector_paused, freeze_start_up_objects
 from flowspark.outputs import FixedPartitionedSink, WorkerPartitionedSink
 
 Snapshots = Dict[str, Dict[str, Any]]

@@ -6,7 +6,7 @@ driver (`Sink.lives_in_driver`), runs here, in the user's process, so
 Bytewax.  The other outputs are written in Spark's tasks: a
 `FixedPartitionedSink` by one job per micro-batch that also brings this
 callback its own rows (`sink_tasks`), a `DynamicSink` by the tasks that
-make its items (`pass_sinks`), and nothing of theirs comes here.
+make its items (`task_sinks`), and nothing of theirs comes here.
 Each micro-batch is written once: a ledger in the checkpoint
 directory records the last written batch id and the snapshot of every
 `FixedPartitionedSink` partition after it, so a batch Spark replays after a
@@ -33,24 +33,24 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import CONTROL_GROUP, Destination, DestinationKind, origin_worker, parse
 from flowspark.engine.plan.encoded_lines import EncodedLines, encoded, write_lines
-from flowspark.engine.plan.gc_pause import collector_paused
 from flowspark.engine.plan.order import EOF_ROUND, Order
 from flowspark.engine.plan.plan import Plan, SinkLayout, SinkPlace, SinkRouting
 from flowspark.engine.plan.route import check_keyed, split_by_part
+from flowspark.engine.recovery.sink_ledger import LEDGER as LEDGER
+from flowspark.engine.recovery.sink_ledger import RUN_ID as RUN_ID
+from flowspark.engine.recovery.sink_ledger import Ledger
+from flowspark.engine.recovery.sink_ledger import read_ledger as read_ledger
 from flowspark.engine.recovery.storage import Location
 from flowspark.engine.reports.driver_link import DriverLink, DriverServer
 from flowspark.engine.reports.failures import StepFailure, built
 from flowspark.engine.reports.metrics import Count, Meter, Timing
-from flowspark.engine.shutdown import StopAtBoundary
 from flowspark.engine.sinks.sink_batch import SinkBatch, writing
-from flowspark.engine.sinks.sink_ledger import LEDGER as LEDGER
-from flowspark.engine.sinks.sink_ledger import RUN_ID as RUN_ID
-from flowspark.engine.sinks.sink_ledger import Ledger
-from flowspark.engine.sinks.sink_ledger import read_ledger as read_ledger
 from flowspark.engine.sinks.sink_tasks import PartWritten, SinkJob, SinkTasks
 from flowspark.engine.sinks.write_behind import WriteBehind
 from flowspark.engine.sources.input_end import InputEnd
 from flowspark.engine.sources.wake_ups import WakeUps
+from flowspark.engine.util.cyclic_gc import collector_paused
+from flowspark.engine.util.shutdown import StopAtBoundary
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.tracing import BatchTrace, start_batch
 

@@ -5,6 +5,7 @@ Driver-resident partitions are read by `source_hub` (each a
 leave the driver by `executor_source` in the tasks that own them, with
 their snapshots in `snapshot_store`; `read_ahead` reads the next
 micro-batch early, `wake_ups` says when timers alone make one due and
-`input_end` how the input ends.  Imports `plan`, `recovery`, `reports` and
-`sinks`' batch ids.
+`input_end` how the input ends; `data_source` is the little the planner
+process of Spark imports.  Imports `plan`, `recovery`, `reports` and
+`util`.
 """

@@ -45,19 +45,15 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from flowspark.engine.plan.plan import Plan
+from flowspark.engine.plan.plan import reads_in_executors as reads_in_executors
 from flowspark.engine.recovery.storage import Location
 from flowspark.engine.reports.failures import StepFailure, aware_or_none, partition_call
 from flowspark.engine.reports.metrics import Count, Meter, Timing
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
 from flowspark.engine.sources.snapshot_store import PartRecord, SnapshotStore, part_folder
-from flowspark.inputs import AbortExecution, FixedPartitionedSource, Source
+from flowspark.inputs import AbortExecution, FixedPartitionedSource
 
 Offset = Dict[str, Any]
-
-
-def reads_in_executors(source: Optional[Source[Any]]) -> bool:
-    """Whether `source`'s partitions are read in Spark's tasks rather than in the driver."""
-    return isinstance(source, FixedPartitionedSource) and not source.lives_in_driver
 
 
 @dataclass(frozen=True)

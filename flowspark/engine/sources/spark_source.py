@@ -8,7 +8,7 @@ driver-resident ones it asks the `SourceHub` in the user's process.
 itself, or fetches a piece of pickled batches from the hub, pushes the
 batches through the stateless steps right after the inputs (the fused
 pass), which also writes the dynamic sinks placed in the task that makes
-their items (`pass_sinks`), and yields chunk rows as Arrow.  A range that ends the input
+their items (`task_sinks`), and yields chunk rows as Arrow.  A range that ends the input
 (`InputEnd`) also yields the end's marker for every stateful bucket and the
 control row that tells the driver.
 """
@@ -27,17 +27,16 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import CONTROL_GROUP, source_origin
-from flowspark.engine.plan.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.line_blocks import batch_items
 from flowspark.engine.plan.order import SOURCE
 from flowspark.engine.plan.plan import Plan, input_ranks
 from flowspark.engine.plan.route import Collector, Router
 from flowspark.engine.plan.shipped_plan import ShippedPlan
+from flowspark.engine.plan.task_sinks import PassSinks
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import lent_by_driver, reported_to, unloadable_items
 from flowspark.engine.reports.metrics import Meter, Reading, worker_index
-from flowspark.engine.sinks.pass_sinks import PassSinks
 from flowspark.engine.sources.executor_source import (
     ExecutorInputs,
     PartReader,
@@ -51,6 +50,7 @@ from flowspark.engine.sources.executor_source import (
 )
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
 from flowspark.engine.sources.wake_ups import DUE_CALL, Ping
+from flowspark.engine.util.cyclic_gc import collector_paused, freeze_start_up_objects
 
 if TYPE_CHECKING:
     from flowspark.engine.sources.source_hub import Piece

@@ -1,8 +1,9 @@
-"""The Spark a run uses: the session flowspark starts (`session`), or the one `run_spark` picks.
+"""The Spark session flowspark starts (`session`), and what it needs before and as it starts.
 
-Also the checks before Spark starts (`spark_version`, `java_check`),
-what makes its start quick (`class_archive`, `native_libs`, `warm_up`),
-the user's own settings (`spark_defaults`), shipping the user's modules
-(`shipping`) and a cluster's checks (`cluster`).  Imports `connect`,
-`plan`, `recovery` and `sources`.
+The checks before Spark starts (`spark_version`, `java_check`), what
+makes its start quick (`class_archive`, `native_libs`), the user's own
+settings (`spark_defaults`), shipping the user's modules (`shipping`) and
+a cluster's checks (`cluster`).  Which Spark a run uses is chosen above,
+in `engine.run_spark`.  Imports `sources` (the data source it registers)
+and `util`.
 """

@@ -21,7 +21,7 @@ import zipfile
 from typing import Optional
 
 from flowspark import settings
-from flowspark.engine.recovery.private_files import make_dirs, others_can_write
+from flowspark.engine.util.private_files import make_dirs, others_can_write
 
 LIBRARY = "librocksdbjni-linux64.so"
 """The library RocksDB's loader asks the JVM for first on x86-64 Linux (glibc)."""

@@ -35,14 +35,14 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from flowspark import settings
-from flowspark.engine.shutdown import jvm_ignores_sigterm
-from flowspark.engine.sources.spark_format import FlowsparkSource
+from flowspark.engine.sources.data_source import FlowsparkSource
 from flowspark.engine.spark import class_archive
 from flowspark.engine.spark.cluster import is_local_master
 from flowspark.engine.spark.java_check import check_java
 from flowspark.engine.spark.native_libs import rocksdb_library_dir
 from flowspark.engine.spark.spark_defaults import started_by_spark_submit, user_defaults
 from flowspark.engine.spark.spark_version import check_spark
+from flowspark.engine.util.shutdown import jvm_ignores_sigterm
 from flowspark.errors import FlowsparkRuntimeError
 
 _LOG_CONFIG = os.path.join(os.path.dirname(__file__), "log4j2.properties")

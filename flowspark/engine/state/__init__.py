@@ -3,6 +3,6 @@
 A bucket's keys live in `slots` of many keys each, kept by a Python
 worker for its next micro-batch (`slot_cache`); `batch_state` is the
 in-memory state of a batch query, `inspect_state` reads a recovery
-directory's state.  Imports `plan`, `recovery`, `reports`, `sinks` and
-`spark`.
+directory's state.  Imports `plan`, `recovery`, `reports`,
+`spark` (`inspect_state`'s session) and `util`.
 """

@@ -17,8 +17,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from flowspark.engine.plan.destinations import parse
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.resume_check import META
+from flowspark.engine.recovery.sink_ledger import LEDGER, read_ledger
 from flowspark.engine.recovery.storage import Location
-from flowspark.engine.sinks.sink_ledger import LEDGER, read_ledger
 from flowspark.engine.spark.session import get_session
 from flowspark.engine.state.slots import decoded, slot_keys
 

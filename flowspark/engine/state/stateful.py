@@ -9,7 +9,7 @@ of many keys each (`slots`), and Spark's processing-time timers wake the
 bucket when a slot's earliest wake-up is due.  Rows bound for later layers,
 outputs or the driver pass through unchanged.  The dynamic sinks placed in
 the task that makes their items are written by the layer's task, and their
-partitions closed when the task ends (`pass_sinks`).
+partitions closed when the task ends (`task_sinks`).
 
 A bucket's micro-batch is handled tick by tick (`order`), as one Bytewax
 worker's activations would handle it: each key's values of a round in one
@@ -37,18 +37,18 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import CONTROL_GROUP, DestinationKind, parse
-from flowspark.engine.plan.gc_pause import collector_paused, freeze_start_up_objects
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.keyed_chunks import Arrivals
 from flowspark.engine.plan.order import EOF_ROUND, START_ROUND, batch_phase, notify_phase
 from flowspark.engine.plan.plan import stateful_ranks
 from flowspark.engine.plan.route import Collector, Router
 from flowspark.engine.plan.shipped_plan import ShippedPlan
+from flowspark.engine.plan.task_sinks import PassSinks
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import StepFailure, aware_or_none, guarded, reported_to, unloadable_items
 from flowspark.engine.reports.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
-from flowspark.engine.sinks.pass_sinks import PassSinks
 from flowspark.engine.state import slots
+from flowspark.engine.util.cyclic_gc import collector_paused, freeze_start_up_objects
 
 SLOT_GROUP = 64
 """How many slots' keys a micro-batch handles before saving them and letting them go."""

@@ -114,7 +114,7 @@ def test_plain_data_that_names_no_class_or_function_is_never_searched_for_module
 
 
 def test_the_arrow_schema_has_the_columns_spark_is_given() -> None:
-    from flowspark.engine.sources.spark_format import SCHEMA_DDL
+    from flowspark.engine.sources.data_source import SCHEMA_DDL
 
     arrow_of = {"string": "string", "long": "int64", "int": "int32", "binary": "binary"}
     given = [tuple(column.split()) for column in SCHEMA_DDL.split(",")]

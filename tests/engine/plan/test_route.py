@@ -17,8 +17,8 @@ from flowspark.engine.plan.encoded_lines import encoded
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import Plan, build_plan, for_workers
 from flowspark.engine.plan.route import Collector, Router
+from flowspark.engine.plan.task_sinks import PassSinks
 from flowspark.engine.reports.failures import StepFailure
-from flowspark.engine.sinks.pass_sinks import PassSinks
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.testing import TestingSource
 

@@ -1,4 +1,4 @@
-"""Partitioned sinks written in Spark's tasks: routing, where the writes run, errors (dynamic sinks: `test_pass_sinks`)."""
+"""Partitioned sinks written in Spark's tasks: routing, where the writes run, errors (dynamic sinks: `test_task_sinks`)."""
 
 from __future__ import annotations
 

@@ -568,7 +568,7 @@ def test_a_write_behind_that_fails_is_the_runs_failure_and_stops_later_batches(
 
 def test_a_hold_waits_for_the_batch_being_written_and_refuses_the_next(spark: SparkSession, tmp_path: Path) -> None:
     """How a stop on SIGTERM ends at a micro-batch boundary: the batch being written is written, the next one is not."""
-    from flowspark.engine.shutdown import StopAtBoundary
+    from flowspark.engine.util.shutdown import StopAtBoundary
 
     sink = _PerWorker()
     writer = SinkWriter(_plan(sink), str(tmp_path))

@@ -17,7 +17,13 @@ from typing import Iterator, List, Optional
 
 import pytest
 
-from flowspark.engine.shutdown import STOPPED_STATUS, ctrl_c_between_calls, stop_on_sigterm, stop_requested, stopped
+from flowspark.engine.util.shutdown import (
+    STOPPED_STATUS,
+    ctrl_c_between_calls,
+    stop_on_sigterm,
+    stop_requested,
+    stopped,
+)
 from flowspark.errors import RunStopped
 
 
@@ -92,7 +98,7 @@ def test_the_stop_says_what_was_committed_and_how_to_go_on() -> None:
 
 HELD_MAIN_THREAD = """
 import os, signal, time
-from flowspark.engine import shutdown
+from flowspark.engine.util import shutdown
 from flowspark.errors import RunStopped
 
 shutdown.HARD_STOP_SECONDS = 0.5

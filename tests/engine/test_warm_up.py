@@ -12,9 +12,9 @@ from pyspark.sql import SparkSession
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
+from flowspark.engine import warm_up
 from flowspark.engine.run_config import RunConfig
 from flowspark.engine.runner import run_flow
-from flowspark.engine.spark import warm_up
 from flowspark.engine.spark.session import get_session
 from flowspark.testing import TestingSink, TestingSource
 

@@ -9,7 +9,7 @@ import flowspark.operators as op
 from flowspark.connectors.spark import SparkSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.plan import build_plan
-from flowspark.engine.spark.run_spark import _may_run_warm
+from flowspark.engine.run_spark import _may_run_warm
 from flowspark.outputs import Sink
 from flowspark.testing import TestingSink, TestingSource
 

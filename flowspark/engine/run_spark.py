@@ -22,7 +22,6 @@ from typing import Any, Dict, List, Optional
 from pyspark.sql import SparkSession
 
 from flowspark import settings
-from flowspark.engine.connect.client_environment import ClientEnvironment
 from flowspark.engine.connect.connect_client import connect, driver_link_host, server_host
 from flowspark.engine.connect.warm_session import WarmMode, warm_mode, warm_spark
 from flowspark.engine.plan.plan import Plan
@@ -31,6 +30,7 @@ from flowspark.engine.spark.cluster import is_local_master
 from flowspark.engine.spark.session import default_master, get_session, spark_home
 from flowspark.engine.spark.spark_defaults import started_by_spark_submit, user_defaults
 from flowspark.engine.spark.spark_version import check_spark
+from flowspark.engine.util.client_environment import ClientEnvironment
 from flowspark.errors import FlowsparkRuntimeError
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.driver_fence import FENCE
+from flowspark.engine.recovery.sink_ledger import LEDGER, RUN_ID, Ledger, read_ledger
 from flowspark.engine.recovery.storage import parse_location
-from flowspark.engine.sinks.sink_ledger import LEDGER, RUN_ID, Ledger, read_ledger
 from flowspark.errors import FlowsparkRuntimeError
 
 

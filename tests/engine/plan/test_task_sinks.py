@@ -13,12 +13,11 @@ from conftest import where_am_i
 from flowspark.connectors.files import DirSource
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine.plan.destinations import origin_worker, source_origin
-from flowspark.engine.plan.groups import bucket_of
+from flowspark.engine.plan.groups import DEFAULT_BUCKETS, bucket_of
 from flowspark.engine.plan.plan import SinkPlace, build_plan
-from flowspark.engine.recovery.resume_check import DEFAULT_BUCKETS
+from flowspark.engine.plan.task_sinks import PassSinks
 from flowspark.engine.reports.failures import StepFailure
 from flowspark.engine.reports.metrics import Count, Meter, Reading, Timing
-from flowspark.engine.sinks.pass_sinks import PassSinks
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.testing import TestingSource, cluster_main
@@ -118,7 +117,7 @@ def test_a_failing_write_in_the_making_task_names_the_step_and_shows_the_users_l
     cause = info.value.__cause__
     assert isinstance(cause, OSError) and str(cause) == "disk full"
     notes = "\n".join(getattr(cause, "__notes__", []))
-    assert 'raise OSError("disk full")' in notes and "test_pass_sinks.py" in notes
+    assert 'raise OSError("disk full")' in notes and Path(__file__).name in notes
 
 
 class _Listed(StatelessSinkPartition[Any]):
