@@ -142,7 +142,7 @@ class WorkerPartitionedSink(Sink[X], Generic[X, S]):
     micro-batch one task (or the driver) builds it from its last snapshot,
     writes the worker's items and calls `snapshot()`, so `snapshot()` is
     where a partition commits what the batch brought it.  Its writes can
-    read which batch they belong to (`flowspark.engine.sinks.sink_batch`):
+    read which batch they belong to (`flowspark.engine.sinks.batch_id`):
     a batch that Spark replays after a crash has the same id, so a
     partition that committed it can skip it.  A `DynamicSink` offers one
     through `transactional()`.

@@ -238,7 +238,7 @@ class BatchTrace:
     """The `flowspark.batch` span of one micro-batch: from its callback's start to the end of its write.
 
     The write may end in another thread than the one that started the
-    span (`engine/sinks/write_behind.py`), so the span is started and ended by
+    span (`engine/sinks/async_write.py`), so the span is started and ended by
     hand, and made current only around the write (`active`).
     """
 

@@ -19,8 +19,8 @@ from flowspark.engine.plan.route import Collector, Router
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import StepFailure
 from flowspark.engine.reports.metrics import Count, Durations, FlowMetrics, Meter, QueryWatch, Reading, Timing
+from flowspark.engine.sources.driver_inputs import SourceHub
 from flowspark.engine.sources.executor_source import ReadNote
-from flowspark.engine.sources.source_hub import SourceHub
 from flowspark.inputs import StatefulSourcePartition
 from flowspark.testing import TestingSink, TestingSource
 

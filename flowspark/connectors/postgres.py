@@ -29,7 +29,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from typing_extensions import override
 
-from flowspark.engine.sinks.sink_batch import SinkBatch, current_sink_batch
+from flowspark.engine.sinks.batch_id import SinkBatch, current_sink_batch
 from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
 __all__ = ["PostgresSink", "Row"]

@@ -37,11 +37,11 @@ from flowspark.engine.reports.metrics import Count, FlowMetrics
 from flowspark.engine.reports.progress import BatchReport, Progress
 from flowspark.engine.sinks.sink_writer import SinkWriter
 from flowspark.engine.sources.data_source import SCHEMA_DDL
+from flowspark.engine.sources.driver_inputs import Offset, SourceHub
 from flowspark.engine.sources.executor_source import ExecutorInputs
 from flowspark.engine.sources.input_end import InputEnd
-from flowspark.engine.sources.source_hub import Offset, SourceHub
 from flowspark.engine.sources.spark_source import Reader, ReadTask, encode_options
-from flowspark.engine.state.batch_state import BatchTime, MemoryHandle
+from flowspark.engine.state.memory_state import BatchTime, MemoryHandle
 from flowspark.engine.state.stateful import LayerProcessor
 
 _PIECE_COLUMN = "piece"

@@ -40,9 +40,9 @@ from flowspark.engine.run_spark import RunSpark, link_host_for, local_parallelis
 from flowspark.engine.sinks.remote_writer import serve_writer
 from flowspark.engine.sinks.sink_writer import OutputStash, SinkWriter
 from flowspark.engine.sources import snapshot_store
+from flowspark.engine.sources.driver_inputs import Offset, SourceHub
 from flowspark.engine.sources.executor_source import list_executor_inputs, reads_in_executors
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
-from flowspark.engine.sources.source_hub import Offset, SourceHub
 from flowspark.engine.sources.wake_ups import DUE_CALL, WakeUps
 from flowspark.engine.spark.cluster import check_recovery_dir_visible
 from flowspark.engine.spark.shipping import ship_by_value, user_packages

@@ -27,8 +27,8 @@ from flowspark.engine.run_spark import RunSpark
 from flowspark.engine.sinks.remote_writer import ForwardedBatches
 from flowspark.engine.sinks.sink_writer import SinkWriter
 from flowspark.engine.sources.data_source import FORMAT, SCHEMA
+from flowspark.engine.sources.driver_inputs import SourceHub
 from flowspark.engine.sources.executor_source import ExecutorInputs
-from flowspark.engine.sources.source_hub import SourceHub
 from flowspark.engine.sources.spark_source import encode_options
 from flowspark.engine.state.stateful import LayerProcessor
 from flowspark.engine.util import shutdown

@@ -26,7 +26,7 @@ import flowspark.operators as op  # noqa: E402
 from flowspark.connectors.kafka import KafkaSink, KafkaSinkMessage  # noqa: E402
 from flowspark.connectors.kafka.transactions import TransactionalKafkaSink  # noqa: E402
 from flowspark.dataflow import Dataflow  # noqa: E402
-from flowspark.engine.sinks.sink_batch import SinkBatch, writing  # noqa: E402
+from flowspark.engine.sinks.batch_id import SinkBatch, writing  # noqa: E402
 from flowspark.testing import TestingSource, run_main  # noqa: E402
 
 pytestmark = pytest.mark.kafka

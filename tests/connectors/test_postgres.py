@@ -26,7 +26,7 @@ pytest.importorskip("psycopg")
 import flowspark.operators as op  # noqa: E402
 from flowspark.connectors.postgres import PostgresSink, Row, _PostgresPartition  # noqa: E402
 from flowspark.dataflow import Dataflow  # noqa: E402
-from flowspark.engine.sinks.sink_batch import SinkBatch, writing  # noqa: E402
+from flowspark.engine.sinks.batch_id import SinkBatch, writing  # noqa: E402
 from flowspark.errors import FlowsparkRuntimeError  # noqa: E402
 from flowspark.testing import TestingSource, cluster_main, run_main  # noqa: E402
 

@@ -38,7 +38,7 @@ from typing_extensions import override
 from flowspark.connectors.kafka.clients import CONSUMERS, ClientPool
 from flowspark.connectors.kafka.messages import KafkaSinkMessage
 from flowspark.connectors.kafka.shipped_files import with_shipped_files
-from flowspark.engine.sinks.sink_batch import SinkBatch, current_sink_batch
+from flowspark.engine.sinks.batch_id import SinkBatch, current_sink_batch
 from flowspark.outputs import StatefulSinkPartition, WorkerPartitionedSink
 
 _Message = KafkaSinkMessage[Optional[bytes], Optional[bytes]]

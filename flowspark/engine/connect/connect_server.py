@@ -46,7 +46,7 @@ import pyspark
 
 import flowspark
 from flowspark import settings
-from flowspark.engine.connect import python_forks
+from flowspark.engine.connect import fork_server
 from flowspark.engine.connect.server_usage import SETTLED_RUNS, ServerUsage, outgrown, usage_of
 from flowspark.engine.util.private_files import make_dirs, write_private
 
@@ -370,7 +370,7 @@ class Supervisor:
             )
 
     def _start_forks(self, python: str) -> str:
-        """Start the fork server (`python_forks`); the Python Spark is to run: the program that uses it, or `python`.
+        """Start the fork server (`fork_server`); the Python Spark is to run: the program that uses it, or `python`.
 
         Only for the Python this process runs (the fork server's children
         run it); nothing when the socket's path is too long for Unix.
@@ -380,11 +380,11 @@ class Supervisor:
             return program
         if os.path.realpath(python) != os.path.realpath(sys.executable) or len(sock.encode()) > _SOCKET_PATH_LIMIT:
             return python
-        python_forks.write_program(program, sock)
+        fork_server.write_program(program, sock)
         log = open(self._path(LOG), "ab")
         with log:
             self._forks = subprocess.Popen(
-                [sys.executable, "-m", python_forks.__name__, sock],
+                [sys.executable, "-m", fork_server.__name__, sock],
                 # PySpark's workers' hash seed, which a forked child keeps.
                 env=dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0")),
                 cwd=self._directory,

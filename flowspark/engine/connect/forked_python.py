@@ -7,7 +7,7 @@ schema; and a daemon per kind of task, which forks its task workers.  Each
 imports PySpark (and pandas, pyarrow, gRPC) and, once it unpickles a
 flow's code, flowspark: most of a second each, paid again by every run.
 The warm server's supervisor keeps a Python with those imported
-(`python_forks`) and names this program, written into its private
+(`fork_server`) and names this program, written into its private
 directory, as Spark's Python.  Asked to run one of those modules, it hands
 its arguments, environment, working directory and standard streams to the
 fork server, which forks a child that runs the module as `python -m`
@@ -16,7 +16,7 @@ server kills a child whose caller is gone (Spark stopped it).  Any other
 command, or no fork server to reach, runs the real Python as given.
 
 The program is this module's source, followed by a call of `main` with the
-fork server's socket and the real Python (`python_forks.write_program`),
+fork server's socket and the real Python (`fork_server.write_program`),
 run by the real Python with `-I -S` (its shebang): it imports only the
 standard library, so it starts in milliseconds.
 

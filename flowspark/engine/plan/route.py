@@ -23,7 +23,7 @@ from flowspark.engine.plan.groups import Groups, bucket_of
 from flowspark.engine.plan.keyed_chunks import KeyedChunk, Slot
 from flowspark.engine.plan.order import Order
 from flowspark.engine.plan.plan import Plan, SinkLayout, SinkRouting
-from flowspark.engine.plan.task_sinks import PassSinks
+from flowspark.engine.plan.task_sinks import TaskSinks
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import StepFailure, guarded
 from flowspark.engine.reports.metrics import Meter, Timing
@@ -182,7 +182,7 @@ class Router:
     """
 
     def __init__(
-        self, plan: Plan, groups: Groups, meter: Optional[Meter] = None, sinks: Optional[PassSinks] = None
+        self, plan: Plan, groups: Groups, meter: Optional[Meter] = None, sinks: Optional[TaskSinks] = None
     ) -> None:
         self._plan = plan
         self._groups = groups
@@ -224,7 +224,7 @@ class Router:
             elif isinstance(config, OutputConfig):
                 layout = self._plan.sinks[consumer.index]
                 if layout.in_making_task:
-                    assert self._sinks is not None, f"step {step_id!r} is written by the pass, which got no `PassSinks`"
+                    assert self._sinks is not None, f"step {step_id!r} is written by the pass, which got no `TaskSinks`"
                     self._sinks.write(consumer.index, out.origin, batch)
                     continue
                 if layout.in_executors:

@@ -31,7 +31,7 @@ _Slot = Tuple[int, int]
 """An output's index and a worker index: one partition of a dynamic sink."""
 
 
-class PassSinks:
+class TaskSinks:
     """The partitions one task writes of the outputs placed in the task that makes their items.
 
     Use it as a context manager around the task's passes, or call `close`
@@ -108,7 +108,7 @@ class PassSinks:
             except Exception as also:
                 error.add_note(f"closing a sink partition afterwards also failed: {also!r}")
 
-    def __enter__(self) -> PassSinks:
+    def __enter__(self) -> TaskSinks:
         return self
 
     def __exit__(

@@ -54,7 +54,7 @@ from flowspark.engine.recovery.driver_fence import DriverFence
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import StepFailure, built, reported_to
 from flowspark.engine.reports.metrics import Count, Meter, Reading, Timing, worker_index
-from flowspark.engine.sinks.sink_batch import SinkBatch, writing
+from flowspark.engine.sinks.batch_id import SinkBatch, writing
 from flowspark.engine.sources.data_source import SCHEMA_DDL
 from flowspark.engine.util.cyclic_gc import collector_paused, freeze_start_up_objects
 from flowspark.outputs import FixedPartitionedSink, WorkerPartitionedSink
@@ -125,7 +125,7 @@ class BatchWrite:
 
     outputs: Dict[int, TaskOutput]
     batch: SinkBatch
-    """The micro-batch, which its partitions' writes see (`sink_batch`)."""
+    """The micro-batch, which its partitions' writes see (`batch_id`)."""
     write: bool
     """False for a batch the ledger already has: its tasks only pass the driver's rows on."""
     resume: Snapshots

@@ -44,9 +44,9 @@ from flowspark.engine.recovery.storage import Location
 from flowspark.engine.reports.driver_link import DriverLink, DriverServer
 from flowspark.engine.reports.failures import StepFailure, built
 from flowspark.engine.reports.metrics import Count, Meter, Timing
-from flowspark.engine.sinks.sink_batch import SinkBatch, writing
+from flowspark.engine.sinks.async_write import WriteBehind
+from flowspark.engine.sinks.batch_id import SinkBatch, writing
 from flowspark.engine.sinks.sink_tasks import PartWritten, SinkJob, SinkTasks
-from flowspark.engine.sinks.write_behind import WriteBehind
 from flowspark.engine.sources.input_end import InputEnd
 from flowspark.engine.sources.wake_ups import WakeUps
 from flowspark.engine.util.cyclic_gc import collector_paused

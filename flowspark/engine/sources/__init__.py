@@ -1,6 +1,6 @@
 """Inputs on Spark: `spark_source` is the one Python streaming data source of a flow.
 
-Driver-resident partitions are read by `source_hub` (each a
+Driver-resident partitions are read by `driver_inputs` (each a
 `driver_partition`), partitions that may
 leave the driver by `executor_source` in the tasks that own them, with
 their snapshots in `snapshot_store`; `read_ahead` reads the next

@@ -1,6 +1,6 @@
 """One partition of a driver-resident input: built from its resume state, polled, asked when it wakes, snapshotted.
 
-`source_hub` keeps one per partition of the inputs that live in the user's
+`driver_inputs` keeps one per partition of the inputs that live in the user's
 process (see its doc); this module holds what it does with each.
 """
 

@@ -33,7 +33,7 @@ from flowspark.engine.plan.order import SOURCE
 from flowspark.engine.plan.plan import Plan, input_ranks
 from flowspark.engine.plan.route import Collector, Router
 from flowspark.engine.plan.shipped_plan import ShippedPlan
-from flowspark.engine.plan.task_sinks import PassSinks
+from flowspark.engine.plan.task_sinks import TaskSinks
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import lent_by_driver, reported_to, unloadable_items
 from flowspark.engine.reports.metrics import Meter, Reading, worker_index
@@ -53,7 +53,7 @@ from flowspark.engine.sources.wake_ups import DUE_CALL, Ping
 from flowspark.engine.util.cyclic_gc import collector_paused, freeze_start_up_objects
 
 if TYPE_CHECKING:
-    from flowspark.engine.sources.source_hub import Piece
+    from flowspark.engine.sources.driver_inputs import Piece
 
 
 def encode_options(
@@ -77,7 +77,7 @@ def encode_options(
 
 
 class ReadTask(InputPartition):
-    """One task's work: an executor partition to read, a piece of the hub's data (`source_hub.Piece`) or all its
+    """One task's work: an executor partition to read, a piece of the hub's data (`driver_inputs.Piece`) or all its
     pieces (one worker's order), the end, or a ping (`wake_ups`)."""
 
     def __init__(self, value: Union[PartTask, Piece, List[Piece], InputEnd, Ping]) -> None:
@@ -231,7 +231,7 @@ class Reader(DataSourceStreamReader):
         step = self._plan.inputs[int(origin.split(".")[0])]
         stream_id = step.config.downs[0]
         out = Collector(origin, self._link, self._plan.ordered)
-        with PassSinks(self._plan, meter) as sinks:
+        with TaskSinks(self._plan, meter) as sinks:
             router = Router(self._plan, self._groups, meter, sinks)
             for round_, blob in enumerate(pickle.loads(payload), first_round):
                 try:
@@ -260,7 +260,7 @@ class Reader(DataSourceStreamReader):
             while not recorded:
                 meter = Meter(self._report) if self._metered else None
                 out = Collector(source_origin(spec.input_index, spec.index, 0), self._link, self._plan.ordered)
-                with PassSinks(self._plan, meter) as sinks, PartReader(self._inputs, spec, task.batch, meter) as reader:
+                with TaskSinks(self._plan, meter) as sinks, PartReader(self._inputs, spec, task.batch, meter) as reader:
                     router = Router(self._plan, self._groups, meter, sinks)
                     for round_, batch in enumerate(reader.batches(), task.first_round):
                         router.push(stream_id, batch, out)

@@ -1,6 +1,6 @@
 """Read what a recovery directory holds, with Spark's state data source.
 
-Spark's `statestore` reader gives every entry of the `slots` map state of
+Spark's `statestore` reader gives every entry of the `keyed_state` map state of
 each `transformWithState` operator: the bucket group and the snapshots
 of a slot's keys.  The group names the stateful step (`S<index>/<bucket>`),
 and `flowspark-meta.json` maps that index to the step id.
@@ -20,7 +20,7 @@ from flowspark.engine.recovery.resume_check import META
 from flowspark.engine.recovery.sink_ledger import LEDGER, read_ledger
 from flowspark.engine.recovery.storage import Location
 from flowspark.engine.spark.session import get_session
-from flowspark.engine.state.slots import decoded, slot_keys
+from flowspark.engine.state.keyed_state import decoded, slot_keys
 
 
 @dataclass

@@ -5,7 +5,7 @@ One processor serves one *layer* of stateful steps.  Spark groups rows by
 so the shuffle and the state operator see a few hundred chunk rows per
 micro-batch whatever the number of items or keys.  Inside a bucket each
 key's pickled logic snapshot and `notify_at` are stored together, in slots
-of many keys each (`slots`), and Spark's processing-time timers wake the
+of many keys each (`keyed_state`), and Spark's processing-time timers wake the
 bucket when a slot's earliest wake-up is due.  Rows bound for later layers,
 outputs or the driver pass through unchanged.  The dynamic sinks placed in
 the task that makes their items are written by the layer's task, and their
@@ -43,11 +43,11 @@ from flowspark.engine.plan.order import EOF_ROUND, START_ROUND, batch_phase, not
 from flowspark.engine.plan.plan import stateful_ranks
 from flowspark.engine.plan.route import Collector, Router
 from flowspark.engine.plan.shipped_plan import ShippedPlan
-from flowspark.engine.plan.task_sinks import PassSinks
+from flowspark.engine.plan.task_sinks import TaskSinks
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import StepFailure, aware_or_none, guarded, reported_to, unloadable_items
 from flowspark.engine.reports.metrics import LOGIC_TIMINGS, Meter, Reading, Timing, worker_index
-from flowspark.engine.state import slots
+from flowspark.engine.state import keyed_state
 from flowspark.engine.util.cyclic_gc import collector_paused, freeze_start_up_objects
 
 SLOT_GROUP = 64
@@ -103,7 +103,11 @@ class _Bucket:
     """
 
     def __init__(
-        self, step_id: str, builder: Callable[[Any], Any], state: slots.SlottedState, meter: Optional[Meter] = None
+        self,
+        step_id: str,
+        builder: Callable[[Any], Any],
+        state: keyed_state.SlottedState,
+        meter: Optional[Meter] = None,
     ) -> None:
         self.step_id = step_id
         self._meter = meter
@@ -120,7 +124,7 @@ class _Bucket:
         if key not in self._resume:
             self._loaded(key, self._state.get(key))
 
-    def _loaded(self, key: str, stored: Optional[slots.Stored]) -> None:
+    def _loaded(self, key: str, stored: Optional[keyed_state.Stored]) -> None:
         """Keep what was read for `key`: its snapshot and wake-up."""
         self._resume[key], self._wake_at[key] = (None, None) if stored is None else stored
 
@@ -205,7 +209,7 @@ class _Bucket:
         group: List[Tuple[int, str]] = []
         slots_in_group = 0
         last_slot = -1
-        for slot, key in sorted((slots.slot_of(k, slot_count), k) for k in keys):
+        for slot, key in sorted((keyed_state.slot_of(k, slot_count), k) for k in keys):
             if slot != last_slot:
                 if slots_in_group == SLOT_GROUP:
                     yield group
@@ -221,7 +225,7 @@ class _Bucket:
         for slot in self._state.slot_ids():
             found = self._state.key_slot(slot)
             for key, snapshot in found.snapshots.items():
-                self._loaded(key, slots.Stored(snapshot, found.wakes.get(key)))
+                self._loaded(key, keyed_state.Stored(snapshot, found.wakes.get(key)))
             yield sorted(found.snapshots)
 
     def due_keys(self, now_ms: int) -> List[str]:
@@ -305,9 +309,9 @@ class LayerProcessor(StatefulProcessor):
         self._ranks = stateful_ranks(self._plan)
         """Each stateful step's place among what a tick of its layer emits (`plan.stateful_ranks`)."""
         self._handle = handle
-        self._state = slots.state_variables(handle)
+        self._state = keyed_state.state_variables(handle)
         self._meter = Meter(self._report) if self._metered else None
-        self._sinks = PassSinks(self._plan, self._meter)
+        self._sinks = TaskSinks(self._plan, self._meter)
         self._router = Router(self._plan, self._groups, self._meter, self._sinks)
 
     def _mine(self, grp: str) -> Optional[int]:
@@ -407,7 +411,7 @@ class LayerProcessor(StatefulProcessor):
     def _open(self, step: int, grp: str) -> Tuple[_Bucket, Collector]:
         config = self._plan.stateful[step].config
         step_id = self._plan.stateful[step].step_id
-        bucket = _Bucket(step_id, config.builder, slots.SlottedState(self._state, grp, step_id), self._meter)
+        bucket = _Bucket(step_id, config.builder, keyed_state.SlottedState(self._state, grp, step_id), self._meter)
         return bucket, Collector(grp, self._link, self._plan.ordered)
 
     def _merged(

@@ -17,7 +17,7 @@ from flowspark.engine.plan.encoded_lines import encoded
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import Plan, build_plan, for_workers
 from flowspark.engine.plan.route import Collector, Router
-from flowspark.engine.plan.task_sinks import PassSinks
+from flowspark.engine.plan.task_sinks import TaskSinks
 from flowspark.engine.reports.failures import StepFailure
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 from flowspark.testing import TestingSource
@@ -55,7 +55,7 @@ def _plan(tmp_path: Path, ordered: bool = False, workers: int = 1, dynamic: Opti
 
 def _push(plan: Plan, batch: List[Any], origin: str = "000.00000.000") -> Collector:
     out = Collector(origin)
-    with PassSinks(plan) as sinks:
+    with TaskSinks(plan) as sinks:
         Router(plan, Groups.balanced(len(plan.stateful), 2), sinks=sinks).push(
             plan.inputs[0].config.downs[0], batch, out
         )

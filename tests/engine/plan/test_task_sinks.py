@@ -15,7 +15,7 @@ from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine.plan.destinations import origin_worker, source_origin
 from flowspark.engine.plan.groups import DEFAULT_BUCKETS, bucket_of
 from flowspark.engine.plan.plan import SinkPlace, build_plan
-from flowspark.engine.plan.task_sinks import PassSinks
+from flowspark.engine.plan.task_sinks import TaskSinks
 from flowspark.engine.reports.failures import StepFailure
 from flowspark.engine.reports.metrics import Count, Meter, Reading, Timing
 from flowspark.errors import FlowsparkRuntimeError
@@ -153,10 +153,10 @@ class _Logged(DynamicSink[Any]):
         return _Listed(self.log, worker_index, self.fail_on)
 
 
-def _sinks(sink: _Logged, meter: Any = None) -> PassSinks:
+def _sinks(sink: _Logged, meter: Any = None) -> TaskSinks:
     flow = Dataflow("p")
     op.output("out", op.input("inp", flow, TestingSource([1])), sink)
-    return PassSinks(build_plan(flow, workers=3), meter)
+    return TaskSinks(build_plan(flow, workers=3), meter)
 
 
 def test_each_origin_writes_to_its_workers_partition_built_once_per_task_and_closed_at_its_end() -> None:

@@ -14,7 +14,7 @@ from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import sink_part_group
 from flowspark.engine.recovery.driver_fence import FENCE, DriverFence, FencedOut, claim_for, owning
 from flowspark.engine.recovery.sink_ledger import Ledger
-from flowspark.engine.sinks.sink_batch import SinkBatch
+from flowspark.engine.sinks.batch_id import SinkBatch
 from flowspark.engine.sinks.sink_tasks import BatchWrite, TaskOutput
 
 

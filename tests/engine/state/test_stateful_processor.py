@@ -24,7 +24,7 @@ from flowspark.engine.plan.route import Collector, Router
 from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.sinks.sink_writer import OutputStash
-from flowspark.engine.state.slots import decoded
+from flowspark.engine.state.keyed_state import decoded
 from flowspark.engine.state.stateful import LayerProcessor
 from flowspark.testing import TestingSink, TestingSource
 

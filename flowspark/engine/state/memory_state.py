@@ -5,7 +5,7 @@ A run that ends within its first read runs as one Spark batch query
 then handles each of its buckets once, after Spark's shuffle by bucket, and
 nothing it stores outlives the task.  `MemoryHandle` stands in for the
 `StatefulProcessorHandle` that `transformWithState` gives it: the value and
-map states `slots` declares, scoped to the bucket being handled, and timers
+map states `keyed_state` declares, scoped to the bucket being handled, and timers
 that no later micro-batch will ever fire.
 """
 
@@ -34,7 +34,7 @@ class MemoryHandle:
 
 
 class ValueState:
-    """One value per bucket, with the calls `slots` makes on Spark's value state."""
+    """One value per bucket, with the calls `keyed_state` makes on Spark's value state."""
 
     def __init__(self, handle: MemoryHandle) -> None:
         self._handle = handle
@@ -48,7 +48,7 @@ class ValueState:
 
 
 class MapState:
-    """One map per bucket, with the calls `slots` makes on Spark's map state."""
+    """One map per bucket, with the calls `keyed_state` makes on Spark's map state."""
 
     def __init__(self, handle: MemoryHandle) -> None:
         self._handle = handle

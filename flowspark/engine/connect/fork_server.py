@@ -11,7 +11,7 @@ server's directory, which only the user can enter, and serves only
 processes of the user (`SO_PEERCRED`); what it reads is JSON, never a
 pickle.
 
-    python -m flowspark.engine.connect.python_forks SOCKET   (the supervisor starts it)
+    python -m flowspark.engine.connect.fork_server SOCKET   (the supervisor starts it)
 
 >>> from flowspark.engine.connect.forked_python import request
 >>> parse_request(request(["-c", "print('hi')"], {}, "/")) is None  # only the modules Spark starts

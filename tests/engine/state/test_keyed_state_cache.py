@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowspark.engine.state.slot_cache import SlotCache, new_version
+from flowspark.engine.state.keyed_state_cache import SlotCache, new_version
 
 
 def test_a_kept_slot_is_found_at_its_version() -> None:

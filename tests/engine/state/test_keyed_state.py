@@ -9,8 +9,7 @@ import pytest
 
 from flowspark.engine.plan import chunks
 from flowspark.engine.reports.failures import StepFailure
-from flowspark.engine.state.slot_cache import SlotCache
-from flowspark.engine.state.slots import (
+from flowspark.engine.state.keyed_state import (
     SLOT_KEYS,
     SlottedState,
     Stored,
@@ -19,6 +18,7 @@ from flowspark.engine.state.slots import (
     slot_of,
     state_variables,
 )
+from flowspark.engine.state.keyed_state_cache import SlotCache
 
 _InMemoryStatefulProcessorHandle = pytest.importorskip(
     "pyspark.sql.streaming.tws_tester", reason="PySpark 4.2 on has it"

@@ -3,7 +3,7 @@
 Every call to Spark's state store from a Python worker is a round trip to
 the JVM, which costs far more than pickling a few hundred small snapshots.
 So a bucket does not store one map entry per key: its keys are spread over
-`slots` map entries, each holding the snapshots and wake-ups of all its
+`keyed_state` map entries, each holding the snapshots and wake-ups of all its
 keys as one pickle, and a micro-batch reads and writes only the slots of
 the keys it touches.  A bucket starts with one slot and doubles its slots
 whenever they hold more than `SLOT_KEYS` keys on average, so a slot stays
@@ -19,7 +19,7 @@ a timer finds its due keys by reading only the slots that are due.
 
 The layout also records each slot's version, new at every write, so that a
 Python worker can keep the slots it saved and use them in a later call
-instead of reading them again, while they are still current (`slot_cache`).
+instead of reading them again, while they are still current (`keyed_state_cache`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pyspark.sql.types import BinaryType, DataType, IntegerType, LongType, Struc
 
 from flowspark.engine.plan import chunks
 from flowspark.engine.reports.failures import StepFailure
-from flowspark.engine.state.slot_cache import WORKER_CACHE, SlotCache, new_version
+from flowspark.engine.state.keyed_state_cache import WORKER_CACHE, SlotCache, new_version
 
 SLOT_KEYS = 512
 """The average number of keys per slot above which a bucket doubles its slots."""
@@ -43,7 +43,7 @@ _SLOT_BITS_SKIPPED = 12
 
 
 def slot_of(key: str, slots: int) -> int:
-    """The slot (of `slots`, a power of two) that holds `key`; stable across processes and runs."""
+    """The slot (of `keyed_state`, a power of two) that holds `key`; stable across processes and runs."""
     return (zlib.crc32(key.encode()) >> _SLOT_BITS_SKIPPED) & (slots - 1)
 
 
@@ -171,7 +171,7 @@ class SlottedState:
     """One bucket's keys' snapshots and wake-ups during one handler call, over three of Spark's state variables.
 
     `layout` (value state: slot count, key count and each slot's version),
-    `slots` (map state: slot → its keys' wake-ups and snapshots) and
+    `keyed_state` (map state: slot → its keys' wake-ups and snapshots) and
     `wakes` (map state: slot → its earliest wake-up, for timers).  Reads
     are cached until `save`, which writes the slots that changed; the slots
     read or saved are then kept in the worker's `cache`, for the bucket's

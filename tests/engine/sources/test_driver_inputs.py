@@ -18,7 +18,7 @@ from flowspark.engine.plan.line_blocks import LineBlock
 from flowspark.engine.plan.plan import build_plan
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import StepFailure
-from flowspark.engine.sources.source_hub import Offset, SourceHub
+from flowspark.engine.sources.driver_inputs import Offset, SourceHub
 from flowspark.inputs import (
     AbortExecution,
     DynamicSource,

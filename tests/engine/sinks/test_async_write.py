@@ -8,7 +8,7 @@ from typing import List
 
 import pytest
 
-from flowspark.engine.sinks.write_behind import WriteBehind
+from flowspark.engine.sinks.async_write import WriteBehind
 
 
 def test_writes_run_in_order_in_another_thread_and_join_waits_for_the_last() -> None:

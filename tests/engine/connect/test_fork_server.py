@@ -16,7 +16,7 @@ from typing import Dict, Iterator, Tuple
 
 import pytest
 
-from flowspark.engine.connect import forked_python, python_forks
+from flowspark.engine.connect import fork_server, forked_python
 
 # A module Spark's driver starts a Python for: run without Spark, it connects to the port its environment
 # names, sends the secret and waits for an answer.
@@ -34,12 +34,12 @@ def forks(tmp_path: Path) -> Iterator[Tuple[Path, Dict[str, str]]]:
 def _fork_server(folder: Path) -> Iterator[Tuple[Path, Dict[str, str]]]:
     sock = folder / "forks.sock"
     server = subprocess.Popen(
-        [sys.executable, "-m", python_forks.__name__, str(sock)],
+        [sys.executable, "-m", fork_server.__name__, str(sock)],
         env=dict(os.environ, PYTHONHASHSEED="0"),
         stdin=subprocess.DEVNULL,
     )
     program = folder / "python"
-    python_forks.write_program(str(program), str(sock))
+    fork_server.write_program(str(program), str(sock))
     deadline = time.monotonic() + 60
     while not sock.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -72,7 +72,7 @@ def test_a_module_spark_starts_runs_in_a_child_of_the_fork_server(
             assert conn.recv(4 + len("secret")).endswith(b"secret")
         _, err = helper.communicate(timeout=60)
     assert helper.returncode != 0
-    assert "python_forks" in err, err  # the traceback of the module run in the fork server's child
+    assert "fork_server" in err, err  # the traceback of the module run in the fork server's child
 
 
 def test_other_commands_and_a_missing_fork_server_run_the_real_python(
@@ -84,12 +84,12 @@ def test_other_commands_and_a_missing_fork_server_run_the_real_python(
     )
     assert (done.returncode, done.stdout) == (0, "['a']\n")
     alone = tmp_path / "alone"
-    python_forks.write_program(str(alone), str(tmp_path / "none.sock"))
+    fork_server.write_program(str(alone), str(tmp_path / "none.sock"))
     done = subprocess.run(
         [str(alone), "-m", HELPER], env=dict(env, PYTHON_WORKER_FACTORY_PORT="1"), capture_output=True, text=True
     )
     assert done.returncode != 0
-    assert "python_forks" not in done.stderr and HELPER.rsplit(".", 1)[-1] in done.stderr
+    assert "fork_server" not in done.stderr and HELPER.rsplit(".", 1)[-1] in done.stderr
 
 
 def test_a_child_dies_with_the_process_that_asked_for_it(forks: Tuple[Path, Dict[str, str]]) -> None:
