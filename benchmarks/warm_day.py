@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from flowspark._settings import WARM_SPARK_DIR
 from flowspark.engine.connect.connect_server import read_record
 from flowspark.engine.connect.server_usage import ServerUsage, usage_of
-from flowspark.settings import WARM_SPARK_DIR
 
 WORDS = 40
 """How often the bounded flows' input repeats its three lines."""

@@ -29,7 +29,7 @@ from typing import (
 
 from typing_extensions import Concatenate, ParamSpec, Self, TypeAlias
 
-from flowspark.step_config import CoreConfig
+from flowspark._step_config import CoreConfig
 
 __all__ = [
     "Dataflow",
@@ -82,7 +82,7 @@ class Operator:
     ups: Dict[str, List[str]] = field(default_factory=dict)
     downs: Dict[str, str] = field(default_factory=dict)
     config: Optional[CoreConfig] = None
-    """What a core step runs (`step_config`); None for a step made of substeps."""
+    """What a core step runs (`_step_config`); None for a step made of substeps."""
 
     @property
     def core(self) -> bool:

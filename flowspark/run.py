@@ -17,10 +17,10 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
-from flowspark import settings
+from flowspark import _settings as settings
+from flowspark._locate import locate_flow
 from flowspark.dataflow import Dataflow
 from flowspark.errors import RunStopped
-from flowspark.locate import locate_flow
 from flowspark.recovery import RecoveryConfig
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def cli_main(
     (`process_id`, `addresses`) runs the whole flow with every process's
     workers, and the others return at once.
     """
-    from flowspark.launch import launch_process
+    from flowspark._launch import launch_process
 
     recovery_dir = None if recovery_config is None else recovery_config.location
     launch_process(
@@ -260,10 +260,10 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     multi-process launch, the processes other than 0 wait for process 0's
     run and return its status (`process_zero`).
     """
-    from flowspark.dataflow_api import settings_from_env
+    from flowspark._dataflow_api import settings_from_env
+    from flowspark._launch import drives_the_run, run_config
     from flowspark.engine.process_zero import announce_status, wait_for_process_zero
     from flowspark.engine.reports.progress import show_on_stderr
-    from flowspark.launch import drives_the_run, run_config
 
     parser = _parser(testing)
     args = parser.parse_args(argv) if testing else _parse_args(argv, parser)
@@ -316,8 +316,8 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
 
 def _run(import_str: str, config: RunConfig) -> int:
     """Find the flow and run it; the exit status, with the failure or stop told in one message."""
+    from flowspark._launch import launch
     from flowspark.engine.reports.failures import user_traceback
-    from flowspark.launch import launch
 
     flow = locate_flow(import_str)
     try:

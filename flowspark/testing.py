@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, U
 
 from typing_extensions import override
 
-from flowspark import settings
+from flowspark import _settings as settings
 from flowspark.dataflow import Dataflow
 from flowspark.engine.reports.progress import BatchReport
 from flowspark.inputs import (
@@ -211,8 +211,8 @@ def run_main(
     `on_progress`, if given, gets a `BatchReport` for every written
     micro-batch, on the thread that writes the outputs.
     """
+    from flowspark._launch import launch, run_config
     from flowspark.engine.reports.progress import Progress
-    from flowspark.launch import launch, run_config
 
     recovery_dir = None if recovery_config is None else recovery_config.location
     config = run_config(
@@ -239,8 +239,8 @@ def cluster_main(
     whole flow would write its output again).  `on_progress` is as for
     `run_main`.
     """
+    from flowspark._launch import launch_process
     from flowspark.engine.reports.progress import Progress
-    from flowspark.launch import launch_process
 
     recovery_dir = None if recovery_config is None else recovery_config.location
     launch_process(

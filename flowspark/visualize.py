@@ -7,7 +7,7 @@ each input port is linked to the port that produced its stream *at the same
 nesting level*: inside a step, a stream that came in through the step's own
 input port is credited to that port, not to the step outside that made it.
 
-`to_physical` is a flowspark addition (`flowspark.spark_plan`, imported
+`to_physical` is a flowspark addition (`flowspark.engine.plan.physical_plan`, imported
 here): the plan the runner makes, as Spark runs it.
 
 From the command line:
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Literal, Optional, get_args
 
 from flowspark.dataflow import Dataflow, Operator
-from flowspark.spark_plan import (
+from flowspark.engine.plan.physical_plan import (
     PhysicalInput,
     PhysicalOutput,
     PhysicalPlan,
@@ -314,7 +314,7 @@ def render(
 
 def cli_main(argv: Optional[List[str]] = None) -> int:
     """Parse the command line, print the requested view of the flow, return the exit code."""
-    from flowspark.locate import locate_flow
+    from flowspark._locate import locate_flow
 
     args = _parser().parse_args(argv)
     flow = locate_flow(args.import_str)

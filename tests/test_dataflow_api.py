@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import api_flow
 
 from conftest import usage_error
-from flowspark import dataflow_api
-from flowspark.dataflow_api import ApiSettings, DataflowApi, settings_from_env
+from flowspark import _dataflow_api as dataflow_api
+from flowspark._dataflow_api import ApiSettings, DataflowApi, settings_from_env
 from flowspark.engine.reports.metrics import FlowMetrics
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.run import main

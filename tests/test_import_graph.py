@@ -13,8 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "flowspark"
 ABOVE_THE_ENGINE = (
     "flowspark.run",
     "flowspark.testing",
-    "flowspark.launch",
-    "flowspark.dataflow_api",
+    "flowspark._launch",
+    "flowspark._dataflow_api",
     "flowspark.visualize",
 )
 

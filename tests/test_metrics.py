@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import flowspark.operators as op
 from conftest import OnePartSource
+from flowspark._dataflow_api import ApiSettings, DataflowApi
 from flowspark.dataflow import Dataflow
-from flowspark.dataflow_api import ApiSettings, DataflowApi
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import build_plan
 from flowspark.engine.plan.route import Collector, Router

@@ -6,7 +6,7 @@ from typing import List
 
 import pytest
 
-from flowspark.notices import forwarded_to, say
+from flowspark._notices import forwarded_to, say
 
 
 def test_a_notice_goes_to_standard_error(capsys: pytest.CaptureFixture[str]) -> None:

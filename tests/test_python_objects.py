@@ -21,8 +21,8 @@ import pytest
 from support.oracle import Engine, Outputs, by_key, run_on
 
 import flowspark.operators as op
+from flowspark._launch import launch, run_config
 from flowspark.dataflow import Dataflow
-from flowspark.launch import launch, run_config
 from flowspark.run import cli_main
 from flowspark.testing import TestingSink, TestingSource
 

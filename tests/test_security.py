@@ -22,10 +22,10 @@ from typing import List, Set, Tuple
 
 import pytest
 
+from flowspark._settings import WARM_SPARK_DIR
 from flowspark.engine.connect.connect_server import RECORD
 from flowspark.engine.util.private_files import private_dir, read_trusted, write_private
 from flowspark.errors import FlowsparkRuntimeError
-from flowspark.settings import WARM_SPARK_DIR
 
 SLOW_FLOW = """
 import time

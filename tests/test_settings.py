@@ -1,4 +1,4 @@
-"""Every environment variable flowspark reads is a `flowspark.settings` entry, listed in `--help` and in
+"""Every environment variable flowspark reads is a `flowspark._settings` entry, listed in `--help` and in
 docs/settings.md; the cache folder follows `XDG_CACHE_HOME`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flowspark import settings
+from flowspark import _settings as settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,6 +24,7 @@ from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.destinations import output_group, tap_group
 from flowspark.engine.plan.groups import DEFAULT_BUCKETS, Groups, new_groups
+from flowspark.engine.plan.physical_plan import PASS
 from flowspark.engine.plan.plan import build_plan
 from flowspark.engine.recovery.resume_check import META
 from flowspark.errors import FlowsparkRuntimeError
@@ -31,7 +32,6 @@ from flowspark.inputs import DynamicSource
 from flowspark.outputs import DynamicSink, MicroBatchSink, StatelessSinkPartition
 from flowspark.recovery import RecoveryConfig, init_db_dir
 from flowspark.run import cli_main
-from flowspark.spark_plan import PASS
 from flowspark.testing import TestingSink, TestingSource
 from flowspark.visualize import physical_plan, to_mermaid, to_physical
 

@@ -17,8 +17,8 @@ Its folders are floors, each importing only the ones below it
 - `state`: `stateful_batch` steps on Spark;
 - `connect`: Spark Connect, and the warm local server.
 
-Nothing here imports the launch path above it (`flowspark.launch`, `run`,
-`testing`, `dataflow_api`, `visualize`): what the engine needs of it is
+Nothing here imports the launch path above it (`flowspark._launch`, `run`,
+`testing`, `_dataflow_api`, `visualize`): what the engine needs of it is
 handed in.
 """
 

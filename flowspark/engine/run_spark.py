@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 
 from pyspark.sql import SparkSession
 
-from flowspark import settings
+from flowspark import _settings as settings
 from flowspark.engine.connect.connect_client import connect, driver_link_host, server_host
 from flowspark.engine.connect.warm_session import WarmMode, warm_mode, warm_spark
 from flowspark.engine.plan.plan import Plan

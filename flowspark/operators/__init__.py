@@ -5,7 +5,7 @@ The core operators (`input`, `output`, `flat_map_batch`, `stateful_batch`,
 translates; everything else here is composed from them in plain Python.
 """
 
-from flowspark.batch_logic import StatefulBatchLogic
+from flowspark._batch_logic import StatefulBatchLogic
 from flowspark.dataflow import Dataflow, KeyedStream, Stream, f_repr, operator
 from flowspark.inputs import Source
 from flowspark.operators._core import (

@@ -20,12 +20,9 @@ from typing import (
 
 from typing_extensions import TypeGuard
 
+from flowspark._batch_logic import StatefulBatchLogic
 from flowspark._bytewax_io import adapt_sink, adapt_source
-from flowspark.batch_logic import StatefulBatchLogic
-from flowspark.dataflow import Dataflow, KeyedStream, Stream, core_step, operator
-from flowspark.inputs import Source
-from flowspark.outputs import Sink
-from flowspark.step_config import (
+from flowspark._step_config import (
     BranchConfig,
     FlatMapBatchConfig,
     InputConfig,
@@ -36,6 +33,9 @@ from flowspark.step_config import (
     StatefulBatchConfig,
     port_ids,
 )
+from flowspark.dataflow import Dataflow, KeyedStream, Stream, core_step, operator
+from flowspark.inputs import Source
+from flowspark.outputs import Sink
 
 X = TypeVar("X")
 """Type of upstream items."""

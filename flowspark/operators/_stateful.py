@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Generic, Iterable, List, Optional, T
 
 from typing_extensions import override
 
-from flowspark.batch_logic import StatefulBatchLogic
+from flowspark._batch_logic import StatefulBatchLogic
 from flowspark.dataflow import KeyedStream, f_repr, operator
 from flowspark.operators._core import S, V, W, stateful_batch
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Callable, Optional
 
-from flowspark.batch_logic import StatefulBatchLogic  # noqa: F401  (Bytewax has it here)
+from flowspark._batch_logic import StatefulBatchLogic  # noqa: F401  (Bytewax has it here)
 from flowspark.dataflow import KeyedStream, Stream, operator  # noqa: F401  (Bytewax has them here)
 from flowspark.operators._core import S, V, W, W_co, X  # noqa: F401  (Bytewax has them here)
 

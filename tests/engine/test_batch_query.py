@@ -15,12 +15,12 @@ from support.oracle import Engine, run_both, run_on
 
 import flowspark.operators as op
 from conftest import ALIGN
+from flowspark._launch import run_config
 from flowspark.dataflow import Dataflow
 from flowspark.engine.reports import progress
 from flowspark.engine.reports.metrics import Count, FlowMetrics
 from flowspark.engine.reports.progress import Progress
 from flowspark.engine.runner import run_flow
-from flowspark.launch import run_config
 from flowspark.testing import TestingSink, TestingSource
 
 STALL = timedelta(seconds=0.05)

@@ -11,7 +11,7 @@ from typing import (
 
 from confluent_kafka import KafkaError as ConfluentKafkaError
 
-from flowspark.notices import say
+from flowspark._notices import say
 
 UNREACHABLE = frozenset(
     {

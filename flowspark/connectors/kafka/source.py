@@ -18,13 +18,13 @@ from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka.admin import AdminClient
 from typing_extensions import override
 
+from flowspark._notices import say
 from flowspark.connectors.kafka.clients import CONSUMERS
 from flowspark.connectors.kafka.consumer_lag import CONSUMER_LAG
 from flowspark.connectors.kafka.messages import KafkaError, KafkaSourceMessage, RawItem, source_message
 from flowspark.connectors.kafka.outage import BrokerOutage, refused, unreachable
 from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
-from flowspark.notices import say
 
 _TIMEOUT = 10.0
 """Seconds to wait for the broker's answer about topics or offsets."""

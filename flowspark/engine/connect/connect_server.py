@@ -45,7 +45,7 @@ from typing import IO, List, Optional, Tuple
 import pyspark
 
 import flowspark
-from flowspark import settings
+from flowspark import _settings as settings
 from flowspark.engine.connect import fork_server
 from flowspark.engine.connect.server_usage import SETTLED_RUNS, ServerUsage, outgrown, usage_of
 from flowspark.engine.util.private_files import make_dirs, write_private

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import IO, Any, Dict, Optional
 
-from flowspark import settings
+from flowspark import _settings as settings
 from flowspark.engine.connect.connect_client import connect, forget
 from flowspark.engine.connect.connect_server import (
     LEASE,

@@ -16,11 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Dict, Generic, List, Optional, Sequence, Set, Tuple, TypeVar
 
-from flowspark.dataflow import Dataflow
-from flowspark.engine.plan.encoded_lines import LineFormat, line_format
-from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
-from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink, WorkerPartitionedSink
-from flowspark.step_config import (
+from flowspark._step_config import (
     CoreConfig,
     FlatMapBatchConfig,
     InputConfig,
@@ -28,6 +24,10 @@ from flowspark.step_config import (
     OutputConfig,
     StatefulBatchConfig,
 )
+from flowspark.dataflow import Dataflow
+from flowspark.engine.plan.encoded_lines import LineFormat, line_format
+from flowspark.inputs import DynamicSource, FixedPartitionedSource, Source
+from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink, Sink, WorkerPartitionedSink
 
 C_co = TypeVar("C_co", bound=CoreConfig, covariant=True)
 """The configuration type of a core step."""

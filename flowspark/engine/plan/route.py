@@ -16,6 +16,15 @@ import itertools
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
+from flowspark._step_config import (
+    BranchConfig,
+    FlatMapBatchConfig,
+    InspectDebugConfig,
+    MergeConfig,
+    OutputConfig,
+    RedistributeConfig,
+    StatefulBatchConfig,
+)
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import origin_worker, output_group, sink_part_group, tap_group
 from flowspark.engine.plan.encoded_lines import LineChunk
@@ -28,15 +37,6 @@ from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.failures import StepFailure, guarded
 from flowspark.engine.reports.metrics import Meter, Timing
 from flowspark.outputs import FixedPartitionedSink
-from flowspark.step_config import (
-    BranchConfig,
-    FlatMapBatchConfig,
-    InspectDebugConfig,
-    MergeConfig,
-    OutputConfig,
-    RedistributeConfig,
-    StatefulBatchConfig,
-)
 
 
 class Collector:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 import cloudpickle
 
-from flowspark import notices
+from flowspark import _notices as notices
 from flowspark.engine.plan.plan import Plan, core_steps
 from flowspark.errors import FlowsparkRuntimeError
 

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 
 import cloudpickle
 
-from flowspark import notices, settings
+from flowspark import _notices as notices
+from flowspark import _settings as settings
 from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, errors_to_driver, prints_to_driver
 from flowspark.errors import FlowsparkRuntimeError
 from flowspark.inputs import AbortExecution
@@ -260,7 +261,7 @@ def reported_to(link: DriverLink) -> Iterator[None]:
     """In a Spark worker, while user code runs: its prints go to the driver, and so does any `StepFailure`, before
     Spark turns it into text.
 
-    flowspark's own notices (`flowspark.notices`) go to the driver's
+    flowspark's own notices (`flowspark._notices`) go to the driver's
     standard error.  On a Spark the run did not start, the code also runs
     with the run's directory and variables, and its standard error goes to
     the driver too (`DriverLink.lent`).  A retried task attempt first asks

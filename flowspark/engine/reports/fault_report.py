@@ -20,7 +20,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from flowspark import settings
+from flowspark import _settings as settings
 
 __all__ = ["SparkFault", "is_spark_error", "spark_fault"]
 

@@ -6,7 +6,7 @@ batch's list, never item by item) and times user calls, and hands what it
 gathered to the driver at the end of each Spark task and at least every
 `FLUSH_SECONDS` while one runs (`Meter.flush`), over the driver link, so
 a long task's counters move as it goes.  The driver's `FlowMetrics` sums those readings by step and
-worker (`flowspark.dataflow_api` serves them to Prometheus).  A worker's
+worker (`flowspark._dataflow_api` serves them to Prometheus).  A worker's
 `worker_index` is the Spark task's partition id; steps run on the driver
 (the sources and sinks that live there) report as worker 0.
 """

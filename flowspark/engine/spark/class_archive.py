@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import pyspark
 
-from flowspark import settings
+from flowspark import _settings as settings
 from flowspark.engine.spark.java_check import java_binary
 
 STALE_SECONDS = 86400.0

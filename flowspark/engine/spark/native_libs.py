@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from typing import Optional
 
-from flowspark import settings
+from flowspark import _settings as settings
 from flowspark.engine.util.private_files import make_dirs, others_can_write
 
 LIBRARY = "librocksdbjni-linux64.so"

@@ -34,7 +34,7 @@ import pyspark
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
-from flowspark import settings
+from flowspark import _settings as settings
 from flowspark.engine.sources.data_source import FlowsparkSource
 from flowspark.engine.spark import class_archive
 from flowspark.engine.spark.cluster import is_local_master

@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Tuple
 
 from typing_extensions import override
 
-from flowspark.batch_logic import StatefulBatchLogic
+from flowspark._batch_logic import StatefulBatchLogic
 from flowspark.operators._core import S, V, W
 from flowspark.operators._windowing.base import (
     UTC_MIN,

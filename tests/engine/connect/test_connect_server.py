@@ -23,8 +23,8 @@ from typing import Callable, Iterator, Optional
 import pytest
 
 from conftest import children, command_line
+from flowspark._settings import WARM_SPARK_DIR, WARM_SPARK_IDLE
 from flowspark.engine.connect.connect_server import LEASE, RECORD, ServerRecord, read_record, server_dir, serving
-from flowspark.settings import WARM_SPARK_DIR, WARM_SPARK_IDLE
 
 FLOW = """
 import os

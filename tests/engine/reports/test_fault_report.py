@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import PySparkException
 
+from flowspark._settings import FULL_TRACEBACK
 from flowspark.engine.reports.fault_report import spark_fault
-from flowspark.settings import FULL_TRACEBACK
 
 _STACK = "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:3173)\n" * 40
 

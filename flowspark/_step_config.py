@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar, Iterable, List, Optional, Tuple
 
 from typing_extensions import Self
 
-from flowspark.batch_logic import StatefulBatchLogic
+from flowspark._batch_logic import StatefulBatchLogic
 from flowspark.inputs import Source
 from flowspark.outputs import Sink
 

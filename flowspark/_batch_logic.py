@@ -2,7 +2,7 @@
 `flowspark.operators`).
 
 It lives apart from the operators so that the step configurations that
-hold one (`flowspark.step_config`) need not import the operators.
+hold one (`flowspark._step_config`) need not import the operators.
 """
 
 from __future__ import annotations

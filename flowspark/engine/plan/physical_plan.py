@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set
 
+from flowspark._step_config import STATELESS_KINDS, CoreConfig, StepKind
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.destinations import CONTROL_GROUP, output_group, sink_parts_pattern, tap_group
 from flowspark.engine.plan.groups import DEFAULT_BUCKETS, Groups, new_groups
 from flowspark.engine.plan.plan import CoreStep, Plan, SinkLayout, SinkRouting, build_plan, for_workers, source_parts
 from flowspark.inputs import DynamicSource, FixedPartitionedSource
 from flowspark.outputs import DynamicSink, FixedPartitionedSink, MicroBatchSink
-from flowspark.step_config import STATELESS_KINDS, CoreConfig, StepKind
 
 SOURCE = "source"
 """Stage label of the flowspark streaming source (inputs and what is fused after them)."""

@@ -32,7 +32,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from flowspark import settings
+from flowspark import _settings as settings
 from flowspark.dataflow import Dataflow
 from flowspark.engine.reports.metrics import BOUNDS, COUNT_HELP, TIMING_HELP, Count, Durations, FlowMetrics, Timing
 from flowspark.errors import FlowsparkRuntimeError

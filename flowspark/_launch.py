@@ -18,9 +18,9 @@ import logging
 from datetime import timedelta
 from typing import Dict, Optional, Sequence
 
-from flowspark import settings
+from flowspark import _settings as settings
+from flowspark._dataflow_api import serving_api
 from flowspark.dataflow import Dataflow
-from flowspark.dataflow_api import serving_api
 from flowspark.engine.reports.progress import Progress
 from flowspark.engine.run_config import RunConfig
 from flowspark.engine.runner import run_flow
