@@ -7,6 +7,9 @@ library's do, nowhere else until the application sets up logging
 
 import logging
 
+from flowspark._moved import install as _install_moved
+
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+_install_moved()
 
 __version__ = "0.1.0"
