@@ -165,7 +165,7 @@ def _handler(routes: Mapping[str, Tuple[str, Callable[[], bytes]]]) -> type:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - Spark's option name
             pass  # scrapes every few seconds would flood stderr
 
     return Handler

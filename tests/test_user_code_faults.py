@@ -75,7 +75,7 @@ class _Part(StatefulSourcePartition[int, int]):
         return batch
 
     def next_awake(self) -> Optional[datetime]:
-        return datetime.now() if self._fault == "naive next_awake" else None  # noqa: DTZ005
+        return datetime.now() if self._fault == "naive next_awake" else None  # noqa: DTZ005 - naive on purpose: the fault under test
 
     def snapshot(self) -> int:
         if self._fault == "snapshot":

@@ -14,10 +14,10 @@ from conftest import KafkaBroker, error_chain, new_topic, produce, read_back, ru
 
 pytest.importorskip("confluent_kafka")
 
-import flowspark.operators as op  # noqa: E402
-from flowspark.connectors.kafka import KafkaSink, KafkaSinkMessage, KafkaSource  # noqa: E402
-from flowspark.dataflow import Dataflow  # noqa: E402
-from flowspark.testing import TestingSink, TestingSource, cluster_main  # noqa: E402
+import flowspark.operators as op
+from flowspark.connectors.kafka import KafkaSink, KafkaSinkMessage, KafkaSource
+from flowspark.dataflow import Dataflow
+from flowspark.testing import TestingSink, TestingSource, cluster_main
 
 pytestmark = pytest.mark.kafka
 

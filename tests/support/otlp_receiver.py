@@ -78,7 +78,7 @@ def http_receiver() -> Iterator[tuple[str, Received]]:
     received = Received()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)

@@ -316,7 +316,7 @@ class LayerProcessor(StatefulProcessor):
             return None
         return dest.index if dest.index in self._steps else None
 
-    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:  # noqa: N802, N803 - Spark's names
         grp = key[0]
         step = self._mine(grp)
         if step is None:
@@ -391,8 +391,11 @@ class LayerProcessor(StatefulProcessor):
             self._calls(step, bucket, keys, "on_eof", tick, out)
             bucket.persist(self._handle, now_ms)
 
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    def handleExpiredTimer(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        timerValues: TimerValues,  # noqa: N803 - Spark's name
+        expiredTimerInfo: ExpiredTimerInfo,  # noqa: N803 - Spark's name
     ) -> Iterator[Row]:
         grp = key[0]
         step = self._mine(grp)

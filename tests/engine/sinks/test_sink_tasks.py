@@ -8,7 +8,7 @@ from typing import Any, List, Tuple
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's idiom
 
 import flowspark.operators as op
 from conftest import LineSink
