@@ -115,7 +115,8 @@ def _scrape_when_done(url: str, release: str, deadline: float = 120.0, also: Fro
                 dataflow_type, dataflow = _get(url + "/dataflow")
                 return Scrape(json.loads(dataflow), dataflow_type, metrics_type, families)
             time.sleep(0.2)
-        raise AssertionError(f"{url}/metrics never counted {HALF} items into 'api.out'")
+        msg = f"{url}/metrics never counted {HALF} items into 'api.out'"
+        raise AssertionError(msg)
     finally:
         open(release, "w").close()
 

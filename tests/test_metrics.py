@@ -104,7 +104,8 @@ def test_workers_readings_are_summed_per_step_and_worker() -> None:
 
 
 def _broken() -> Any:
-    raise RuntimeError("the query is stopping")
+    msg = "the query is stopping"
+    raise RuntimeError(msg)
 
 
 def test_gauges_come_from_the_query_progress_and_a_failing_source_leaves_them_out() -> None:

@@ -79,12 +79,14 @@ class _Part(StatefulSourcePartition[int, int]):
 
     def snapshot(self) -> int:
         if self._fault == "snapshot":
-            raise ValueError("snapshot boom")
+            msg = "snapshot boom"
+            raise ValueError(msg)
         return 0
 
     def close(self) -> None:
         if self._fault == "close":
-            raise ValueError("close boom")
+            msg = "close boom"
+            raise ValueError(msg)
 
 
 def _source(fault: str) -> OnePartSource:
@@ -232,7 +234,8 @@ class _WontLoad:
 
 
 def _refuse() -> Any:
-    raise ValueError("cannot restore")
+    msg = "cannot restore"
+    raise ValueError(msg)
 
 
 @pytest.mark.parametrize("made_by_a_map", [False, True], ids=["from-the-source", "from-a-map"])

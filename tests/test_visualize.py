@@ -279,7 +279,8 @@ def test_physical_plan_names_the_groups_a_run_records(tmp_path: Path) -> None:
 
 class _Polled(DynamicSource[Any]):
     def build(self, step_id: str, worker_index: int, worker_count: int) -> Any:
-        raise AssertionError("never built to show the plan")
+        msg = "never built to show the plan"
+        raise AssertionError(msg)
 
 
 class _Batches(MicroBatchSink[Any]):
@@ -291,7 +292,8 @@ class _Remote(DynamicSink[Any]):
     lives_in_driver = False
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> StatelessSinkPartition[Any]:
-        raise AssertionError("never built to show the plan")
+        msg = "never built to show the plan"
+        raise AssertionError(msg)
 
 
 def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Path) -> None:

@@ -398,7 +398,8 @@ def _first_items(part: Any, timeout: float = 10) -> List[Any]:
         got = part.next_batch()
         if got:
             return list(got)
-    raise AssertionError("no items")
+    msg = "no items"
+    raise AssertionError(msg)
 
 
 def test_read_error_becomes_an_item_or_raises(broker: str) -> None:
@@ -672,7 +673,8 @@ def _wait_for_lines(path: Path, count: int, proc: "subprocess.Popen[bytes]", tim
             return
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         time.sleep(0.2)
-    raise AssertionError(f"{path} did not reach {count} lines")
+    msg = f"{path} did not reach {count} lines"
+    raise AssertionError(msg)
 
 
 def _group_cpu_seconds(pgid: int) -> float:

@@ -190,7 +190,8 @@ class _LinePartition(_FilePartition[str]):
 
     def __init__(self, path: Path, resume_state: Optional[int], batch_size: int) -> None:
         if batch_size < 0:  # as `islice`, which Bytewax's batches go through, refuses it
-            raise ValueError(f"batch_size must be 0 or more; got {batch_size}")
+            msg = f"batch_size must be 0 or more; got {batch_size}"
+            raise ValueError(msg)
         f = open(path, "rb")
         super().__init__(path, f, f)
         if resume_state is not None:

@@ -237,7 +237,8 @@ class Reader(DataSourceStreamReader):
                 try:
                     items = batch_items(blob)
                 except Exception as ex:  # an item whose class pickles but won't load (a `__reduce__` that raises)
-                    raise unloadable_items(f"error unpickling the items of step {step.step_id!r}", ex) from ex
+                    msg = f"error unpickling the items of step {step.step_id!r}"
+                    raise unloadable_items(msg, ex) from ex
                 router.push(stream_id, items, out)
                 out.end_run((round_, SOURCE, rank, ""))
                 out.take()
