@@ -197,6 +197,7 @@ class DataflowApi:
         print(f"flowspark: dataflow API at {self.url}/dataflow and {self.url}/metrics", file=sys.stderr, flush=True)
 
     def close(self) -> None:
+        """Stop serving and free the port."""
         self._server.shutdown()
         self._server.server_close()
 
