@@ -1,4 +1,5 @@
-"""Helpers that tests in several folders share; tests import them as `from conftest import ...`.
+"""The servers' helpers that tests in several folders share (tests import them as `from conftest import ...`), and the
+fixtures; every other helper lives in `tests/support/`.
 
 `tests/` is on the import path (pyproject's `pythonpath`), so pytest's own
 import of this file is the module `conftest` that those imports get.
@@ -13,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -21,12 +21,12 @@ import urllib.request
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pyspark
 import pytest
+from support.processes import SHORT_LIVED_JVM, ancestor, descendants, kill_group
 
 from benchmarks.apache_kafka import (
     KafkaProcess,
@@ -37,37 +37,10 @@ from benchmarks.apache_kafka import (
     write_properties,
 )
 from flowspark.engine.reports.driver_link import DriverServer
-from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
-from flowspark.outputs import FixedPartitionedSink, StatefulSinkPartition
 
 pytest_plugins = ["support.s3_server", "support.suite_budget", "support.parallel"]
 """Fixtures every test folder may ask for (`s3_endpoint`, `s3_folder`); the suite's time per marker and its budget;
 how the suite shares two cores."""
-
-ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
-"""The instant the windowing tests align their windows on and count event time from."""
-
-SHORT_LIVED_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-"""The Java options of the JVMs the tests start (the Kafka broker, the cluster's master, workers and executors), as
-flowspark's own driver has: C1 compiles alone and one thread collects.  Their work is light and short (a test's
-application lives for seconds), and C2's compiler threads and a parallel collector would take the suite's two cores
-from the runs under test."""
-
-
-def run_module(
-    module: str, *args: str, cwd: Path, timeout: float, env: Optional[Dict[str, str]] = None
-) -> subprocess.CompletedProcess[str]:
-    """`python -m module args` run from `cwd` (with `env` for its environment, if given); its output captured as
-    text, its exit status left to the caller."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -76,104 +49,6 @@ def server() -> Iterator[DriverServer]:
     running = DriverServer()
     yield running
     running.close()
-
-
-def error_chain(error: BaseException) -> List[str]:
-    """The messages of `error` and of the errors it was raised from, outermost first."""
-    chain: List[str] = []
-    cause: Optional[BaseException] = error
-    while cause is not None:
-        chain.append(str(cause))
-        cause = cause.__cause__
-    return chain
-
-
-def usage_error(capsys: pytest.CaptureFixture[str], call: Callable[..., Any], *args: Any) -> str:
-    """What `call(*args)` printed on stderr as it stopped with argparse's usage error (exit status 2)."""
-    with pytest.raises(SystemExit) as exit_info:
-        call(*args)
-    assert exit_info.value.code == 2
-    return capsys.readouterr().err
-
-
-class OnePartSource(FixedPartitionedSource[Any, Any]):
-    """A source of one partition, `p0`, which `build(resume_state)` makes."""
-
-    def __init__(self, build: Callable[[Any], StatefulSourcePartition[Any, Any]]) -> None:
-        self._build = build
-
-    def list_parts(self) -> List[str]:
-        return ["p0"]
-
-    def build_part(self, step_id: str, for_part: str, resume_state: Any) -> StatefulSourcePartition[Any, Any]:
-        return self._build(resume_state)
-
-
-class _LinePart(StatefulSinkPartition[str, int]):
-    """Appends values as lines to its file, cut back to its snapshot when built (as `FileSink`)."""
-
-    def __init__(self, path: Path, resume: Optional[int], broken: bool) -> None:
-        self._f = open(path, "a")
-        self._f.seek(resume or 0)
-        self._f.truncate()
-        self._broken = broken
-
-    def write_batch(self, values: List[str]) -> None:
-        if self._broken:
-            raise OSError("disk full")
-        self._f.write("".join(f"{v}\n" for v in values))
-        self._f.flush()
-
-    def snapshot(self) -> int:
-        return self._f.tell()
-
-    def close(self) -> None:
-        self._f.close()
-
-
-def where_am_i() -> str:
-    """`pid in_task task_partition` of the calling process: where a sink partition was built."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    return f"{os.getpid()} {context is not None} {context.partitionId() if context is not None else -1}"
-
-
-class LineSink(FixedPartitionedSink[str, int]):
-    """Partitions `p0`, `p1`, ... of one file each in `directory`; key `kN` goes to partition N.
-
-    Written in Spark's tasks.  Every build appends `name pid in_task task_partition` to
-    `directory/where.txt`; partitions named in `broken` fail to write.
-    """
-
-    lives_in_driver = False
-
-    def __init__(self, directory: Path, count: int = 2, broken: Sequence[str] = ()) -> None:
-        self.directory = directory.absolute()
-        self.names = [f"p{i}" for i in range(count)]
-        self.broken = list(broken)
-
-    def list_parts(self) -> List[str]:
-        return self.names
-
-    def part_fn(self, item_key: str) -> int:
-        return int(item_key[1:])
-
-    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _LinePart:
-        with open(self.directory / "where.txt", "a") as f:
-            f.write(f"{for_part} {where_am_i()}\n")
-        return _LinePart(self.directory / for_part, resume_state, for_part in self.broken)
-
-    def builds(self) -> List[Tuple[str, int, bool, int]]:
-        """Every build so far: `(partition, pid, in a task, task partition)`."""
-        path = self.directory / "where.txt"
-        if not path.exists():
-            return []
-        rows = [line.split() for line in path.read_text().splitlines()]
-        return [(name, int(pid), task == "True", int(part)) for name, pid, task, part in rows]
-
-    def lines(self, name: str) -> List[str]:
-        return (self.directory / name).read_text().splitlines()
 
 
 @contextmanager
@@ -694,8 +569,8 @@ class StandaloneCluster:
         """SIGKILL worker `index` with everything it started, as if its host went away (its executors' Python
         daemons lead process groups of their own); a fresh worker takes its place, as a replaced host would."""
         proc = self._procs[1 + index]
-        doomed = _descendants(proc.pid)
-        _kill_group(proc, signal.SIGKILL)
+        doomed = descendants(proc.pid)
+        kill_group(proc, signal.SIGKILL)
         for pid in doomed:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -743,12 +618,12 @@ class StandaloneCluster:
     def stop(self) -> None:
         for proc in self._procs:
             if proc.poll() is None:
-                _kill_group(proc, signal.SIGTERM)
+                kill_group(proc, signal.SIGTERM)
         for proc in self._procs:
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                _kill_group(proc, signal.SIGKILL)
+                kill_group(proc, signal.SIGKILL)
                 proc.wait()
         for log in self._logs:
             log.close()
@@ -756,60 +631,6 @@ class StandaloneCluster:
     def executor_logs(self) -> List[Path]:
         """Each executor's stderr log, `WORK_DIR/APP_ID/EXECUTOR_ID/stderr`, across all workers."""
         return sorted(p for d in self.work_dirs for p in d.glob("app-*/*/stderr"))
-
-
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rpartition(")")[2].split()[1])
-
-
-def ancestor(pid: int, wanted: Callable[[int], bool]) -> int:
-    """The nearest of `pid` and the processes above it that is `wanted`."""
-    while not wanted(pid):
-        if pid <= 1:
-            raise LookupError("no such process above it")
-        pid = _parent(pid)
-    return pid
-
-
-def command_line(pid: int) -> str:
-    """The command line of process `pid`, its arguments joined by spaces."""
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read().replace(b"\0", b" ").decode(errors="replace")
-
-
-def children(pid: int) -> List[int]:
-    """The processes `pid` started that still run, from `/proc`."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    found: List[int] = []
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                found.extend(int(child) for child in f.read().split())
-        except OSError:
-            continue
-    return found
-
-
-def _descendants(pid: int) -> List[int]:
-    """Every process below `pid`, from `/proc`."""
-    found: List[int] = []
-    todo = [pid]
-    while todo:
-        below = children(todo.pop())
-        found.extend(below)
-        todo.extend(below)
-    return found
-
-
-def _kill_group(proc: "subprocess.Popen[bytes]", sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture(scope="session")

@@ -35,8 +35,9 @@ from typing import Dict, List, Tuple
 from zlib import adler32
 
 import pytest
+from support.processes import ancestor, command_line
 
-from conftest import KafkaBroker, StandaloneCluster, ancestor, command_line, new_topic, read_back, spark_env
+from conftest import KafkaBroker, StandaloneCluster, new_topic, read_back, spark_env
 
 FLOW_MODULE = textwrap.dedent('''
     import os

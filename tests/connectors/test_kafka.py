@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
+from support.failures import error_chain
+from support.ports import free_port
 
 from conftest import KafkaRecord as Record
-from conftest import Outage, apache_kafka, error_chain, free_port
+from conftest import Outage, apache_kafka
 from conftest import new_topic as _topic
 from conftest import produce as _produce
 from conftest import read_back as _read_back

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from support.partitions import where_am_i
 
-from conftest import new_topic, produce, read_back, where_am_i
+from conftest import new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")

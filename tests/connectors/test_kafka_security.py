@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from support.failures import error_chain
+from support.processes import run_module
 
-from conftest import KafkaBroker, error_chain, new_topic, produce, read_back, run_module
+from conftest import KafkaBroker, new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 

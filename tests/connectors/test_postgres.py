@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+from support.partitions import where_am_i
+from support.ports import free_port
 
-from conftest import free_port, pg_query, pg_table, where_am_i
+from conftest import pg_query, pg_table
 
 pytest.importorskip("psycopg")
 
