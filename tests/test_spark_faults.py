@@ -35,9 +35,11 @@ from typing import Dict, List, Tuple
 from zlib import adler32
 
 import pytest
+from support.kafka_broker import KafkaBroker
+from support.kafka_topics import new_topic, read_back
 from support.processes import ancestor, command_line
 
-from conftest import KafkaBroker, StandaloneCluster, new_topic, read_back, spark_env
+from conftest import StandaloneCluster, spark_env
 
 FLOW_MODULE = textwrap.dedent('''
     import os

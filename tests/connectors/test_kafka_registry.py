@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from support.kafka_topics import new_topic, produce, read_back
 from support.partitions import where_am_i
-
-from conftest import new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")

@@ -10,9 +10,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from support.failures import error_chain
+from support.kafka_broker import KafkaBroker
+from support.kafka_topics import new_topic, produce, read_back
 from support.processes import run_module
-
-from conftest import KafkaBroker, new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 
