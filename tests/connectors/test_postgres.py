@@ -20,8 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from support.partitions import where_am_i
 from support.ports import free_port
-
-from conftest import pg_query, pg_table
+from support.postgres_server import pg_query, pg_table
 
 pytest.importorskip("psycopg")
 
