@@ -17,8 +17,8 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Set, Tuple
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import api_flow
+from support.failures import usage_error
 
-from conftest import usage_error
 from flowspark import dataflow_api
 from flowspark.dataflow_api import ApiSettings, DataflowApi, settings_from_env
 from flowspark.engine.reports.metrics import FlowMetrics

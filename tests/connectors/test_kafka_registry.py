@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-
-from conftest import new_topic, produce, read_back, where_am_i
+from support.kafka_topics import new_topic, produce, read_back
+from support.partitions import where_am_i
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-
-from conftest import KafkaBroker, error_chain, new_topic, produce, read_back, run_module
+from support.failures import error_chain
+from support.kafka_broker import KafkaBroker
+from support.kafka_topics import new_topic, produce, read_back
+from support.processes import run_module
 
 pytest.importorskip("confluent_kafka")
 

@@ -11,8 +11,7 @@ from decimal import Decimal
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
-
-from conftest import new_topic, produce, read_back
+from support.kafka_topics import new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-
-from conftest import free_port, pg_query, pg_table, where_am_i
+from support.partitions import where_am_i
+from support.ports import free_port
+from support.postgres_server import pg_query, pg_table
 
 pytest.importorskip("psycopg")
 

@@ -8,8 +8,8 @@ import time
 from typing import List
 
 import pytest
+from support.ports import free_port
 
-from conftest import free_port
 from flowspark.engine.process_zero import announce_status, wait_for_process_zero
 
 

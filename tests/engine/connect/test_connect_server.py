@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
+from support.processes import children, command_line
 
-from conftest import children, command_line
 from flowspark.engine.connect.connect_server import LEASE, RECORD, ServerRecord, read_record, server_dir, serving
 from flowspark.settings import WARM_SPARK_DIR, WARM_SPARK_IDLE
 

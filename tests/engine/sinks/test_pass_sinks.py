@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, List, Set, Tuple
 
 import pytest
+from support.partitions import where_am_i
 
 import flowspark.operators as op
-from conftest import where_am_i
 from flowspark.connectors.files import DirSource
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine.plan.destinations import origin_worker, source_origin

@@ -15,9 +15,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from support.partitions import LineSink
 
 import flowspark.operators as op
-from conftest import LineSink
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import (
@@ -381,7 +381,7 @@ def test_a_damaged_ledger_is_named_not_retried(tmp_path: Path) -> None:
 
 @pytest.fixture
 def shipped() -> None:
-    """This module's (and conftest's) classes travel by value to Spark's workers, as a run ships the user's modules."""
+    """This module's (and `support`'s) classes travel by value to Spark's workers, as a run ships the user's modules."""
     ship_by_value(user_packages())
 
 
