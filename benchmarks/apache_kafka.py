@@ -46,7 +46,8 @@ def kafka_classpath() -> str:
         check=False,
     )
     if fetched.returncode != 0:
-        raise RuntimeError(f"Maven could not fetch Apache Kafka {KAFKA_VERSION}: {fetched.stdout}{fetched.stderr}")
+        msg = f"Maven could not fetch Apache Kafka {KAFKA_VERSION}: {fetched.stdout}{fetched.stderr}"
+        raise RuntimeError(msg)
     return saved.read_text()
 
 
@@ -68,7 +69,8 @@ class KafkaProcess:
         deadline = time.monotonic() + 90
         while True:
             if self._proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Apache Kafka did not start: {self._log.read_text()[-3000:]}")
+                msg = f"Apache Kafka did not start: {self._log.read_text()[-3000:]}"
+                raise RuntimeError(msg)
             try:
                 AdminClient({"bootstrap.servers": self._address}).list_topics(timeout=2)
                 return

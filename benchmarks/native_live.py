@@ -55,7 +55,7 @@ class _PacedReader(SimpleDataSourceStreamReader):
         self._rate = rate
         self._start = time.time()
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
         return {"sent": 0}
 
     def read(self, start: dict[str, int]) -> Tuple[Iterator[Tuple[int, float]], dict[str, int]]:
@@ -63,7 +63,7 @@ class _PacedReader(SimpleDataSourceStreamReader):
         sent = start["sent"]
         return iter(stamped(self._start, self._rate, sent, max(sent, due))), {"sent": max(sent, due)}
 
-    def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[Tuple[int, float]]:
+    def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[Tuple[int, float]]:  # noqa: N802 - Spark's name
         return iter(stamped(self._start, self._rate, start["sent"], end["sent"]))
 
 
@@ -77,7 +77,7 @@ class PacedSource(DataSource):
     def schema(self) -> str:
         return SCHEMA
 
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:  # noqa: N802 - Spark's name
         return _PacedReader(float(self.options.get("rate", 1000)))
 
 
@@ -87,7 +87,7 @@ class RunningCount(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._count = handle.getValueState("count", StructType([StructField("n", LongType())]))
 
-    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802, N803 - Spark's names
         stored = self._count.get()
         seen = stored[0] if stored is not None else 0
         out = []

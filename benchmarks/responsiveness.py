@@ -273,7 +273,8 @@ def readme(bench: Bench, engine: str) -> Outcome:
         if rc != 0:
             raise run.failure(rc, bench.args.timeout)
         if not run.lines or run.ended is None:
-            raise RunFailed(f"no output line (log {_shown(run.log)})")
+            msg = f"no output line (log {_shown(run.log)})"
+            raise RunFailed(msg)
         if i == 0:
             warm_up = f"warm-up (untimed) {run.lines[0].at:.2f} / {run.ended:.2f}; "
         else:
@@ -303,7 +304,8 @@ def unit_test(bench: Bench, engine: str) -> Outcome:
         raise run.failure(rc, bench.args.timeout)
     found = [line.text[len(RESULT) :] for line in run.lines if line.text.startswith(RESULT)]
     if not found:
-        raise RunFailed(f"no {RESULT.strip()} line (log {_shown(run.log)}.out)")
+        msg = f"no {RESULT.strip()} line (log {_shown(run.log)}.out)"
+        raise RunFailed(msg)
     result = json.loads(found[-1])
     calls: List[float] = result["call_seconds"]
     rest = calls[1:]
@@ -356,7 +358,8 @@ def latency(bench: Bench, engine: str, row: str) -> Outcome:
         raise run.failure(rc, timeout)
     first_file = folder / "FIRST"
     if not first_file.exists():
-        raise RunFailed(f"the sink wrote nothing (log {_shown(run.log)})")
+        msg = f"the sink wrote nothing (log {_shown(run.log)})"
+        raise RunFailed(msg)
     first = float(first_file.read_text())
     cut = first + args.warmup
     latencies: List[float] = []
@@ -370,10 +373,11 @@ def latency(bench: Bench, engine: str, row: str) -> Outcome:
                 latencies.append(written - stamp)
                 last = max(last, stamp)
     if not latencies:
-        raise RunFailed(
+        msg = (
             f"fell behind: none of the {produced:,} items written was stamped after the warm-up "
             f"(samples in {_shown(folder)})"
         )
+        raise RunFailed(msg)
     latencies.sort()
     shutil.rmtree(folder, ignore_errors=True)
     return Outcome(
@@ -464,7 +468,8 @@ def restart(bench: Bench, engine: str) -> Outcome:
     if again is None or new is None:
         what = "no output line" if again is None else "no output of an item made after the restart"
         why = f"exited after {ended:.1f} s" if ended is not None else f"none in {args.timeout:.0f} s"
-        raise RunFailed(f"{what} ({why}; log {_shown(second.log)})")
+        msg = f"{what} ({why}; log {_shown(second.log)})"
+        raise RunFailed(msg)
     shutil.rmtree(recovery, ignore_errors=True)
     return Outcome(
         [again.at, new.at],
@@ -645,7 +650,8 @@ def _csv(allowed: Sequence[str]) -> Callable[[str], List[str]]:
         items = [x.strip() for x in text.split(",") if x.strip()]
         bad = [x for x in items if x not in allowed]
         if bad:
-            raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {', '.join(allowed)}")
+            msg = f"unknown {bad}; choose from {', '.join(allowed)}"
+            raise argparse.ArgumentTypeError(msg)
         return items
 
     return parse

@@ -334,7 +334,8 @@ class KafkaBroker:
                 break
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"tansu did not start listening on {self.address}") from None
+                    msg = f"tansu did not start listening on {self.address}"
+                    raise RuntimeError(msg) from None
                 time.sleep(0.1)
         admin = AdminClient({"bootstrap.servers": self.address})
         for attempt in range(50):
@@ -758,7 +759,8 @@ def _csv(kind: type, allowed: Optional[Sequence[str]] = None):  # type: ignore[n
         items = [kind(x.strip().replace("_", "")) if kind is int else x.strip() for x in text.split(",") if x.strip()]
         bad = [x for x in items if allowed is not None and x not in allowed]
         if bad:
-            raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {', '.join(allowed or ())}")
+            msg = f"unknown {bad}; choose from {', '.join(allowed or ())}"
+            raise argparse.ArgumentTypeError(msg)
         return items
 
     return parse

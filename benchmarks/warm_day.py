@@ -182,15 +182,15 @@ class Day:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-            raise AssertionError(f"{what} did not end within {timeout:g} s: {err[-2000:]}") from None
+            msg = f"{what} did not end within {timeout:g} s: {err[-2000:]}"
+            raise AssertionError(msg) from None
         self.runs += 1
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def _check(self, done: subprocess.CompletedProcess[str], want: List[str], what: str) -> None:
         if done.returncode != 0 or sorted(done.stdout.splitlines()) != want:
-            raise AssertionError(
-                f"{what}: exit {done.returncode}, stdout {done.stdout[-500:]!r}, {done.stderr[-2000:]}"
-            )
+            msg = f"{what}: exit {done.returncode}, stdout {done.stdout[-500:]!r}, {done.stderr[-2000:]}"
+            raise AssertionError(msg)
 
     def cli(self, project: Path, *extra: str) -> None:
         start = time.monotonic()
@@ -214,7 +214,8 @@ class Day:
         module = self._module(project)
         done = self._finished(self._python(project, ["-m", "flowspark.run", f"{module}:failing"]), "failing")
         if done.returncode == 0 or "fails on purpose" not in done.stderr or "boom" not in done.stderr:
-            raise AssertionError(f"{module}:failing: exit {done.returncode}, {done.stderr[-2000:]}")
+            msg = f"{module}:failing: exit {done.returncode}, {done.stderr[-2000:]}"
+            raise AssertionError(msg)
 
     def stopped(self, project: Path, stop: signal.Signals) -> None:
         module = self._module(project)
@@ -223,13 +224,15 @@ class Day:
         line = proc.stdout.readline()
         if line.strip() != "x":
             proc.kill()
-            raise AssertionError(f"{module}:endless wrote {line!r} first: {proc.communicate()[1][-2000:]}")
+            msg = f"{module}:endless wrote {line!r} first: {proc.communicate()[1][-2000:]}"
+            raise AssertionError(msg)
         os.killpg(proc.pid, stop) if stop is signal.SIGKILL else proc.send_signal(stop)
         done = self._finished(proc, f"{module}:endless stopped with {stop.name}", timeout=120)
         if stop is signal.SIGTERM and (
             done.returncode != 128 + signal.SIGTERM or "stopped on SIGTERM" not in done.stderr
         ):
-            raise AssertionError(f"{module}:endless after SIGTERM: exit {done.returncode}, {done.stderr[-2000:]}")
+            msg = f"{module}:endless after SIGTERM: exit {done.returncode}, {done.stderr[-2000:]}"
+            raise AssertionError(msg)
 
     def pair(self, first: Path, second: Path) -> None:
         procs = [
@@ -275,7 +278,8 @@ class Day:
     def row(self) -> Row:
         directory, root = self.server_directory(), self.server_root()
         if directory is None or root is None:
-            raise AssertionError("no single warm server runs in the day's folder")
+            msg = "no single warm server runs in the day's folder"
+            raise AssertionError(msg)
         minutes = (time.monotonic() - self._started) / 60
         return Row(self.runs, minutes, usage_of(root, directory), self.last_small_run)
 

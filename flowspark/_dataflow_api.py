@@ -165,7 +165,7 @@ def _handler(routes: Mapping[str, Tuple[str, Callable[[], bytes]]]) -> type:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - Spark's option name
             pass  # scrapes every few seconds would flood stderr
 
     return Handler
@@ -197,6 +197,7 @@ class DataflowApi:
         print(f"flowspark: dataflow API at {self.url}/dataflow and {self.url}/metrics", file=sys.stderr, flush=True)
 
     def close(self) -> None:
+        """Stop serving and free the port."""
         self._server.shutdown()
         self._server.server_close()
 

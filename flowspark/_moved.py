@@ -1,4 +1,4 @@
-"""The modules that moved, still importable by their old names: a pickle written before a move must still load.
+r"""The modules that moved, still importable by their old names: a pickle written before a move must still load.
 
 State, offsets and sink snapshots a run keeps in its recovery directory are
 pickles, and a pickle names each class by its module.  A module that moves
@@ -9,7 +9,7 @@ name is imported.  `install` puts the finder on `sys.meta_path`;
 
     >>> import pickle
     >>> from flowspark._step_config import StepKind
-    >>> pickle.loads(b"cflowspark.step_config\\nStepKind\\n.") is StepKind
+    >>> pickle.loads(b"cflowspark.step_config\nStepKind\n.") is StepKind
     True
 """
 

@@ -73,6 +73,7 @@ class InputConfig(CoreConfig):
     kind: ClassVar[StepKind] = StepKind.INPUT
 
     def for_workers(self) -> Self:
+        """The copy Spark's workers get: without the source."""
         return dataclasses.replace(self, source=None)
 
 
@@ -87,6 +88,7 @@ class OutputConfig(CoreConfig):
     kind: ClassVar[StepKind] = StepKind.OUTPUT
 
     def for_workers(self) -> Self:
+        """The copy Spark's workers get: without the sink."""
         return dataclasses.replace(self, sink=None)
 
 
@@ -143,6 +145,7 @@ class InspectDebugConfig(CoreConfig):
     kind: ClassVar[StepKind] = StepKind.INSPECT_DEBUG
 
     def for_workers(self) -> Self:
+        """The copy Spark's workers get: without the inspector."""
         return dataclasses.replace(self, inspector=None)
 
 

@@ -56,7 +56,7 @@ class AbortExecution(RuntimeError):
     """Raised by a source partition to stop the run where it is (for tests)."""
 
 
-class Source(ABC, Generic[X]):  # noqa: B024
+class Source(ABC, Generic[X]):
     """Base of every source; `op.input` accepts nothing else."""
 
     lives_in_driver: ClassVar[bool] = True
@@ -95,7 +95,7 @@ class StatefulSourcePartition(ABC, Generic[X, S]):
     def snapshot(self) -> S:
         """State that resumes this partition right after the last emitted item."""
 
-    def close(self) -> None:  # noqa: B027
+    def close(self) -> None:
         """Release resources; called when the partition ends or the run stops."""
 
 
@@ -122,7 +122,7 @@ class StatelessSourcePartition(ABC, Generic[X]):
         """When to call `next_batch` next; `None` means as soon as possible."""
         return None
 
-    def close(self) -> None:  # noqa: B027
+    def close(self) -> None:
         """Release resources; called when the partition ends or the run stops."""
 
 
@@ -177,7 +177,7 @@ class SimplePollingSource(FixedPartitionedSource[X, Sn]):
     Raise `SimplePollingSource.Retry(timeout)` to be called again sooner.
     """
 
-    class Retry(Exception):  # noqa: N818
+    class Retry(Exception):
         """Raised by `next_item` to be retried after `timeout`."""
 
         def __init__(self, timeout: timedelta) -> None:

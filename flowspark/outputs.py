@@ -29,7 +29,7 @@ S = TypeVar("S")
 """Type of a sink partition's resume state."""
 
 
-class Sink(ABC, Generic[X]):  # noqa: B024
+class Sink(ABC, Generic[X]):
     """Base of every sink; `op.output` accepts nothing else."""
 
     lives_in_driver: ClassVar[bool] = True
@@ -80,7 +80,7 @@ class StatelessSinkPartition(ABC, Generic[X]):
     def write_batch(self, items: List[X]) -> None:
         """Write a batch of items."""
 
-    def close(self) -> None:  # noqa: B027
+    def close(self) -> None:
         """Release resources at the end of the run."""
 
 
@@ -113,7 +113,7 @@ class StatefulSinkPartition(ABC, Generic[X, S]):
     def snapshot(self) -> S:
         """State that resumes this partition right after the last write."""
 
-    def close(self) -> None:  # noqa: B027
+    def close(self) -> None:
         """Release resources at the end of the run."""
 
 
@@ -171,5 +171,5 @@ class MicroBatchSink(Sink[X]):
         Called for batches with at least one item only.
         """
 
-    def close(self) -> None:  # noqa: B027
+    def close(self) -> None:
         """The run is over; release what the sink holds."""

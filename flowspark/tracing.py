@@ -130,6 +130,7 @@ class OtlpTracingConfig(_ExportingConfig):
         return self._url
 
     def otlp_url(self) -> str:
+        """The receiver's URL, or OTLP/gRPC on this machine's port 4317."""
         return self._url or "grpc://127.0.0.1:4317"
 
 

@@ -22,8 +22,9 @@ from types import SimpleNamespace
 from typing import Any, Callable, Dict, List
 
 import pytest
+from support.postgres_server import pg_query, pg_table
+from support.spark_cluster import StandaloneCluster, spark_env
 
-from conftest import StandaloneCluster, pg_query, pg_table, spark_env
 from flowspark.engine.spark.cluster import check_recovery_dir_visible, is_local_master
 
 RUN_TIMEOUT = 240.0

@@ -93,7 +93,8 @@ def test_inspect_debug_runs_in_the_callers_process() -> None:
 @pytest.mark.quick
 def test_mapper_error_names_step_and_keeps_cause() -> None:
     def boom(batch: List[int]) -> List[int]:
-        raise KeyError("boom")
+        msg = "boom"
+        raise KeyError(msg)
 
     def build(e: Engine) -> Tuple[Any, dict]:
         flow = e.Dataflow("df")
@@ -161,7 +162,8 @@ def test_flow_without_input_or_output_fails_at_run() -> None:
 def test_source_failure_names_step() -> None:
     def items() -> Any:
         yield 1
-        raise ValueError("disk on fire")
+        msg = "disk on fire"
+        raise ValueError(msg)
 
     def build(e: Engine) -> Tuple[Any, dict]:
         flow = e.Dataflow("df")

@@ -14,23 +14,23 @@ Misuse = Callable[[Engine, Any, Any, Any], Any]
 def _custom_ops(e: Engine) -> Any:
     """Custom operators declared the ways Bytewax allows; one set per engine."""
     dataflow = importlib.import_module(f"{e.name}.dataflow")
-    Stream = dataflow.Stream
+    Stream = dataflow.Stream  # noqa: N806 - the class's name
 
     class Ops:
         @dataflow.operator
-        def merge_all(step_id: str, ups: List[Stream[Any]]) -> Stream[Any]:  # type: ignore[valid-type]
+        def merge_all(step_id: str, ups: List[Stream[Any]]) -> Stream[Any]:  # type: ignore[valid-type]  # noqa: N805 - Bytewax allows operators in a class body
             return e.op.merge("m", *ups)
 
         @dataflow.operator
-        def merge_in_flow(step_id: str, flow: Any, ups: List[Stream[Any]]) -> Stream[Any]:  # type: ignore[valid-type]
+        def merge_in_flow(step_id: str, flow: Any, ups: List[Stream[Any]]) -> Stream[Any]:  # type: ignore[valid-type]  # noqa: N805 - Bytewax allows operators in a class body
             return e.op.merge("m", *ups)
 
         @dataflow.operator
-        def maybe(step_id: str, up: Optional[Stream[Any]]) -> Stream[Any]:  # type: ignore[valid-type]
+        def maybe(step_id: str, up: Optional[Stream[Any]]) -> Stream[Any]:  # type: ignore[valid-type]  # noqa: N805 - Bytewax allows operators in a class body
             return e.op.map("m", up, str)
 
         @dataflow.operator
-        def untyped(step_id, up):  # type: ignore[no-untyped-def]
+        def untyped(step_id, up):  # type: ignore[no-untyped-def]  # noqa: N805 - Bytewax allows operators in a class body
             return e.op.map("m", up, str)
 
     return Ops
@@ -80,7 +80,7 @@ def _outcome(engine: str, misuse: Misuse) -> Optional[Type[BaseException]]:
     e.op.map("x", a, str)
     try:
         misuse(e, flow, a, b)
-    except Exception as ex:  # noqa: BLE001 - the type is what is compared
+    except Exception as ex:  # the type is what is compared
         return type(ex)
     return None
 

@@ -17,8 +17,8 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Set, Tuple
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import api_flow
+from support.failures import usage_error
 
-from conftest import usage_error
 from flowspark import _dataflow_api as dataflow_api
 from flowspark._dataflow_api import ApiSettings, DataflowApi, settings_from_env
 from flowspark.engine.reports.metrics import FlowMetrics
@@ -115,7 +115,8 @@ def _scrape_when_done(url: str, release: str, deadline: float = 120.0, also: Fro
                 dataflow_type, dataflow = _get(url + "/dataflow")
                 return Scrape(json.loads(dataflow), dataflow_type, metrics_type, families)
             time.sleep(0.2)
-        raise AssertionError(f"{url}/metrics never counted {HALF} items into 'api.out'")
+        msg = f"{url}/metrics never counted {HALF} items into 'api.out'"
+        raise AssertionError(msg)
     finally:
         open(release, "w").close()
 

@@ -184,7 +184,8 @@ def _paced_flow(
             calls = [call for _, call, _ in _calls(log)]
             polled = len(calls) - calls[::-1].index("next_batch") if "next_batch" in calls else 0
             if calls[polled:].count("next_awake") >= UNHEARD:
-                raise RuntimeError(f"asked {UNHEARD} times when to wake without being polled in between")
+                msg = f"asked {UNHEARD} times when to wake without being polled in between"
+                raise RuntimeError(msg)
             answer = datetime.now(timezone.utc) + pauses(self._read)
             note("next_awake", answer)
             return answer

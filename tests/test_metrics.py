@@ -8,9 +8,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.partitions import OnePartSource
 
 import flowspark.operators as op
-from conftest import OnePartSource
 from flowspark._dataflow_api import ApiSettings, DataflowApi
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.groups import Groups
@@ -104,7 +104,8 @@ def test_workers_readings_are_summed_per_step_and_worker() -> None:
 
 
 def _broken() -> Any:
-    raise RuntimeError("the query is stopping")
+    msg = "the query is stopping"
+    raise RuntimeError(msg)
 
 
 def test_gauges_come_from_the_query_progress_and_a_failing_source_leaves_them_out() -> None:

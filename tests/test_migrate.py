@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from support.processes import run_module
 
-from conftest import run_module
 from flowspark.migrate.inventory import BYTEWAX_MODULES
 from flowspark.migrate.removed import REMOVED_MODULES, describe, removed_module
 

@@ -25,7 +25,8 @@ def test_a_forwarded_notice_goes_only_where_it_is_forwarded(capsys: pytest.Captu
 
 def test_a_notice_the_driver_can_not_take_is_written_here(capsys: pytest.CaptureFixture[str]) -> None:
     def gone(line: str) -> None:
-        raise ConnectionRefusedError("the driver is gone")
+        msg = "the driver is gone"
+        raise ConnectionRefusedError(msg)
 
     with forwarded_to(gone):
         say("flowspark: still seen")

@@ -34,7 +34,8 @@ def _readme_first_run_command() -> List[str]:
         _, found, rest = line.partition("python -m flowspark.run ")
         if found and line.startswith("    "):
             return ["python", "-m", "flowspark.run", *shlex.split(rest)]
-    raise AssertionError("the README has no `python -m flowspark.run` command")
+    msg = "the README has no `python -m flowspark.run` command"
+    raise AssertionError(msg)
 
 
 def _build_wheel(tmp_path: Path) -> Path:

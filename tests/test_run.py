@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
+from support.failures import usage_error
+from support.ports import free_port
+from support.processes import run_module
 
-from conftest import free_port, run_module, usage_error
 from flowspark.run import locate_flow
 
 FLOWS = '''

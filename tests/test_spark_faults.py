@@ -13,8 +13,8 @@ write, half of its lines written) the first call of a run writes its
 process id to a marker file and pauses, and the test kills what it wants
 meanwhile (or the call kills its own Python worker).  Faults strike as the
 run gets there, never after a fixed sleep.  The cluster is the standalone
-one of `conftest` (a master and two one-core workers on 127.0.0.1), the
-broker the session's Apache Kafka.
+one of `support.spark_cluster` (a master and two one-core workers on
+127.0.0.1), the broker the session's Apache Kafka.
 
 Where two faults test recovery at different points of a run, one run
 carries both (a lost worker host and a lost executor; an executor Spark
@@ -35,8 +35,10 @@ from typing import Dict, List, Tuple
 from zlib import adler32
 
 import pytest
-
-from conftest import KafkaBroker, StandaloneCluster, ancestor, command_line, new_topic, read_back, spark_env
+from support.kafka_broker import KafkaBroker
+from support.kafka_topics import new_topic, read_back
+from support.processes import ancestor, command_line
+from support.spark_cluster import StandaloneCluster, spark_env
 
 FLOW_MODULE = textwrap.dedent('''
     import os

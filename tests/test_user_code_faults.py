@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import pytest
+from support.partitions import OnePartSource
 
 import flowspark.operators as op
-from conftest import OnePartSource
 from flowspark.connectors.files import FileSource
 from flowspark.dataflow import Dataflow
 from flowspark.errors import FlowsparkRuntimeError
@@ -75,16 +75,18 @@ class _Part(StatefulSourcePartition[int, int]):
         return batch
 
     def next_awake(self) -> Optional[datetime]:
-        return datetime.now() if self._fault == "naive next_awake" else None  # noqa: DTZ005
+        return datetime.now() if self._fault == "naive next_awake" else None  # noqa: DTZ005 - naive on purpose: the fault under test
 
     def snapshot(self) -> int:
         if self._fault == "snapshot":
-            raise ValueError("snapshot boom")
+            msg = "snapshot boom"
+            raise ValueError(msg)
         return 0
 
     def close(self) -> None:
         if self._fault == "close":
-            raise ValueError("close boom")
+            msg = "close boom"
+            raise ValueError(msg)
 
 
 def _source(fault: str) -> OnePartSource:
@@ -232,7 +234,8 @@ class _WontLoad:
 
 
 def _refuse() -> Any:
-    raise ValueError("cannot restore")
+    msg = "cannot restore"
+    raise ValueError(msg)
 
 
 @pytest.mark.parametrize("made_by_a_map", [False, True], ids=["from-the-source", "from-a-map"])

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
+from support.event_time import ALIGN
 from support.oracle import ENGINES, Engine
+from support.processes import run_module
 
 import flowspark.operators as op
-from conftest import ALIGN, run_module
 from flowspark.connectors.files import DirSink, FileSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.plan.destinations import output_group, tap_group
@@ -279,7 +280,8 @@ def test_physical_plan_names_the_groups_a_run_records(tmp_path: Path) -> None:
 
 class _Polled(DynamicSource[Any]):
     def build(self, step_id: str, worker_index: int, worker_count: int) -> Any:
-        raise AssertionError("never built to show the plan")
+        msg = "never built to show the plan"
+        raise AssertionError(msg)
 
 
 class _Batches(MicroBatchSink[Any]):
@@ -291,7 +293,8 @@ class _Remote(DynamicSink[Any]):
     lives_in_driver = False
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> StatelessSinkPartition[Any]:
-        raise AssertionError("never built to show the plan")
+        msg = "never built to show the plan"
+        raise AssertionError(msg)
 
 
 def test_physical_plan_shows_sources_and_where_outputs_are_written(tmp_path: Path) -> None:

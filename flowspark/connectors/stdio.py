@@ -103,7 +103,7 @@ class _StdInPartition(StatelessSourcePartition[str]):
 
 
 class StdInSource(DynamicSource[str]):
-    """Read standard input line by line, each line without its `\\n` or `\\r\\n`.
+    r"""Read standard input line by line, each line without its `\n` or `\r\n`.
 
     Only worker 0 reads; every other worker's partition ends at once.  The
     stream is `sys.stdin` of the process that polls the sources, taken when
@@ -120,7 +120,7 @@ class StdInSource(DynamicSource[str]):
     from flowspark.connectors.stdio import StdInSource, StdOutSink
     from flowspark.dataflow import Dataflow
 
-    # echo.py; run it with: printf 'a\\nb\\n' | python -m flowspark.run echo:flow
+    # echo.py; run it with: printf 'a\nb\n' | python -m flowspark.run echo:flow
     flow = Dataflow("echo")
     lines = op.input("inp", flow, StdInSource())
     op.output("out", op.map("upper", lines, str.upper), StdOutSink())

@@ -100,5 +100,5 @@ def _import_in_batches(batches: Iterator[Any]) -> Iterator[Any]:
 
 def _import_task_code(_: int) -> None:
     """Import the modules the query's tasks run, so the reused worker already holds them."""
-    import flowspark.engine.sources.spark_source  # noqa: F401
+    import flowspark.engine.sources.spark_source
     import flowspark.engine.state.stateful  # noqa: F401

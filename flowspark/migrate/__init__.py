@@ -36,6 +36,7 @@ class FileChange:
 
     @property
     def changed(self) -> bool:
+        """Whether migrating changed the file's text."""
         return self.after != self.before
 
 

@@ -29,6 +29,7 @@ def _write(change: FileChange) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m flowspark.migrate`: rewrite (or, with `--diff`, show) the files; findings go to stderr."""
     parser = argparse.ArgumentParser(
         prog="python -m flowspark.migrate",
         description="Rewrite a Bytewax project's imports and run commands to flowspark's; "

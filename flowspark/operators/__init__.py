@@ -12,7 +12,7 @@ from flowspark.operators._core import (
     BranchOut,
     branch,
     flat_map_batch,
-    input,
+    input,  # noqa: A004 - Bytewax's operator name
     inspect_debug,
     merge,
     output,
@@ -34,7 +34,7 @@ from flowspark.operators._stateful import (
     stateful_map,
 )
 from flowspark.operators._stateless import (
-    filter,
+    filter,  # noqa: A004 - Bytewax's operator name
     filter_map,
     filter_map_value,
     filter_value,
@@ -44,7 +44,7 @@ from flowspark.operators._stateless import (
     inspect,
     key_on,
     key_rm,
-    map,
+    map,  # noqa: A004 - Bytewax's operator name
     map_value,
     raises,
 )

@@ -66,7 +66,7 @@ def _default_debug_inspector(step_id: str, item: Any, epoch: int, worker_idx: in
 
 
 @operator
-def input(  # noqa: A001
+def input(  # noqa: A001 - Bytewax's operator name
     step_id: str,
     flow: Dataflow,
     source: Source[X],

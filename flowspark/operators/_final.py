@@ -17,7 +17,7 @@ from typing_extensions import override
 from flowspark.dataflow import KeyedStream, Stream, operator
 from flowspark.operators._core import S, V, X, flat_map_batch
 from flowspark.operators._stateful import StatefulLogic, stateful
-from flowspark.operators._stateless import map
+from flowspark.operators._stateless import map  # noqa: A004 - Bytewax's operator name
 
 __all__ = ["count_final", "fold_final", "max_final", "min_final", "reduce_final"]
 

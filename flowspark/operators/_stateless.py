@@ -31,7 +31,7 @@ def _check_bool(keep: Any, predicate: Callable[..., Any], step_id: str) -> bool:
 
 
 @operator
-def map(  # noqa: A001
+def map(  # noqa: A001 - Bytewax's operator name
     step_id: str,
     up: Stream[X],
     mapper: Callable[[X], Y],
@@ -114,7 +114,7 @@ def flatten(step_id: str, up: Stream[Iterable[X]]) -> Stream[X]:
 
 
 @operator
-def filter(  # noqa: A001
+def filter(  # noqa: A001 - Bytewax's operator name
     step_id: str,
     up: Stream[X],
     predicate: Callable[[X], bool],

@@ -34,10 +34,10 @@ def drain(part: Any) -> List[Tuple[List[Any], int]]:
 
 
 def assert_same_batches(ours: List[Tuple[List[Any], int]], theirs: List[Tuple[List[Any], int]], size: int) -> None:
-    """Bytewax's batches of lines, with our snapshot the byte offset after each.
+    r"""Bytewax's batches of lines, with our snapshot the byte offset after each.
 
     Bytewax's is the text file's `tell()`, which is the same byte offset
-    except after a lone `\\r`, where it packs the newline decoder's state
+    except after a lone `\r`, where it packs the newline decoder's state
     into a number past the file's end.
     """
     assert [got for got, _ in ours] == [got for got, _ in theirs]

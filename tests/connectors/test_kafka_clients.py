@@ -6,18 +6,17 @@ from __future__ import annotations
 from typing import Any, List
 
 import pytest
-
-from conftest import new_topic, produce, read_back
+from support.kafka_topics import new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import OFFSET_STORED  # noqa: E402
+from confluent_kafka import OFFSET_STORED
 
-from flowspark.connectors.kafka import (  # noqa: E402
+from flowspark.connectors.kafka import (
     KafkaSink,
     KafkaSinkMessage,
     KafkaSource,
-    clients,  # noqa: E402
+    clients,
 )
 
 pytestmark = pytest.mark.kafka

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
 import pytest
-
-from conftest import KafkaRecord as Record
-from conftest import apache_kafka, new_topic, produce, read_back
+from support.kafka_broker import apache_kafka
+from support.kafka_topics import KafkaRecord as Record
+from support.kafka_topics import new_topic, produce, read_back
 
 kafka = pytest.importorskip("confluent_kafka")
 

@@ -17,24 +17,24 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-
-from conftest import new_topic, produce, read_back, where_am_i
+from support.kafka_topics import new_topic, produce, read_back
+from support.partitions import where_am_i
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")
 
-from confluent_kafka import KafkaError as ConfluentKafkaError  # noqa: E402
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: E402
-from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
-from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
+from confluent_kafka import KafkaError as ConfluentKafkaError
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
-import flowspark.operators as op  # noqa: E402
-from flowspark.connectors.kafka import KafkaSinkMessage  # noqa: E402
-from flowspark.connectors.kafka import operators as kop  # noqa: E402
-from flowspark.connectors.kafka.registry import RegistryAvroDeserializer, RegistryAvroSerializer, registry_client  # noqa: E402
-from flowspark.connectors.kafka.serde import PlainAvroSerializer  # noqa: E402
-from flowspark.dataflow import Dataflow  # noqa: E402
-from flowspark.testing import TestingSink, TestingSource, cluster_main, run_main  # noqa: E402
+import flowspark.operators as op
+from flowspark.connectors.kafka import KafkaSinkMessage
+from flowspark.connectors.kafka import operators as kop
+from flowspark.connectors.kafka.registry import RegistryAvroDeserializer, RegistryAvroSerializer, registry_client
+from flowspark.connectors.kafka.serde import PlainAvroSerializer
+from flowspark.dataflow import Dataflow
+from flowspark.testing import TestingSink, TestingSource, cluster_main, run_main
 
 USER = json.dumps(
     {

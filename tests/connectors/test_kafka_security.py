@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-
-from conftest import KafkaBroker, error_chain, new_topic, produce, read_back, run_module
+from support.failures import error_chain
+from support.kafka_broker import KafkaBroker
+from support.kafka_topics import new_topic, produce, read_back
+from support.processes import run_module
 
 pytest.importorskip("confluent_kafka")
 
-import flowspark.operators as op  # noqa: E402
-from flowspark.connectors.kafka import KafkaSink, KafkaSinkMessage, KafkaSource  # noqa: E402
-from flowspark.dataflow import Dataflow  # noqa: E402
-from flowspark.testing import TestingSink, TestingSource, cluster_main  # noqa: E402
+import flowspark.operators as op
+from flowspark.connectors.kafka import KafkaSink, KafkaSinkMessage, KafkaSource
+from flowspark.dataflow import Dataflow
+from flowspark.testing import TestingSink, TestingSource, cluster_main
 
 pytestmark = pytest.mark.kafka
 

@@ -11,19 +11,18 @@ from decimal import Decimal
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
-
-from conftest import new_topic, produce, read_back
+from support.kafka_topics import new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("fastavro")
 
-from bytewax.connectors.kafka import serde as bw_serde  # noqa: E402
-from confluent_kafka import KafkaError as ConfluentKafkaError  # noqa: E402
-from confluent_kafka.schema_registry import Schema  # noqa: E402
+from bytewax.connectors.kafka import serde as bw_serde
+from confluent_kafka import KafkaError as ConfluentKafkaError
+from confluent_kafka.schema_registry import Schema
 
 from flowspark.connectors.kafka import (
-    KafkaSinkMessage,  # noqa: E402
-    serde,  # noqa: E402
+    KafkaSinkMessage,
+    serde,
 )
 
 USER = {

@@ -18,17 +18,18 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-
-from conftest import free_port, pg_query, pg_table, where_am_i
+from support.partitions import where_am_i
+from support.ports import free_port
+from support.postgres_server import pg_query, pg_table
 
 pytest.importorskip("psycopg")
 
-import flowspark.operators as op  # noqa: E402
-from flowspark.connectors.postgres import PostgresSink, Row, _PostgresPartition  # noqa: E402
-from flowspark.dataflow import Dataflow  # noqa: E402
-from flowspark.engine.sinks.batch_id import SinkBatch, writing  # noqa: E402
-from flowspark.errors import FlowsparkRuntimeError  # noqa: E402
-from flowspark.testing import TestingSource, cluster_main, run_main  # noqa: E402
+import flowspark.operators as op
+from flowspark.connectors.postgres import PostgresSink, Row, _PostgresPartition
+from flowspark.dataflow import Dataflow
+from flowspark.engine.sinks.batch_id import SinkBatch, writing
+from flowspark.errors import FlowsparkRuntimeError
+from flowspark.testing import TestingSource, cluster_main, run_main
 
 pytestmark = pytest.mark.postgres
 

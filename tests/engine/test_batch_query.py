@@ -11,10 +11,10 @@ from datetime import timedelta
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.oracle import Engine, run_both, run_on
 
 import flowspark.operators as op
-from conftest import ALIGN
 from flowspark._launch import run_config
 from flowspark.dataflow import Dataflow
 from flowspark.engine.reports import progress

@@ -8,8 +8,8 @@ import time
 from typing import List
 
 import pytest
+from support.ports import free_port
 
-from conftest import free_port
 from flowspark.engine.process_zero import announce_status, wait_for_process_zero
 
 
@@ -42,7 +42,8 @@ def test_a_run_that_raises_tells_the_others_status_1(caplog: pytest.LogCaptureFi
         waiter = _waiting(address, statuses)
         while "is running the flow" not in caplog.text:
             threading.Event().wait(0.02)
-        raise ValueError("the run failed")
+        msg = "the run failed"
+        raise ValueError(msg)
     waiter.join(10)
     assert statuses == [1]
 

@@ -88,7 +88,7 @@ ERROR_CASES = [
 def test_mapper_errors_match_bytewax(make: Make, batch: List[Any]) -> None:
     errors = []
     for mapper in _mappers(make):
-        with pytest.raises(Exception) as info:  # noqa: PT011
+        with pytest.raises(Exception) as info:
             list(mapper(list(batch)))
         errors.append((type(info.value), str(info.value)))
     assert errors[0] == errors[1]
@@ -127,7 +127,7 @@ def test_core_steps_match_bytewax() -> None:
 def test_inspect_passes_its_qualified_id() -> None:
     for name in ENGINES:
         seen: List[Any] = []
-        make: Make = lambda op, up: op.inspect("peek", up, lambda s, x: seen.append((s, x)))  # noqa: B023
+        make: Make = lambda op, up: op.inspect("peek", up, lambda s, x: seen.append((s, x)))
         inspector = last_core_arg(Engine(name), make, "inspector")
         inspector("df.peek.inspect_debug", "item", 1, 0)
         assert seen == [("df.peek", "item")], name

@@ -1,0 +1,1 @@
+"""The recovery tests: snapshots, resumes, and the checks of a recovery directory."""

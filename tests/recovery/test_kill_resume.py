@@ -36,9 +36,8 @@ from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 from zlib import adler32
 
 import pytest
+from support.postgres_server import pg_query, pg_table
 from support.table_formats import conf_args, delta_settings, delta_table_rows
-
-from conftest import pg_query, pg_table
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOWS = ROOT / "tests" / "recovery" / "kill_flows.py"

@@ -1,2 +1,2 @@
-"""What the tests share beyond `conftest.py`: the Bytewax oracle, flows and servers the tests start, helpers of the
-windowing tests."""
+"""What the tests share: the Bytewax oracle, flows, the brokers, servers and cluster the tests start, process trees,
+helpers of the windowing tests; `conftest.py` only wires them into fixtures."""

@@ -18,9 +18,9 @@ import cloudpickle
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSink, TestingSource, TimeTestingGetter
+from support.event_time import ALIGN
 from support.oracle import core_arg, core_steps
 
 SYSTEM_START = datetime(2030, 1, 1, tzinfo=timezone.utc)

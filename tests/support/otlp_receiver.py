@@ -74,11 +74,11 @@ class Received:
 
 @contextlib.contextmanager
 def http_receiver() -> Iterator[tuple[str, Received]]:
-    """`with http_receiver() as (url, received)`: an OTLP/HTTP receiver at `url`."""
+    """An OTLP/HTTP receiver, for the block: yields `(url, received)`, its URL and what it received."""
     received = Received()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)
@@ -110,7 +110,7 @@ def http_receiver() -> Iterator[tuple[str, Received]]:
 
 @contextlib.contextmanager
 def grpc_receiver() -> Iterator[tuple[str, Received]]:
-    """`with grpc_receiver() as (url, received)`: an OTLP/gRPC receiver at `grpc://...`."""
+    """An OTLP/gRPC receiver, for the block: yields `(url, received)`, its `grpc://...` URL and what it received."""
     received = Received()
 
     class Service(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]

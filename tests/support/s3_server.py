@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from conftest import free_port
+from support.ports import free_port
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Local text files: line and CSV sources, line sinks.
+r"""Local text files: line and CSV sources, line sinks.
 
 Files are read with Python's default encoding, as Bytewax does.  Line
 sources read blocks of bytes and cut them into lines themselves (`reading`),
@@ -6,7 +6,7 @@ with text mode's universal newlines; their snapshot is the byte offset
 after the last emitted line.  The CSV source reads in text mode (the csv
 module handles line ends inside quotes), and its snapshot is the file's
 `tell()` position after the last emitted row: the byte offset, except
-right after a line that ended in a lone `\\r`, where Python packs its
+right after a line that ended in a lone `\r`, where Python packs its
 newline-decoder state into a larger (still plain `int`) position.  A sink partition's snapshot is
 the length of its file after the last write; when a sink partition is built
 again (on resume, or on a fresh run with no snapshot, which means length 0)

@@ -26,6 +26,7 @@ def get_path_dev(path: Path) -> str:
 
 
 def check_fs_id(fs_id: str) -> str:
+    """`fs_id` itself, refused if it holds `::` (which separates it from the path in a partition's name)."""
     if "::" in fs_id:
         msg = f"result of `get_fs_id` must not contain `::`; got {fs_id!r}"
         raise ValueError(msg)
@@ -94,13 +95,13 @@ _LINE_END_BYTES_ONLY_END_LINES = frozenset({"utf-8", "ascii", "iso8859-1", "iso8
 
 
 class _Lines:
-    """A file's lines, cut from blocks of bytes, and the byte offset after the last one taken.
+    r"""A file's lines, cut from blocks of bytes, and the byte offset after the last one taken.
 
     Text mode's `readline` costs a Python call per line (and `for line in f`
     disables `tell()`); a block cut with `bytes.split` and decoded a batch
     at a time is several times cheaper, and its position is a plain byte
-    offset.  Lines end as in text mode with universal newlines: `\\n`,
-    `\\r\\n` and a lone `\\r` each end one, and are dropped; a last line
+    offset.  Lines end as in text mode with universal newlines: `\n`,
+    `\r\n` and a lone `\r` each end one, and are dropped; a last line
     without an ending still counts.
     """
 
@@ -120,9 +121,9 @@ class _Lines:
         self._at_end = False
 
     def take(self, most: int) -> Optional[LineBlock]:
-        """Up to `most` next lines, undecoded (`LineBlock`); `None` at the end of the file.
+        r"""Up to `most` next lines, undecoded (`LineBlock`); `None` at the end of the file.
 
-        No line holds a `\\n` any more, so one join (here), decode and
+        No line holds a `\n` any more, so one join (here), decode and
         split (`LineBlock.lines`) is exact.
         """
         raw: List[bytes] = []
@@ -190,7 +191,8 @@ class _LinePartition(_FilePartition[str]):
 
     def __init__(self, path: Path, resume_state: Optional[int], batch_size: int) -> None:
         if batch_size < 0:  # as `islice`, which Bytewax's batches go through, refuses it
-            raise ValueError(f"batch_size must be 0 or more; got {batch_size}")
+            msg = f"batch_size must be 0 or more; got {batch_size}"
+            raise ValueError(msg)
         f = open(path, "rb")
         super().__init__(path, f, f)
         if resume_state is not None:
@@ -236,6 +238,7 @@ def default_encoding() -> str:
 
 
 def line_partition(path: Path, batch_size: int, resume_state: Optional[int]) -> StatefulSourcePartition[str, int]:
+    """A partition reading `path`'s lines, without their line ends, from position `resume_state` on."""
     if codecs.lookup(default_encoding()).name in _LINE_END_BYTES_ONLY_END_LINES:
         return _LinePartition(path, resume_state, batch_size)
     # Universal newlines: `\n`, `\r\n` and a lone `\r` all end a line and
@@ -251,6 +254,7 @@ def csv_partition(
     path: Path, batch_size: int, resume_state: Optional[int], fmtparams: Dict[str, Any]
 ) -> TextPartition[Dict[str, str]]:
     # The csv module does its own newline handling, so the file must not.
+    """A partition reading `path`'s CSV rows as dicts (`csv.DictReader` with `fmtparams`), from position `resume_state` on."""
     f = open(path, newline="")
     rows: DictReader[str] = DictReader(_lines(f), **fmtparams)
     try:

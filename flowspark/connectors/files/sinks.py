@@ -58,7 +58,7 @@ class FileSinkPartition(StatefulSinkPartition[str, int]):
 
 
 class FileSink(FixedPartitionedSink[str, int]):
-    """Write each value, followed by `end`, to one file.
+    r"""Write each value, followed by `end`, to one file.
 
     Upstream items must be `(key, value)` with a `str` value; the key is
     ignored.  There is a single partition, named `str(path)`.  A fresh run
@@ -86,7 +86,7 @@ class FileSink(FixedPartitionedSink[str, int]):
     lines = op.input("inp", flow, TestingSource([("k", "one"), ("k", "two")]))
     op.output("out", lines, FileSink(folder / "out.txt"))
     run_main(flow)
-    assert (folder / "out.txt").read_text() == "one\\ntwo\\n"
+    assert (folder / "out.txt").read_text() == "one\ntwo\n"
     ```
     """
 

@@ -49,9 +49,9 @@ class _OneFileSource(FixedPartitionedSource[X, int]):
 
 
 class FileSource(_OneFileSource[str]):
-    """Read one file line by line, each line without its line ending.
+    r"""Read one file line by line, each line without its line ending.
 
-    `\\n`, `\\r\\n` and a lone `\\r` all end a line; a last line without an
+    `\n`, `\r\n` and a lone `\r` all end a line; a last line without an
     ending is still emitted.  A missing file gives no partitions (so nothing
     is read), but its directory must exist.  Resumes after the last emitted
     line.
@@ -73,7 +73,7 @@ class FileSource(_OneFileSource[str]):
     folder = Path(tempfile.mkdtemp())
     from flowspark.connectors.files import FileSource
 
-    (folder / "in.txt").write_text("one\\ntwo\\n")
+    (folder / "in.txt").write_text("one\ntwo\n")
     flow = Dataflow("file_source_eg")
     out = []
     op.output("out", op.input("inp", flow, FileSource(folder / "in.txt")), TestingSink(out))
@@ -96,7 +96,7 @@ class FileSource(_OneFileSource[str]):
 
 
 class CSVSource(_OneFileSource[Dict[str, str]]):
-    """Read one CSV file as one `dict` per row, keyed by the header row.
+    r"""Read one CSV file as one `dict` per row, keyed by the header row.
 
     Rows are parsed by `csv.DictReader`, so its rules hold: blank rows are
     skipped, missing fields are `None` and extra fields are listed under the
@@ -119,7 +119,7 @@ class CSVSource(_OneFileSource[Dict[str, str]]):
     folder = Path(tempfile.mkdtemp())
     from flowspark.connectors.files import CSVSource
 
-    (folder / "users.csv").write_text("id,name\\n7,ada\\n8,alan\\n")
+    (folder / "users.csv").write_text("id,name\n7,ada\n8,alan\n")
     flow = Dataflow("csv_source_eg")
     out = []
     op.output("out", op.input("inp", flow, CSVSource(folder / "users.csv")), TestingSink(out))
@@ -144,7 +144,7 @@ class CSVSource(_OneFileSource[Dict[str, str]]):
 
 
 class DirSource(FixedPartitionedSource[str, int]):
-    """Read every file in a directory matching a glob, line by line.
+    r"""Read every file in a directory matching a glob, line by line.
 
     Each file is a partition named `"{fs_id}::{path relative to the
     directory}"`, read line by line as `FileSource` reads, but in the
@@ -169,8 +169,8 @@ class DirSource(FixedPartitionedSource[str, int]):
     folder = Path(tempfile.mkdtemp())
     from flowspark.connectors.files import DirSource
 
-    (folder / "a.txt").write_text("a1\\na2\\n")
-    (folder / "b.txt").write_text("b1\\n")
+    (folder / "a.txt").write_text("a1\na2\n")
+    (folder / "b.txt").write_text("b1\n")
     flow = Dataflow("dir_source_eg")
     out = []
     op.output("out", op.input("inp", flow, DirSource(folder, glob_pat="*.txt")), TestingSink(out))

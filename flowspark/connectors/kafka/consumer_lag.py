@@ -31,13 +31,16 @@ class ConsumerLag(Collector):
         self._lags: Dict[Tuple[str, str, str], int] = {}
 
     def set(self, step_id: str, topic: str, partition: int, lag: int) -> None:
+        """Keep `lag` as the partition's latest lag."""
         with self._lock:
             self._lags[step_id, topic, str(partition)] = lag
 
     def describe(self) -> List[Metric]:
+        """No names: registering claims none, so Bytewax's own gauge of the same name can still register."""
         return []
 
     def collect(self) -> Iterator[Metric]:
+        """The gauge with each partition's latest lag (nothing before the first one is set)."""
         with self._lock:
             lags = sorted(self._lags.items())
         if not lags:

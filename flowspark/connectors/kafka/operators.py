@@ -94,7 +94,7 @@ def _to_sink(
 
 
 @operator
-def input(  # noqa: A001
+def input(  # noqa: A001 - Bytewax's operator name
     step_id: str,
     flow: Dataflow,
     *,

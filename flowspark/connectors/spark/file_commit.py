@@ -73,6 +73,7 @@ class CommitRecord:
     """Every move and removal is made."""
 
     def to_json(self) -> bytes:
+        """The record as the JSON kept in the folder."""
         return json.dumps(
             {
                 "batch": self.batch,

@@ -127,7 +127,7 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
 
     def __init__(
         self,
-        format: Optional[str] = None,
+        format: Optional[str] = None,  # noqa: A002 - Spark's option name
         options: Optional[Mapping[str, str]] = None,
         schema: Schema = None,
         *,
@@ -276,7 +276,7 @@ class SparkSink(MicroBatchSink[Mapping[str, Any]]):
         if column is not None:
             frame = table_commit.tagged(frame, column, tag)
         if not spark.catalog.tableExists(name):
-            format = self.format or spark.conf.get("spark.sql.sources.default")
+            format = self.format or spark.conf.get("spark.sql.sources.default")  # noqa: A001 - Spark's option name
             has_files = bool(self.partition_by) and "path" in self.options and storage.is_dir(self._location(spark))
             table_commit.create_table(spark, name, frame.schema, format, self.options, self.partition_by, has_files)
         columns = spark.table(name).schema

@@ -163,7 +163,7 @@ class SparkSource(FixedPartitionedSource[Row, SpoolPosition]):
 
     def __init__(
         self,
-        format: str,
+        format: str,  # noqa: A002 - Spark's option name
         options: Optional[Mapping[str, str]] = None,
         schema: Schema = None,
         *,

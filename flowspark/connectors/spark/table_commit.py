@@ -57,7 +57,7 @@ def create_table(
     spark: Any,
     table: str,
     columns: StructType,
-    format: str,
+    format: str,  # noqa: A002 - Spark's option name
     options: Dict[str, str],
     partition_by: List[str],
     has_files: bool,

@@ -484,7 +484,7 @@ _LOG_CHECK_SECONDS = 30.0
 
 
 def cap_log(path: str, limit: int = LOG_LIMIT, kept: int = LOG_KEPT) -> None:
-    """Cut the log at `path` to its last `kept` bytes (from a line's start) once it is over `limit`.
+    r"""Cut the log at `path` to its last `kept` bytes (from a line's start) once it is over `limit`.
 
     Spark's Python workers write a few lines per streaming query to the
     server's log, which the JVM holds open for appending: so a server that
@@ -492,10 +492,10 @@ def cap_log(path: str, limit: int = LOG_LIMIT, kept: int = LOG_KEPT) -> None:
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "server.log")
-    >>> _ = open(path, "w").write("".join(f"line {n}\\n" for n in range(1000)))
+    >>> _ = open(path, "w").write("".join(f"line {n}\n" for n in range(1000)))
     >>> cap_log(path, limit=1000, kept=20)
     >>> open(path).read()
-    'line 998\\nline 999\\n'
+    'line 998\nline 999\n'
     """
     try:
         with open(path, "r+b") as log:

@@ -139,7 +139,7 @@ class ForkServer:
                         self._ended(key.data)
                     else:
                         self._caller_gone(key.data)
-                except Exception:  # noqa: BLE001 - the children of other callers live on
+                except Exception:  # the children of other callers live on
                     traceback.print_exc()
 
     def _accept(self) -> None:

@@ -211,7 +211,8 @@ def _started(directory: str) -> ServerRecord:
         time.sleep(0.05)
     else:
         supervisor.terminate()
-    raise _failed("the warm local Spark did not start", directory)
+    msg = "the warm local Spark did not start"
+    raise _failed(msg, directory)
 
 
 def _take_lease(directory: str) -> None:

@@ -114,7 +114,8 @@ def parse(grp: str) -> Destination:
     kind = DestinationKind(grp[:1])
     if kind in (DestinationKind.CONTROL, DestinationKind.WRITTEN):
         if grp != kind.value:
-            raise ValueError(f"not a group name: {grp!r}")
+            msg = f"not a group name: {grp!r}"
+            raise ValueError(msg)
         return Destination(kind, 0)
     if kind is DestinationKind.STATEFUL:
         return Destination(kind, int(grp[1 : grp.index("/")]))
@@ -122,6 +123,7 @@ def parse(grp: str) -> Destination:
     if kind is DestinationKind.SINK_PART:
         index, slash, part = target.partition("/")
         if not slash or not at:
-            raise ValueError(f"not a group name: {grp!r}")
+            msg = f"not a group name: {grp!r}"
+            raise ValueError(msg)
         return Destination(kind, int(index), origin, int(part))
     return Destination(kind, int(target), origin)

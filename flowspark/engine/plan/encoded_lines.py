@@ -41,7 +41,8 @@ class LineFormat:
         try:
             return (self.end.join(values) + self.end).encode(self.encoding)
         except (TypeError, UnicodeEncodeError) as ex:
-            raise StepFailure(f"error calling `write_batch` in step {step_id!r}", ex) from ex
+            msg = f"error calling `write_batch` in step {step_id!r}"
+            raise StepFailure(msg, ex) from ex
 
 
 @runtime_checkable

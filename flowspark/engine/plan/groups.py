@@ -69,7 +69,8 @@ def _balanced_name(step: int, bucket: int, buckets: int) -> str:
         name = stateful_group(step, bucket, salt)
         if spark_string_hash(name) % modulus == bucket % modulus:
             return name
-    raise AssertionError("unreachable: some salt always matches")
+    msg = "unreachable: some salt always matches"
+    raise AssertionError(msg)
 
 
 def _rotl(x: int, r: int) -> int:

@@ -1,9 +1,9 @@
-"""Input lines that travel from a driver-read partition to the tasks as the file's bytes.
+r"""Input lines that travel from a driver-read partition to the tasks as the file's bytes.
 
 The driver's hub reads the partitions that live in the user's process and
 hands their batches to Spark's tasks.  A batch of items is pickled there
 and unpickled in the task; a batch of lines of text (`FileSource`'s) needs
-neither: the partition hands over the lines' bytes, joined by `\\n`
+neither: the partition hands over the lines' bytes, joined by `\n`
 (`LineBlock`), and the task decodes and splits them.  The partition still
 decodes each block once as it reads it, so that a file that is not valid
 text fails in the driver, at the batch that holds the bad bytes, as
@@ -20,14 +20,14 @@ from flowspark.engine.plan import chunks
 
 @dataclass(frozen=True)
 class LineBlock:
-    """A batch of lines: their bytes joined by `\\n`, none holding a `\\n`, and how they decode."""
+    r"""A batch of lines: their bytes joined by `\n`, none holding a `\n`, and how they decode."""
 
     count: int
     data: bytes
     encoding: str
 
     def text(self) -> str:
-        """The batch's lines, decoded, joined by `\\n`."""
+        r"""The batch's lines, decoded, joined by `\n`."""
         return self.data.decode(self.encoding)
 
     def lines(self) -> List[str]:

@@ -116,6 +116,7 @@ class PhysicalPlan:
 
     @property
     def flow_id(self) -> str:
+        """The flow's id."""
         return self.plan.flow_id
 
 

@@ -410,7 +410,6 @@ def for_workers(plan: Plan) -> Plan:
     Sinks written in Spark's tasks stay: the workers route items by their
     `part_fn`, or write them.
     """
-
     kept = {step.step_id for step, layout in zip(plan.outputs, plan.sinks) if layout.place is not SinkPlace.DRIVER}
 
     def strip(step: CoreStep[C_co]) -> CoreStep[C_co]:

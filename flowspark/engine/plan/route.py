@@ -134,7 +134,8 @@ def split_by_part(
     try:
         if not count:
             key = items[0][0] if items else ""
-            raise ValueError("the sink's `list_parts()` returned no partitions")
+            msg = "the sink's `list_parts()` returned no partitions"
+            raise ValueError(msg)
         try:
             for key, value in items:
                 by_part.setdefault(part_fn(key) % count, []).append(value)
@@ -144,13 +145,15 @@ def split_by_part(
         for part in by_part:
             _check_part(part)
     except Exception as ex:
-        raise StepFailure(f"error calling `part_fn` in step {step_id!r} for key {key!r}", ex) from ex
+        msg = f"error calling `part_fn` in step {step_id!r} for key {key!r}"
+        raise StepFailure(msg, ex) from ex
     return by_part
 
 
 def _check_part(index: Any) -> None:
     if not isinstance(index, int) or isinstance(index, bool):
-        raise TypeError(f"`part_fn` must return an `int`; got a {type(index)!r}")
+        msg = f"`part_fn` must return an `int`; got a {type(index)!r}"
+        raise TypeError(msg)
 
 
 def check_keyed(step_id: str, batch: List[Any]) -> None:
@@ -278,7 +281,8 @@ class Router:
             keep = guarded(step_id, "predicate", predicate, item)
             if not isinstance(keep, bool):
                 msg = f"return value of `predicate` in step {step_id!r} must be a `bool`; got a {type(keep)!r} instead"
-                raise StepFailure(f"error calling `predicate` in step {step_id!r}", TypeError(msg))
+                failed = f"error calling `predicate` in step {step_id!r}"
+                raise StepFailure(failed, TypeError(msg))
             (trues if keep else falses).append(item)
         if self._meter is not None:
             self._meter.passed(step_id, len(batch), len(batch))

@@ -78,7 +78,8 @@ class TaskSinks:
         try:
             return func(*args)
         except Exception as ex:
-            raise StepFailure(f"error calling `{what}` in step {step_id!r}", ex) from ex
+            msg = f"error calling `{what}` in step {step_id!r}"
+            raise StepFailure(msg, ex) from ex
 
     def close(self) -> None:
         """Write what is pending and close every partition built; raises the first failure, naming its step."""

@@ -56,7 +56,8 @@ class DriverLink:
         with _LOCK:
             ok, value = _exchange(self, (name, args))
         if not ok:
-            raise RuntimeError(f"flowspark driver call {name!r} failed: {value}")
+            msg = f"flowspark driver call {name!r} failed: {value}"
+            raise RuntimeError(msg)
         return value
 
 

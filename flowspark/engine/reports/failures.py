@@ -158,7 +158,8 @@ def built(build: Callable[..., T], *args: Any) -> T:
     """Call a source's or sink's `build` or `build_part`, which must return a partition."""
     partition = build(*args)
     if partition is None:
-        raise TypeError(f"`{build.__name__}` returned `None`; it must return a partition")
+        msg = f"`{build.__name__}` returned `None`; it must return a partition"
+        raise TypeError(msg)
     return partition
 
 
@@ -173,14 +174,16 @@ def partition_call(step_id: str, partition: str, what: str, func: Callable[..., 
     except (StopIteration, AbortExecution, StepFailure):
         raise
     except Exception as ex:
-        raise StepFailure(f"error calling `{what}` in step {step_id!r} for partition {partition!r}", ex) from ex
+        msg = f"error calling `{what}` in step {step_id!r} for partition {partition!r}"
+        raise StepFailure(msg, ex) from ex
 
 
 def aware_or_none(moment: Any) -> Optional[datetime]:
     """A wake-up time user code returned (`next_awake`, `notify_at`): a timezone-aware `datetime` or `None`, as
     Bytewax requires."""
     if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
-        raise TypeError(f"expected a datetime with non-None tzinfo or None; got {moment!r}")
+        msg = f"expected a datetime with non-None tzinfo or None; got {moment!r}"
+        raise TypeError(msg)
     return moment
 
 
@@ -201,7 +204,8 @@ def guarded(step_id: str, what: str, func: Callable[..., T], *args: Any, key: Op
         raise
     except (Exception, SystemExit, KeyboardInterrupt) as ex:  # `sys.exit()` in a step fails the step, as in Bytewax
         where = f" for key {key!r}" if key is not None else ""
-        raise StepFailure(f"error calling `{what}` in step {step_id!r}{where}", ex) from ex
+        msg = f"error calling `{what}` in step {step_id!r}{where}"
+        raise StepFailure(msg, ex) from ex
 
 
 RUN_FAILED_CALL = "run_failed"
@@ -249,10 +253,11 @@ def refuse_after_failure(link: DriverLink) -> None:
         return
     token = link.call(RUN_FAILED_CALL)
     if token is not None:
-        raise RunAlreadyFailed(
+        msg = (
             f"the run already failed; attempt {context.attemptNumber()} of task {context.partitionId()} "
             f"in stage {context.stageId()} runs no user code (flowspark-failure-{token})"
         )
+        raise RunAlreadyFailed(msg)
     _CLEARED.attempt = attempt
 
 

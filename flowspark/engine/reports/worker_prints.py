@@ -120,7 +120,8 @@ class _DriverStdout(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+            msg = f"write() argument must be str, not {type(text).__name__}"
+            raise TypeError(msg)
         self._outbox.write(self._kind, text)
         return len(text)
 

@@ -175,7 +175,8 @@ class BatchWrite:
             try:
                 return func(*args)
             except Exception as ex:
-                raise StepFailure(f"error calling `{what}` in step {out.step_id!r} for partition {name!r}", ex) from ex
+                msg = f"error calling `{what}` in step {out.step_id!r} for partition {name!r}"
+                raise StepFailure(msg, ex) from ex
 
         partition = call(
             "build_part", built, out.sink.build_part, out.step_id, name, self.resume.get(out.step_id, {}).get(name)

@@ -275,7 +275,8 @@ class SinkWriter:
         """
         with self._writing:
             if self._holding:
-                raise StopAtBoundary(f"micro-batch {batch_id} is not written: the run is stopping")
+                msg = f"micro-batch {batch_id} is not written: the run is stopping"
+                raise StopAtBoundary(msg)
             self._in_batch = True
         self._trace = start_batch(self._plan.flow_id, batch_id)
         try:

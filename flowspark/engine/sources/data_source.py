@@ -36,7 +36,7 @@ class FlowsparkSource(DataSource):
     def schema(self) -> str:
         return SCHEMA_DDL
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
         # Imported here so that the process that only asks for the schema
         # does not load the reader's modules (Arrow, the planner, ...).
         from flowspark.engine.sources.spark_source import Reader

@@ -129,7 +129,8 @@ class SourceHub:
                 try:
                     names = source.list_parts()
                 except Exception as ex:
-                    raise StepFailure(f"error listing partitions of step {step.step_id!r}", ex) from ex
+                    msg = f"error listing partitions of step {step.step_id!r}"
+                    raise StepFailure(msg, ex) from ex
                 specs.extend((f"{i}:{n}", i, n, source, True) for n in names)
             elif isinstance(source, DynamicSource):
                 # One partition per worker, as Bytewax builds them.
@@ -296,9 +297,8 @@ class SourceHub:
                 except StepFailure:
                     raise
                 except Exception as ex:
-                    raise StepFailure(
-                        f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}", ex
-                    ) from ex
+                    msg = f"error calling `next_batch` in step {part.step_id!r} for partition {part.name!r}"
+                    raise StepFailure(msg, ex) from ex
                 count = batch[0]
                 if self._meter is not None:
                     self._meter.time(Timing.NEXT_BATCH, part.step_id, time.perf_counter() - started)
@@ -409,7 +409,8 @@ class SourceHub:
         try:
             lag = tell()
         except Exception as ex:
-            raise StepFailure(f"error calling `lag` in step {part.step_id!r} for partition {part.name!r}", ex) from ex
+            msg = f"error calling `lag` in step {part.step_id!r} for partition {part.name!r}"
+            raise StepFailure(msg, ex) from ex
         if lag is not None:
             self._lags[part.step_id, part.name] = int(lag)
 

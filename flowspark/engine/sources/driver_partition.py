@@ -93,7 +93,8 @@ class DriverPartition:
                 return built(self.source.build_part, self.step_id, self.name, resume)
             return built(self.source.build, self.step_id, int(self.name[1:]), self.workers)
         except Exception as ex:
-            raise StepFailure(f"error building partition {self.name!r} of step {self.step_id!r}", ex) from ex
+            msg = f"error building partition {self.name!r} of step {self.step_id!r}"
+            raise StepFailure(msg, ex) from ex
 
     def call(self, what: str, func: Callable[[], Any]) -> Any:
         """Call a method of the partition; on failure raise a `StepFailure` naming the step and partition."""
@@ -129,9 +130,8 @@ class DriverPartition:
                 "flowspark keeps each source partition's snapshot in Spark's offsets after every micro-batch, "
                 "so it must pickle even without recovery"
             )
-            raise StepFailure(
-                f"error pickling the snapshot of partition {self.name!r} of step {self.step_id!r}", ex
-            ) from ex
+            msg = f"error pickling the snapshot of partition {self.name!r} of step {self.step_id!r}"
+            raise StepFailure(msg, ex) from ex
 
     def finish(self) -> None:
         """The partition ended: keep its last snapshot, then close it."""

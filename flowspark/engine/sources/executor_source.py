@@ -111,7 +111,8 @@ def list_executor_inputs(
         try:
             names = source.list_parts()
         except Exception as ex:
-            raise StepFailure(f"error listing partitions of step {step.step_id!r}", ex) from ex
+            msg = f"error listing partitions of step {step.step_id!r}"
+            raise StepFailure(msg, ex) from ex
         sources[i] = source
         first = len(parts)
         parts.extend(PartSpec(first + k, i, step.step_id, name) for k, name in enumerate(names))
@@ -328,7 +329,8 @@ class PartReader:
         try:
             self._partition = source.build_part(spec.step_id, spec.name, resume)
         except Exception as ex:  # worded as the hub words it
-            raise StepFailure(f"error building partition {spec.name!r} of step {spec.step_id!r}", ex) from ex
+            msg = f"error building partition {spec.name!r} of step {spec.step_id!r}"
+            raise StepFailure(msg, ex) from ex
 
     def _call(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
         return partition_call(self._spec.step_id, self._spec.name, what, func, *args)

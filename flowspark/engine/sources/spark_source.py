@@ -136,11 +136,11 @@ class Reader(DataSourceStreamReader):
     def _poll_hub(self, start: Dict[str, Any]) -> Dict[str, Any]:
         return self._call("latest_offset", start)  # type: ignore[no-any-return]
 
-    def initialOffset(self) -> Dict[str, Any]:
+    def initialOffset(self) -> Dict[str, Any]:  # noqa: N802 - Spark's name
         self._seen = Position(hub=self._call("initial_offset") if self._hub else None).offset()
         return self._seen
 
-    def latestOffset(self, start: Optional[Dict[str, Any]] = None, limit: Any = None) -> Dict[str, Any]:
+    def latestOffset(self, start: Optional[Dict[str, Any]] = None, limit: Any = None) -> Dict[str, Any]:  # noqa: N802 - Spark's name
         """The next micro-batch's end: from `start` (Spark 4.2 on), else from the offset Spark last saw (Spark 4.1,
         which asks a new query for its latest offset before its initial one)."""
         if start is None:
@@ -237,7 +237,8 @@ class Reader(DataSourceStreamReader):
                 try:
                     items = batch_items(blob)
                 except Exception as ex:  # an item whose class pickles but won't load (a `__reduce__` that raises)
-                    raise unloadable_items(f"error unpickling the items of step {step.step_id!r}", ex) from ex
+                    msg = f"error unpickling the items of step {step.step_id!r}"
+                    raise unloadable_items(msg, ex) from ex
                 router.push(stream_id, items, out)
                 out.end_run((round_, SOURCE, rank, ""))
                 out.take()

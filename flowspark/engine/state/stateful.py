@@ -61,11 +61,13 @@ def _emits(step_id: str, method: str, key: str, result: Any) -> Tuple[List[Any],
     """Check a logic's `(emit, discard)` result the way Bytewax does."""
     if not isinstance(result, tuple) or len(result) != 2:
         msg = f"`{method}` in step {step_id!r} must return a 2-tuple of `(emit, discard)`; got {result!r}"
-        raise StepFailure(f"error calling `{method}` in step {step_id!r} for key {key!r}", TypeError(msg))
+        failed = f"error calling `{method}` in step {step_id!r} for key {key!r}"
+        raise StepFailure(failed, TypeError(msg))
     emit, discard = result
     if isinstance(emit, (str, bytes)) or not isinstance(emit, Iterable):
         msg = f"`{method}` in step {step_id!r} must return an iterable `emit`; `emit` was not a `list`: got a {type(emit)!r}"
-        raise StepFailure(f"error calling `{method}` in step {step_id!r} for key {key!r}", TypeError(msg))
+        failed = f"error calling `{method}` in step {step_id!r} for key {key!r}"
+        raise StepFailure(failed, TypeError(msg))
     return list(emit), bool(discard)
 
 
@@ -73,7 +75,8 @@ def _epoch_ms(at: datetime, step_id: str, key: str) -> int:
     try:
         aware_or_none(at)
     except TypeError as ex:
-        raise StepFailure(f"error calling `notify_at` in step {step_id!r} for key {key!r}", ex) from ex
+        msg = f"error calling `notify_at` in step {step_id!r} for key {key!r}"
+        raise StepFailure(msg, ex) from ex
     return int(at.timestamp() * 1000)
 
 
@@ -320,7 +323,7 @@ class LayerProcessor(StatefulProcessor):
             return None
         return dest.index if dest.index in self._steps else None
 
-    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:  # noqa: N802, N803 - Spark's names
         grp = key[0]
         step = self._mine(grp)
         if step is None:
@@ -353,9 +356,8 @@ class LayerProcessor(StatefulProcessor):
                 if kind == chunks.DATA:
                     arrivals.add(payload)
         except Exception as ex:  # an item whose class pickles but won't load (a `__reduce__` that raises)
-            raise unloadable_items(
-                f"error unpickling the items that reached step {self._plan.stateful[step].step_id!r}", ex
-            ) from ex
+            msg = f"error unpickling the items that reached step {self._plan.stateful[step].step_id!r}"
+            raise unloadable_items(msg, ex) from ex
         keys = arrivals.keys()
         # A step's logics are all of one class: the first key's tells.
         if keys and not self._plan.ordered and getattr(bucket.logic(keys[0]), "MERGE_BATCHES", False):
@@ -395,8 +397,11 @@ class LayerProcessor(StatefulProcessor):
             self._calls(step, bucket, keys, "on_eof", tick, out)
             bucket.persist(self._handle, now_ms)
 
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    def handleExpiredTimer(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        timerValues: TimerValues,  # noqa: N803 - Spark's name
+        expiredTimerInfo: ExpiredTimerInfo,  # noqa: N803 - Spark's name
     ) -> Iterator[Row]:
         grp = key[0]
         step = self._mine(grp)

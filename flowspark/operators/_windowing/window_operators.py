@@ -282,7 +282,6 @@ def fold_window(
     assert out == [("a", (0, 8)), ("a", (1, 2))]
     ```
     """
-
     fold = FoldBuilder(builder, folder, merger)
     return window(
         "window",

@@ -10,9 +10,9 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pyarrow.parquet as pq
 import pytest
+from support.processes import run_module
 
 import flowspark.operators as op
-from conftest import run_module
 from flowspark.connectors.spark import SaveMode, SparkSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.connect.connect_server import read_record, start_supervisor

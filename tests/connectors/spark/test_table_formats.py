@@ -42,7 +42,7 @@ with running(RunContext(spark, os.environ["STATE"])):
 """
 
 
-def _replayed(tmp_path: Path, settings: Dict[str, str], format: str, options: Dict[str, str], table: Any) -> str:
+def _replayed(tmp_path: Path, settings: Dict[str, str], format: str, options: Dict[str, str], table: Any) -> str:  # noqa: A002 - Spark's option name
     """Run `REPLAY` with Spark `settings` for a sink of `format`, `options` and `table`; what it printed."""
     done = subprocess.run(
         [sys.executable, "-c", REPLAY, json.dumps([settings, format, options, table])],

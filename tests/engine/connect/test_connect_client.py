@@ -13,8 +13,8 @@ from typing import Iterator, List
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from support.ports import free_port
 
-from conftest import free_port
 from flowspark.engine.connect.connect_client import check_reachable, connect
 from flowspark.engine.connect.connect_server import read_record, start_supervisor
 from flowspark.errors import FlowsparkRuntimeError

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
+from support.processes import children, command_line
 
-from conftest import children, command_line
 from flowspark._settings import WARM_SPARK_DIR, WARM_SPARK_IDLE
 from flowspark.engine.connect.connect_server import LEASE, RECORD, ServerRecord, read_record, server_dir, serving
 
@@ -306,7 +306,7 @@ def test_a_dead_jvm_or_a_server_no_longer_listening_is_replaced_and_a_dying_supe
 
 
 def _fork_server(record: ServerRecord) -> int:
-    (forks,) = [pid for pid in children(record.supervisor) if "fork_server" in command_line(pid)]
+    (forks,) = [pid for pid in children(record.supervisor) if "python_forks" in command_line(pid)]
     return forks
 
 

@@ -55,7 +55,8 @@ class _NoParts(_CountedParts):
 
 class _Unlistable(_CountedParts):
     def list_parts(self) -> List[str]:
-        raise OSError("no such bucket")
+        msg = "no such bucket"
+        raise OSError(msg)
 
 
 def test_each_sink_type_gets_its_layout(tmp_path: Path) -> None:

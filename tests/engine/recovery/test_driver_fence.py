@@ -8,8 +8,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from support.partitions import LineSink
 
-from conftest import LineSink
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import sink_part_group
 from flowspark.engine.recovery.driver_fence import FENCE, DriverFence, FencedOut, claim_for, owning

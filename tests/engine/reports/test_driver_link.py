@@ -35,7 +35,8 @@ def test_calls_reach_the_driver_from_another_process(server: DriverServer) -> No
 
 def test_a_failing_call_raises_in_the_caller_and_is_kept_for_the_run(server: DriverServer) -> None:
     def broken() -> None:
-        raise ValueError("source is gone")
+        msg = "source is gone"
+        raise ValueError(msg)
 
     server.register("broken", broken)
     with pytest.raises(RuntimeError, match="'broken' failed: source is gone"):

@@ -58,7 +58,8 @@ def _price(line: str) -> int:
 
 
 def _checked(line: str) -> str:
-    raise PriceError(f"no price for {line!r}, sorry")
+    msg = f"no price for {line!r}, sorry"
+    raise PriceError(msg)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +86,8 @@ def test_input_that_imitates_failure_records_only_gives_the_users_error(
 
 
 def _explode_on_value(state: Any, value: str) -> Any:
-    raise ValueError(f"cannot count {value}")
+    msg = f"cannot count {value}"
+    raise ValueError(msg)
 
 
 def test_a_stateful_steps_failure_carrying_input_data_names_the_step(tmp_path: Path) -> None:

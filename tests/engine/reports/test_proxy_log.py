@@ -15,7 +15,8 @@ from flowspark.testing import TestingSink, TestingSource, run_main
 
 
 def _explode(x: int) -> int:
-    raise ValueError(f"bad item {x}")
+    msg = f"bad item {x}"
+    raise ValueError(msg)
 
 
 def test_a_failing_step_is_not_logged_by_py4j(caplog: pytest.LogCaptureFixture) -> None:

@@ -27,7 +27,8 @@ def _noisy(x: int) -> int:
     log.info("saw %s", x)
     if x == 2:
         try:
-            raise ValueError("two")
+            msg = "two"
+            raise ValueError(msg)
         except ValueError:
             log.exception("failed on %s", x)
     return x

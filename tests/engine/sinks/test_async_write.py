@@ -33,7 +33,8 @@ def test_a_failed_write_is_raised_by_every_later_call_and_nothing_after_it_runs(
     behind = WriteBehind()
 
     def fail() -> None:
-        raise KeyError("lost")
+        msg = "lost"
+        raise KeyError(msg)
 
     behind.submit(fail)
     with pytest.raises(KeyError, match="lost"):

@@ -8,10 +8,10 @@ from typing import Any, List, Tuple
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's idiom
+from support.partitions import LineSink
 
 import flowspark.operators as op
-from conftest import LineSink
 from flowspark.dataflow import Dataflow
 from flowspark.engine.sinks.sink_tasks import route_keys, spark_int_hash
 from flowspark.engine.spark.session import get_session
@@ -85,7 +85,7 @@ def test_a_failing_write_in_a_task_names_the_step_and_partition_and_shows_the_us
     cause = info.value.__cause__
     assert isinstance(cause, OSError) and str(cause) == "disk full"
     notes = "\n".join(getattr(cause, "__notes__", []))
-    assert 'raise OSError("disk full")' in notes and "conftest.py" in notes
+    assert 'raise OSError("disk full")' in notes and "partitions.py" in notes
 
 
 def test_a_bad_key_for_a_partitioned_sink_in_the_workers_names_the_step(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from support.partitions import LineSink
 
 import flowspark.operators as op
-from conftest import LineSink
 from flowspark.dataflow import Dataflow, Stream
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.destinations import (
@@ -63,7 +63,8 @@ class _CountingPart(StatefulSinkPartition[Any, int]):
 
     def write_batch(self, values: List[Any]) -> None:
         if self._name in self._sink.broken:
-            raise OSError("disk full")
+            msg = "disk full"
+            raise OSError(msg)
         self._sink.written[self._name].extend(values)
 
     def snapshot(self) -> int:
@@ -345,7 +346,8 @@ def test_partitions_are_built_when_items_reach_them_and_closed_at_the_end(spark:
 def test_a_failing_build_names_the_step(tmp_path: Path) -> None:
     class _Unbuildable(_PerWorker):
         def build(self, step_id: str, worker_index: int, worker_count: int) -> _WorkerList:
-            raise PermissionError("no access")
+            msg = "no access"
+            raise PermissionError(msg)
 
     with pytest.raises(FlowsparkRuntimeError, match="error calling `build` in step 'w.out0'"):
         SinkWriter(_plan(_Unbuildable()), str(tmp_path))
@@ -353,7 +355,8 @@ def test_a_failing_build_names_the_step(tmp_path: Path) -> None:
 
 def test_a_failing_inspector_names_the_step(spark: SparkSession, tmp_path: Path) -> None:
     def broken(step_id: str, item: Any, epoch: int, worker: int) -> None:
-        raise ZeroDivisionError("division by zero")
+        msg = "division by zero"
+        raise ZeroDivisionError(msg)
 
     flow = Dataflow("w")
     op.inspect_debug("peek", op.input("inp", flow, TestingSource([])), broken)
@@ -378,7 +381,7 @@ def test_a_damaged_ledger_is_named_not_retried(tmp_path: Path) -> None:
 
 @pytest.fixture
 def shipped() -> None:
-    """This module's (and conftest's) classes travel by value to Spark's workers, as a run ships the user's modules."""
+    """This module's (and `support`'s) classes travel by value to Spark's workers, as a run ships the user's modules."""
     ship_by_value(user_packages())
 
 
@@ -518,7 +521,8 @@ class _SlowRecordingList(StatelessSinkPartition[Any]):
         time.sleep(0.2)
         assert self._gate.wait(10)
         if "boom" in items:
-            raise ValueError("boom")
+            msg = "boom"
+            raise ValueError(msg)
         self._threads.append(threading.current_thread().name)
         self._items.extend(items)
 

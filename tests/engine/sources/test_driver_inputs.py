@@ -410,7 +410,8 @@ def test_fraction_done_when_every_partition_tells(server: DriverServer) -> None:
 def test_a_failing_listing_names_the_step(server: DriverServer) -> None:
     class _Unlistable(_ListSource):
         def list_parts(self) -> List[str]:
-            raise OSError("no such bucket")
+            msg = "no such bucket"
+            raise OSError(msg)
 
     hub = _hub(server, _Unlistable({}))
     with pytest.raises(StepFailure, match="listing partitions of step 'hub.inp0'") as caught:
@@ -421,7 +422,8 @@ def test_a_failing_listing_names_the_step(server: DriverServer) -> None:
 def test_a_failing_build_names_the_partition_and_the_step(server: DriverServer) -> None:
     class _Unbuildable(_ListSource):
         def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _ListPartition:
-            raise ValueError("bad resume state")
+            msg = "bad resume state"
+            raise ValueError(msg)
 
     hub = _hub(server, _Unbuildable({"p1": [1]}))
     with pytest.raises(StepFailure, match="building partition 'p1' of step 'hub.inp0'"):

@@ -52,7 +52,8 @@ class _Logged(StatefulSourcePartition[str, int]):
     def next_batch(self) -> List[str]:
         self._note("next_batch")
         if self._fail:
-            raise ValueError("no good")
+            msg = "no good"
+            raise ValueError(msg)
         if self._next >= self._count:
             raise StopIteration()
         self._next += 1

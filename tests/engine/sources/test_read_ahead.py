@@ -74,7 +74,8 @@ def test_a_read_ahead_hands_over_its_result_or_its_error() -> None:
     assert ReadAhead(lambda: [1, 2]).take() == [1, 2]
 
     def broken() -> List[int]:
-        raise ValueError("source is gone")
+        msg = "source is gone"
+        raise ValueError(msg)
 
     with pytest.raises(ValueError, match="source is gone"):
         ReadAhead(broken).take()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pyspark
 import pytest
+from support.processes import run_module
 
-from conftest import run_module
 from flowspark.engine.spark.native_libs import LIBRARY, rocksdb_library_dir
 
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))

@@ -17,8 +17,8 @@ from typing import Any, Dict, List
 
 import pyspark
 import pytest
+from support.failures import usage_error
 
-from conftest import usage_error
 from flowspark.engine.spark.spark_defaults import parse_properties
 from flowspark.run import main
 

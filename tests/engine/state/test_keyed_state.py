@@ -67,7 +67,8 @@ class _Bucket:
 
 
 def _refuse_to_load() -> None:
-    raise ImportError("the snapshot's class is not importable here")
+    msg = "the snapshot's class is not importable here"
+    raise ImportError(msg)
 
 
 class _Unloadable:

@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import Outputs, by_key, downs, drive_op, events, flow_clock, logic_builder, sec, sink_all
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.logics import FinishingFoldBuilder
 from flowspark.operators._windowing.per_key import MergingKeyWindowLogic, WindowConfig

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, List, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import (
     Outputs,
     by_key,
@@ -34,7 +35,6 @@ from test_window_ops import random_script
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.firing import KeptWindow
 from flowspark.operators._windowing.per_key import KeySnapshot

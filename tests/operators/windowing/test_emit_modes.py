@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any, List, Optional, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import (
     Outputs,
     by_key,
@@ -31,7 +32,6 @@ from support.oracle import core_arg, core_steps
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.firing import FiringWindowConfig
 from flowspark.operators._windowing.per_key import WindowConfig

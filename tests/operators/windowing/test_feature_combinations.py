@@ -16,11 +16,11 @@ from datetime import timedelta
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import Outputs, by_key, drive_op, flow_clock, panes, sec, sink_all
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.record_sliding import EPOCH
 from flowspark.testing import TestingSink, TestingSource, run_main

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, List, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import Outputs, Step, by_key, downs, drive_op, events, logic_builder, sec, sink_all, stamp
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.windowers import check_windower
 from flowspark.testing import TestingSource, TimeTestingGetter, run_main

@@ -18,11 +18,11 @@ from datetime import datetime, timedelta
 from typing import Any, List, Optional, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import SYSTEM_START, drive_op, events, panes, payload
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.base import UTC_MAX, Clock, ClockLogic
 from flowspark.testing import TestingSink, TestingSource, TimeTestingGetter, run_main

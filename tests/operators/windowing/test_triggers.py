@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, List, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import (
     SYSTEM_START,
     Outputs,
@@ -36,7 +37,6 @@ from support.firing_helpers import (
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.testing import TestingSource, run_main
 

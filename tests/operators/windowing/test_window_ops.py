@@ -23,10 +23,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import SYSTEM_START, meta_tuple, sec, stamp
 from support.oracle import ENGINES, Engine, cause_chain, core_arg, core_steps, run_on
-
-from conftest import ALIGN
 
 
 def norm_value(value: Any) -> Any:

@@ -106,7 +106,8 @@ def test_a_value_placed_windower_and_a_seeded_one_leave_the_shortest_path() -> N
 
 def test_folds_emit_their_running_result_without_a_rebuild_and_fold_quietly() -> None:
     def never(resume: Any) -> Any:
-        raise AssertionError("a fold's running result needs no rebuilt copy")
+        msg = "a fold's running result needs no rebuilt copy"
+        raise AssertionError(msg)
 
     fold = FoldBuilder(list, lambda acc, v: [*acc, v], list.__add__)(None)
     assert fold.fold_quietly(iter([1, 2]))

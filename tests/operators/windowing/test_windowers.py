@@ -12,10 +12,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, List, Tuple
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import meta_tuple, sec
 from support.oracle import ENGINES, Engine
 
-from conftest import ALIGN
 from flowspark.operators._windowing.windowers import check_windower
 from flowspark.operators.windowing import (
     LATE_SESSION_ID,
