@@ -10,6 +10,11 @@ It is a local path, or a `file://`, `s3://` (`s3a://`) or `hdfs://` URI.
 Bytewax's command does (one checkpoint serves any worker count, so `N` is
 only recorded); `DIR --inspect` lists what a directory holds;
 `--step STEP --key KEY` prints one key's snapshot.
+
+flowspark's side of it lives in `flowspark.engine.recovery`: the
+directory's storage, the checks before a run resumes it, the sinks'
+ledger and the fence that lets one driver write at a time; the keys'
+state itself is read back by `flowspark.engine.state.inspect_state`.
 """
 
 from __future__ import annotations
