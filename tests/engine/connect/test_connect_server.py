@@ -306,7 +306,7 @@ def test_a_dead_jvm_or_a_server_no_longer_listening_is_replaced_and_a_dying_supe
 
 
 def _fork_server(record: ServerRecord) -> int:
-    (forks,) = [pid for pid in children(record.supervisor) if "python_forks" in command_line(pid)]
+    (forks,) = [pid for pid in children(record.supervisor) if "fork_server" in command_line(pid)]
     return forks
 
 
