@@ -87,6 +87,7 @@ from flowspark.operators._windowing.clocks import (
     SystemClockLogic,
 )
 from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindower
+from flowspark.operators._windowing.firing import Firing
 from flowspark.operators._windowing.fold_operators import DK as DK
 from flowspark.operators._windowing.fold_operators import DV as DV
 from flowspark.operators._windowing.fold_operators import _identity as _identity
@@ -156,6 +157,7 @@ __all__ = [
     "DynamicSessionWindower",
     "EmitMode",
     "EventClock",
+    "Firing",
     "First",
     "HoppingWindower",
     "Last",

@@ -1,4 +1,11 @@
-"""The window configuration of steps that use emit modes, allowed lateness or triggers, and their lateness part.
+"""A window operator's firing options as one value, `Firing`, and the configuration of steps that use them.
+
+`Firing(emit=..., allowed_lateness=..., trigger=...)` holds what Beam's
+`Windowing` holds beside its window function: when panes go out (emit mode
+and trigger) and how long closed windows wait for late values.  Every window
+operator but `join_window` takes it as `firing=`, or its fields as the
+keywords `emit=`, `allowed_lateness=` and `trigger=` (`firing_of` turns
+either into one `Firing`, refusing both at once).
 
 A `FiringWindowConfig` gives each key's `per_key.KeyWindowLogic` two parts:
 `emission.PaneEmission` (emit modes, panes, triggers) and `KeptLateness`
@@ -84,9 +91,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Dict, Generic, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Set, Tuple
 
-from typing_extensions import override
+from typing_extensions import TypedDict, override
 
 from flowspark.operators._core import S, V, W
 from flowspark.operators._windowing.base import (
@@ -97,12 +104,124 @@ from flowspark.operators._windowing.base import (
     WindowMetadata,
 )
 from flowspark.operators._windowing.emission import PaneEmission
-from flowspark.operators._windowing.panes import EmitMode
+from flowspark.operators._windowing.panes import EmitMode, check_allowed_lateness, check_emit
 from flowspark.operators._windowing.parts import Closed, Emission, Late, Lateness, WindowCloser, WindowEvent
 from flowspark.operators._windowing.per_key import KeySnapshot, KeyWindowLogic, WindowConfig
-from flowspark.operators._windowing.triggers import Trigger, WindowBook
+from flowspark.operators._windowing.triggers import Trigger, WindowBook, check_trigger
 
-__all__ = ["FiringKeyWindowLogic", "FiringWindowConfig", "KeptLateness", "KeptWindow"]
+__all__ = [
+    "Firing",
+    "FiringKeyWindowLogic",
+    "FiringKeywords",
+    "FiringWindowConfig",
+    "KeptLateness",
+    "KeptWindow",
+    "firing_of",
+]
+
+
+@dataclass(frozen=True)
+class Firing:
+    """When a window operator emits and how long it waits for late values: one value, as Beam's `Windowing`.
+
+    Pass it as `firing=` to any window operator but `join_window`.  The
+    default, `Firing()`, is Bytewax's behaviour: the step is wired and runs
+    exactly as in Bytewax 0.21.1.  Any other value also builds the
+    operator's `panes` stream; see `window` for the rules.
+
+    * `emit`: `"final"` (default), `"current"` or `"current_and_final"`
+      (an `EmitMode`): emit when the window closes, after each value, or
+      both (Beam's accumulating early panes, Quix Streams' `.current()`).
+    * `allowed_lateness`: how long, in event time, a closed window is kept
+      for late values that correct it (Beam's and Flink's allowed lateness,
+      Kafka Streams' grace); a non-negative `timedelta`, zero by default.
+    * `trigger`: fire a window early (`CountTrigger`,
+      `ProcessingTimeTrigger` or `PredicateTrigger`).
+
+    The old keywords `emit=`, `allowed_lateness=` and `trigger=` are still
+    accepted by every operator (one or the other, not both).  Bad values
+    fail when the flow is built, naming the step.
+
+    ```python
+    from datetime import datetime, timedelta, timezone
+
+    import flowspark.operators as op
+    import flowspark.operators.windowing as win
+    from flowspark.dataflow import Dataflow
+    from flowspark.testing import TestingSink, TestingSource, run_main
+
+    T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    clock = win.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0))
+    ten_s = win.TumblingWindower(timedelta(seconds=10), T0)
+    every_two = win.Firing(trigger=win.CountTrigger(2))
+
+    readings = [("a", (T0 + timedelta(seconds=s), 1)) for s in [1, 2, 3]]
+    flow = Dataflow("firing_eg")
+    keyed = op.input("inp", flow, TestingSource(readings))
+    counts = win.sum_window("count", keyed, clock, ten_s, by=lambda v: v[1], firing=every_two)
+    out = []
+    op.output("out", counts.panes, TestingSink(out))
+    run_main(flow)
+    assert [(p.value, p.timing) for _key, (_window_id, p) in out] == [(2, "early"), (3, "on_time")]
+    ```
+    """
+
+    emit: EmitMode = "final"
+    """When results go out: `"final"`, `"current"` or `"current_and_final"`."""
+
+    allowed_lateness: timedelta = ZERO_TD
+    """How long a closed window is kept for late values; zero is Bytewax's behaviour."""
+
+    trigger: Optional[Trigger] = None
+    """What fires a window before it closes, if anything."""
+
+    @property
+    def is_plain(self) -> bool:
+        """Whether this is Bytewax's behaviour: emit when closed, nothing kept, no trigger."""
+        return self.emit == "final" and self.allowed_lateness == ZERO_TD and self.trigger is None
+
+    def check(self, step_id: str) -> None:
+        """Refuse a bad field, naming the step (at build time)."""
+        check_emit(step_id, self.emit)
+        check_allowed_lateness(step_id, self.allowed_lateness)
+        check_trigger(step_id, self.trigger)
+
+
+class FiringKeywords(TypedDict, total=False):
+    """The fields of `Firing` as separate keywords, as window operators took them before it (still accepted)."""
+
+    emit: EmitMode
+    allowed_lateness: timedelta
+    trigger: Optional[Trigger]
+
+
+_FIRING_FIELDS = ("emit", "allowed_lateness", "trigger")
+
+
+def firing_of(step_id: str, firing: Optional[Firing], keywords: Mapping[str, Any]) -> Firing:
+    """The one `Firing` a window operator was given: `firing`, or one made of the old keywords.
+
+    Raises `TypeError`, naming the step, for both at once, for a `firing`
+    that is not a `Firing`, and for a keyword the operators do not take.
+    """
+    unknown = sorted(set(keywords) - set(_FIRING_FIELDS))
+    if unknown:
+        names = ", ".join(f"`{name}`" for name in unknown)
+        msg = f"step {step_id!r}: unexpected keyword argument(s) {names}; the window operators take `firing=`"
+        raise TypeError(msg)
+    if firing is None:
+        return Firing(**keywords)
+    if not isinstance(firing, Firing):
+        msg = f"step {step_id!r}: `firing` must be a `Firing` (or `None`); got {firing!r}"
+        raise TypeError(msg)
+    if keywords:
+        given = ", ".join(f"`{name}=`" for name in _FIRING_FIELDS if name in keywords)
+        msg = (
+            f"step {step_id!r}: got both `firing=` and {given}; pass one or the other "
+            "(put the keywords' values in the `Firing`, e.g. `Firing(emit=..., trigger=...)`)"
+        )
+        raise TypeError(msg)
+    return firing
 
 
 @dataclass(frozen=True)
