@@ -18,12 +18,14 @@ to `late` instead of reopening that window and emitting it a second time.
 
 flowspark additions (a flow that uses none of them is unchanged, step graph
 included): every operator (but `join_window`, which has its own modes) takes
-keyword-only `emit=` (`"final"`, `"current"` or `"current_and_final"`: when
-results go out), `allowed_lateness=` (keep closed windows for late values
-and re-emit corrected results; late values within it also create windows
-and merge sessions) and `trigger=` (`CountTrigger`,
-`ProcessingTimeTrigger`, `PredicateTrigger`: fire early, optionally
-purging).  With any of them, `WindowOut.panes` also carries every emission
+keyword-only `firing=`, a `Firing` (as Beam's `Windowing`) of `emit`
+(`"final"`, `"current"` or `"current_and_final"`: when results go out),
+`allowed_lateness` (keep closed windows for late values and re-emit
+corrected results; late values within it also create windows and merge
+sessions) and `trigger` (`CountTrigger`, `ProcessingTimeTrigger`,
+`PredicateTrigger`, combined with `AfterAny`, `AfterAll`, `AfterEach`,
+`Repeatedly` and `Once` as Beam's triggers combine: fire early, optionally
+purging); the three are also accepted as keywords of their own.  With any of them, `WindowOut.panes` also carries every emission
 as a `Pane` saying whether it was early, on time or late.  `sum_window`,
 `mean_window` and `aggregate_window` (several aggregations in one pass, with
 Quix Streams' `Sum`, `Count`, `Mean`, `Min`, `Max`, `First`, `Last`,
@@ -104,9 +106,15 @@ from flowspark.operators._windowing.join_operator import U as U
 from flowspark.operators._windowing.panes import EmitMode, Pane, PaneTiming
 from flowspark.operators._windowing.record_sliding import RecordSlidingWindower
 from flowspark.operators._windowing.triggers import (
+    AfterAll,
+    AfterAny,
+    AfterEach,
+    AfterFirst,
     CountTrigger,
+    Once,
     PredicateTrigger,
     ProcessingTimeTrigger,
+    Repeatedly,
     Trigger,
 )
 from flowspark.operators._windowing.window_operators import _down_of as _down_of
@@ -146,6 +154,10 @@ __all__ = [
     "UTC_MAX",
     "UTC_MIN",
     "ZERO_TD",
+    "AfterAll",
+    "AfterAny",
+    "AfterEach",
+    "AfterFirst",
     "Aggregation",
     "Clock",
     "ClockLogic",
@@ -164,11 +176,13 @@ __all__ = [
     "Max",
     "Mean",
     "Min",
+    "Once",
     "Pane",
     "PaneTiming",
     "PredicateTrigger",
     "ProcessingTimeTrigger",
     "RecordSlidingWindower",
+    "Repeatedly",
     "SessionWindower",
     "SlidingWindower",
     "Sum",

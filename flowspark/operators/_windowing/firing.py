@@ -89,7 +89,7 @@ logic returns from `on_value`/`on_merge` are emitted as they are, as
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Set, Tuple
 
@@ -136,7 +136,8 @@ class Firing:
       for late values that correct it (Beam's and Flink's allowed lateness,
       Kafka Streams' grace); a non-negative `timedelta`, zero by default.
     * `trigger`: fire a window early (`CountTrigger`,
-      `ProcessingTimeTrigger` or `PredicateTrigger`).
+      `ProcessingTimeTrigger`, `PredicateTrigger`, or several combined
+      with `AfterAny`, `AfterAll`, `AfterEach`, `Repeatedly` and `Once`).
 
     The old keywords `emit=`, `allowed_lateness=` and `trigger=` are still
     accepted by every operator (one or the other, not both).  Bad values
@@ -308,7 +309,7 @@ class KeptLateness(Lateness[V, W, S]):
         self._allowed = allowed_lateness
         self._builder = builder
         self._kept: Dict[int, _Kept[V, W, S]] = {
-            i: _Kept(builder(k.state), copy.deepcopy(k.meta), k.reach, k.purge_at, replace(k.book))
+            i: _Kept(builder(k.state), copy.deepcopy(k.meta), k.reach, k.purge_at, k.book.copy())
             for i, k in (kept or {}).items()
         }
 
@@ -350,7 +351,7 @@ class KeptLateness(Lateness[V, W, S]):
     @override
     def snapshot(self) -> Optional[Dict[int, Any]]:
         return {
-            i: KeptWindow(k.logic.snapshot(), copy.deepcopy(k.meta), k.reach, k.purge_at, replace(k.book))
+            i: KeptWindow(k.logic.snapshot(), copy.deepcopy(k.meta), k.reach, k.purge_at, k.book.copy())
             for i, k in self._kept.items()
         }
 

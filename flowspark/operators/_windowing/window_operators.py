@@ -162,8 +162,11 @@ def window(
       non-negative `timedelta`; zero (default) is Bytewax's behaviour.
       Count windowers refuse a positive one.
     * `trigger`: a `CountTrigger`, `ProcessingTimeTrigger` or
-      `PredicateTrigger` fires the window early (its running result, as an
-      early pane); with `purge=True` the window then starts again empty.
+      `PredicateTrigger`, or several combined as Beam's triggers combine
+      (`AfterAny`, `AfterAll`, `AfterEach`, `Repeatedly`, `Once`), fires
+      the window early (its running result, as an early pane); with
+      `purge=True` the window then starts again empty.  A trigger that
+      finished fires the window early no more.
       The window still emits when it closes, unless it was purged and took
       in nothing since.  Firing once per value at most: with
       `emit="current"` a fire does not add a second emission.  A value that
