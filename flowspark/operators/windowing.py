@@ -88,6 +88,14 @@ from flowspark.operators._windowing.clocks import (
     SystemClock,
     SystemClockLogic,
 )
+from flowspark.operators._windowing.composite_triggers import (
+    AfterAll,
+    AfterAny,
+    AfterEach,
+    AfterFirst,
+    Once,
+    Repeatedly,
+)
 from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindower
 from flowspark.operators._windowing.firing import Firing
 from flowspark.operators._windowing.fold_operators import DK as DK
@@ -106,15 +114,9 @@ from flowspark.operators._windowing.join_operator import U as U
 from flowspark.operators._windowing.panes import EmitMode, Pane, PaneTiming
 from flowspark.operators._windowing.record_sliding import RecordSlidingWindower
 from flowspark.operators._windowing.triggers import (
-    AfterAll,
-    AfterAny,
-    AfterEach,
-    AfterFirst,
     CountTrigger,
-    Once,
     PredicateTrigger,
     ProcessingTimeTrigger,
-    Repeatedly,
     Trigger,
 )
 from flowspark.operators._windowing.window_operators import _down_of as _down_of
