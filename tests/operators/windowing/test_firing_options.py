@@ -12,12 +12,12 @@ from datetime import timedelta
 from typing import Any, Callable, Dict
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import drive_op, panes, summing
 from support.oracle import core_arg
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.firing import FiringWindowConfig
 from flowspark.operators._windowing.per_key import WindowConfig

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
+from support.event_time import ALIGN
 from support.firing_helpers import (
     SYSTEM_START,
     by_key,
@@ -38,7 +39,6 @@ from support.firing_helpers import (
 
 import flowspark.operators as op
 import flowspark.operators.windowing as win
-from conftest import ALIGN
 from flowspark.dataflow import Dataflow
 from flowspark.operators._windowing.triggers import WindowBook
 from flowspark.testing import TestingSource, run_main
