@@ -97,6 +97,8 @@ def warm_up(connect: bool) -> None:
         os.environ.setdefault(variable, "1")
     for name in (*WARM_IMPORTS, *(CONNECT_IMPORTS if connect else ())):
         importlib.import_module(name)
+    # pyarrow imports pandas on its first array: once here, not in each child.
+    importlib.import_module("pyarrow").array([""])
 
 
 def parse_request(data: bytes) -> Optional[Request]:
