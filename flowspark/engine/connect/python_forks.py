@@ -321,8 +321,11 @@ def start(directory: str, python: str, connect: bool, output: int) -> Optional[T
 
 
 def die_with_parent() -> None:
-    """In a child before it runs: be killed when its parent dies, however it dies."""
+    """In a child before it runs: be killed when its parent dies, however it dies (even before this call)."""
+    parent = os.getppid()
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent or parent == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(argv: List[str]) -> int:
