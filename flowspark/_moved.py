@@ -40,7 +40,8 @@ MOVED: Dict[str, str] = {
     "flowspark.engine.state.slot_cache": "flowspark.engine.state.keyed_state_cache",
     "flowspark.engine.state.batch_state": "flowspark.engine.state.memory_state",
     "flowspark.engine.sinks.sink_batch": "flowspark.engine.sinks.batch_id",
-    "flowspark.engine.connect.python_forks": "flowspark.engine.connect.fork_server",
+    "flowspark.engine.connect.python_forks": "flowspark.engine.spark.fork_server",
+    "flowspark.engine.connect.forked_python": "flowspark.engine.spark.forked_python",
     # 0.2: only Bytewax's public modules at the top
     "flowspark.launch": "flowspark._launch",
     "flowspark.locate": "flowspark._locate",

@@ -18,12 +18,14 @@ to `late` instead of reopening that window and emitting it a second time.
 
 flowspark additions (a flow that uses none of them is unchanged, step graph
 included): every operator (but `join_window`, which has its own modes) takes
-keyword-only `emit=` (`"final"`, `"current"` or `"current_and_final"`: when
-results go out), `allowed_lateness=` (keep closed windows for late values
-and re-emit corrected results; late values within it also create windows
-and merge sessions) and `trigger=` (`CountTrigger`,
-`ProcessingTimeTrigger`, `PredicateTrigger`: fire early, optionally
-purging).  With any of them, `WindowOut.panes` also carries every emission
+keyword-only `firing=`, a `Firing` (as Beam's `Windowing`) of `emit`
+(`"final"`, `"current"` or `"current_and_final"`: when results go out),
+`allowed_lateness` (keep closed windows for late values and re-emit
+corrected results; late values within it also create windows and merge
+sessions) and `trigger` (`CountTrigger`, `ProcessingTimeTrigger`,
+`PredicateTrigger`, combined with `AfterAny`, `AfterAll`, `AfterEach`,
+`Repeatedly` and `Once` as Beam's triggers combine: fire early, optionally
+purging); the three are also accepted as keywords of their own.  With any of them, `WindowOut.panes` also carries every emission
 as a `Pane` saying whether it was early, on time or late.  `sum_window`,
 `mean_window` and `aggregate_window` (several aggregations in one pass, with
 Quix Streams' `Sum`, `Count`, `Mean`, `Min`, `Max`, `First`, `Last`,
@@ -86,7 +88,16 @@ from flowspark.operators._windowing.clocks import (
     SystemClock,
     SystemClockLogic,
 )
+from flowspark.operators._windowing.composite_triggers import (
+    AfterAll,
+    AfterAny,
+    AfterEach,
+    AfterFirst,
+    Once,
+    Repeatedly,
+)
 from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindower
+from flowspark.operators._windowing.firing import Firing
 from flowspark.operators._windowing.fold_operators import DK as DK
 from flowspark.operators._windowing.fold_operators import DV as DV
 from flowspark.operators._windowing.fold_operators import _identity as _identity
@@ -145,6 +156,10 @@ __all__ = [
     "UTC_MAX",
     "UTC_MIN",
     "ZERO_TD",
+    "AfterAll",
+    "AfterAny",
+    "AfterEach",
+    "AfterFirst",
     "Aggregation",
     "Clock",
     "ClockLogic",
@@ -156,17 +171,20 @@ __all__ = [
     "DynamicSessionWindower",
     "EmitMode",
     "EventClock",
+    "Firing",
     "First",
     "HoppingWindower",
     "Last",
     "Max",
     "Mean",
     "Min",
+    "Once",
     "Pane",
     "PaneTiming",
     "PredicateTrigger",
     "ProcessingTimeTrigger",
     "RecordSlidingWindower",
+    "Repeatedly",
     "SessionWindower",
     "SlidingWindower",
     "Sum",

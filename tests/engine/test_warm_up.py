@@ -9,6 +9,7 @@ from typing import List, Optional, Set, Tuple
 
 import pytest
 from pyspark.sql import SparkSession
+from support.processes import children, descendants
 
 import flowspark.operators as op
 from flowspark.dataflow import Dataflow
@@ -59,20 +60,24 @@ def test_with_simplified_tracebacks_each_kind_the_query_uses_gets_a_job(monkeypa
         spark.conf.set(warm_up.SIMPLIFIED_TRACEBACK, "false")
 
 
-def _python_daemons(jvm: int) -> Set[int]:
-    """The JVM's child processes running PySpark's daemon (each forks the Python workers of one kind)."""
-    found: Set[int] = set()
-    for task in os.listdir(f"/proc/{jvm}/task"):
-        with open(f"/proc/{jvm}/task/{task}/children") as f:
-            children = [int(pid) for pid in f.read().split()]
-        for pid in children:
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if b"pyspark.daemon" in f.read():
-                        found.add(pid)
-            except OSError:
-                pass
-    return found
+def _python_daemons() -> Set[int]:
+    """The processes below this one running PySpark's daemon (each forks the Python workers of one kind).
+
+    A local Spark's Pythons are forked from its fork server
+    (`fork_server`), whose children keep its command line: those count
+    as well as any process started as PySpark's daemon.
+    """
+
+    def command(pid: int) -> bytes:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    below = descendants(os.getpid())
+    forked = {child for pid in below if b"fork_server" in command(pid) for child in children(pid)}
+    return {pid for pid in below if b"pyspark.daemon" in command(pid)} | forked
 
 
 def _source_worker_parent(item: int) -> Tuple[str, int]:
@@ -86,9 +91,7 @@ def _stateful_worker_parent(state: Optional[int], item: int) -> Tuple[int, Tuple
 def test_the_querys_tasks_run_in_the_warmed_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     spark = get_session()
     assert _warm_up_jobs(spark, monkeypatch, calls=1, stateful=True) == ["SUCCEEDED"]
-    gateway = spark.sparkContext._gateway
-    assert gateway is not None
-    warmed = _python_daemons(gateway.proc.pid)
+    warmed = _python_daemons()
 
     out: List[Tuple[str, Tuple[int, int]]] = []
     flow = Dataflow("warm")

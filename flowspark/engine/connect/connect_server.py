@@ -27,7 +27,6 @@ so the next run starts a new server.
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import hashlib
 import json
@@ -46,8 +45,8 @@ import pyspark
 
 import flowspark
 from flowspark import _settings as settings
-from flowspark.engine.connect import fork_server
 from flowspark.engine.connect.server_usage import SETTLED_RUNS, ServerUsage, outgrown, usage_of
+from flowspark.engine.spark import fork_server
 from flowspark.engine.util.private_files import make_dirs, write_private
 
 RECORD = "server.json"
@@ -59,17 +58,12 @@ LOG_LIMIT = 8 << 20
 LOG_KEPT = 1 << 20
 RUNS = "runs"
 """A byte per run the server took, from runs of every process (`count_run`): what `python -m flowspark.warm` counts."""
-FORKS_SOCKET = "forks.sock"
-FORKED_PYTHON = "python"
 
 DEFAULT_IDLE_SECONDS = 600.0
 READY_SECONDS = 180.0
 """How long a new server may take to listen before its start counts as failed."""
 
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-_PR_SET_PDEATHSIG = 1
-_SOCKET_PATH_LIMIT = 100
-"""Linux takes Unix socket paths of up to 107 bytes."""
 _LOWEST_PORT = 10000
 _START_ATTEMPTS = 3
 """How often a JVM that exits before it listens is started again, on new ports."""
@@ -245,11 +239,6 @@ def _listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _die_with_parent() -> None:
-    """In the JVM's process before it starts: be killed when the supervisor dies, however it dies."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class Supervisor:
     """Starts the JVM of the server in `directory`, records it, and stops it when idle or asked to."""
 
@@ -257,6 +246,7 @@ class Supervisor:
         self._directory = directory
         self._jvm: Optional[subprocess.Popen[bytes]] = None
         self._forks: Optional[subprocess.Popen[bytes]] = None
+        self._forked_python = ""
         self._stopping = False
 
     def _path(self, name: str) -> str:
@@ -366,34 +356,19 @@ class Supervisor:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+                preexec_fn=fork_server.die_with_parent,
             )
 
     def _start_forks(self, python: str) -> str:
-        """Start the fork server (`fork_server`); the Python Spark is to run: the program that uses it, or `python`.
-
-        Only for the Python this process runs (the fork server's children
-        run it); nothing when the socket's path is too long for Unix.
-        """
-        sock, program = self._path(FORKS_SOCKET), self._path(FORKED_PYTHON)
-        if self._forks is not None:
-            return program
-        if os.path.realpath(python) != os.path.realpath(sys.executable) or len(sock.encode()) > _SOCKET_PATH_LIMIT:
-            return python
-        fork_server.write_program(program, sock)
-        log = open(self._path(LOG), "ab")
-        with log:
-            self._forks = subprocess.Popen(
-                [sys.executable, "-m", fork_server.__name__, sock],
-                # PySpark's workers' hash seed, which a forked child keeps.
-                env=dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0")),
-                cwd=self._directory,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
-        return program
+        """Start the fork server (`fork_server`); the Python Spark is to run: the program that uses it, or `python`."""
+        if self._forks is None:
+            log = open(self._path(LOG), "ab")
+            with log:
+                started = fork_server.start(self._directory, python, connect=True, output=log.fileno())
+            if started is None:
+                return python
+            self._forks, self._forked_python = started
+        return self._forked_python
 
     def _wait_ready(self, port: int) -> bool:
         deadline = time.monotonic() + READY_SECONDS

@@ -22,14 +22,13 @@ import time
 from typing import List
 
 from flowspark.engine.connect.connect_server import (
-    FORKED_PYTHON,
-    FORKS_SOCKET,
     LEASE,
     LOCK,
     LOG,
     RECORD,
     read_record,
 )
+from flowspark.engine.spark.fork_server import FORKED_PYTHON, FORKS_SOCKET
 
 STALE_DAYS = 7.0
 """How long a folder without a server stays after its last use."""

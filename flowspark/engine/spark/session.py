@@ -24,6 +24,7 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,7 +37,7 @@ from pyspark.sql import SparkSession
 
 from flowspark import _settings as settings
 from flowspark.engine.sources.data_source import FlowsparkSource
-from flowspark.engine.spark import class_archive
+from flowspark.engine.spark import class_archive, fork_server
 from flowspark.engine.spark.cluster import is_local_master
 from flowspark.engine.spark.java_check import check_java
 from flowspark.engine.spark.native_libs import rocksdb_library_dir
@@ -117,8 +118,11 @@ def get_session(
     archive_options, on_started = ("", None) if own_defaults else class_archive.java_options(home)
     local = is_local_master(url)
     builder = SparkSession.builder.appName(app_name).master(url)
-    for key, value in spark_settings(local, archive_options, given).items():
+    chosen = spark_settings(local, archive_options, given)
+    for key, value in chosen.items():
         builder = builder.config(key, value)
+    if local:
+        _fork_pythons(chosen.get("spark.python.unix.domain.socket.dir"))
     threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
         with _jvm_environment(local), _no_orphan_jvm(), jvm_ignores_sigterm():
@@ -212,6 +216,31 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
             chosen["spark.driver.extraLibraryPath"] = library_dir
     chosen.update(conf)
     return chosen
+
+
+_FORK_SERVERS: List["subprocess.Popen[bytes]"] = []
+
+
+def _fork_pythons(directory: Optional[str]) -> None:
+    """Have the Pythons a local Spark starts forked from one that imported PySpark and flowspark while the JVM started.
+
+    Spark starts fresh Pythons for a run: a daemon per kind of task (the
+    source's, the state's, a data source's planning), whose workers
+    import PySpark, pandas, pyarrow and, once they unpickle the flow,
+    flowspark; and the runner of the source's offsets.  Forked from one
+    fork server (`fork_server`, the warm server's), they import nothing
+    and start at their first step.  Only for a Spark started by the
+    process's main thread (the fork server dies with the thread that
+    started it), with its Python (`PYSPARK_PYTHON`) this process's own and
+    its Unix socket in `directory`, a private one; once per process.
+    """
+    if _FORK_SERVERS or directory is None or threading.current_thread() is not threading.main_thread():
+        return
+    started = fork_server.start(directory, os.environ["PYSPARK_PYTHON"], connect=False, output=subprocess.DEVNULL)
+    if started is not None:
+        server, program = started
+        _FORK_SERVERS.append(server)
+        os.environ["PYSPARK_PYTHON"] = program
 
 
 def _import_gateway_converters() -> None:

@@ -7,16 +7,16 @@ pass).  Users import them from `flowspark.operators.windowing`.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any, Callable, Dict, Mapping, Optional, TypeVar, cast, overload
+
+from typing_extensions import Unpack
 
 from flowspark.dataflow import KeyedStream, operator
 from flowspark.operators._core import V
 from flowspark.operators._windowing.aggregations import Aggregation, AggregationSet, mean_builder, sum_builder
-from flowspark.operators._windowing.base import ZERO_TD, Clock, Windower
+from flowspark.operators._windowing.base import Clock, Windower
 from flowspark.operators._windowing.dynamic_sessions import DynamicSessionWindower
-from flowspark.operators._windowing.panes import EmitMode
-from flowspark.operators._windowing.triggers import Trigger
+from flowspark.operators._windowing.firing import Firing, FiringKeywords, firing_of
 from flowspark.operators._windowing.window_operators import WindowOut, window
 from flowspark.operators._windowing.windowers import SessionWindower
 
@@ -35,9 +35,8 @@ def sum_window(
     by: Callable[[V], N],
     ordered: bool = ...,
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, N]: ...
 
 
@@ -50,9 +49,8 @@ def sum_window(
     by: None = ...,
     ordered: bool = ...,
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[N, N]: ...
 
 
@@ -65,9 +63,8 @@ def sum_window(
     by: Optional[Callable[[Any], Any]] = None,
     ordered: bool = True,
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[Any, Any]:
     """Add up each window's numbers; emits `(key, (window_id, total))`.
 
@@ -77,7 +74,7 @@ def sum_window(
     add to `0` work at run time.  A `None` is skipped, as Quix Streams'
     `Sum` does (a window of `None`s sums to `0`).  With `ordered` (default)
     numbers are added in timestamp order, so float sums are reproducible.
-    `emit`, `allowed_lateness`, `trigger`: see `window`.
+    `firing` (or its keywords): see `window`.
 
     ```python
     from datetime import datetime, timedelta, timezone
@@ -102,7 +99,7 @@ def sum_window(
     assert out == [("a", (0, 8)), ("a", (1, 2))]
     ```
     """
-    kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
+    kw: Dict[str, Any] = {"firing": firing_of(step_id, firing, keywords)}
     return window("window", up, clock, windower, sum_builder(by), ordered, **kw)
 
 
@@ -115,9 +112,8 @@ def mean_window(
     by: Callable[[V], float],
     ordered: bool = ...,
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, float]: ...
 
 
@@ -130,9 +126,8 @@ def mean_window(
     by: None = ...,
     ordered: bool = ...,
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[float, float]: ...
 
 
@@ -145,16 +140,15 @@ def mean_window(
     by: Optional[Callable[[Any], float]] = None,
     ordered: bool = True,
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[Any, float]:
     """Average each window's numbers (or `by(value)`s); emits `(key, (window_id, mean))`.
 
     A flowspark addition.  The window keeps a running `(sum, count)`; every
     emission (early ones with `emit="current"` included) is `sum / count`,
     as Quix Streams' `Mean`, which skips `None`s (a window of `None`s emits
-    `None`).  `emit`, `allowed_lateness`, `trigger`: see `window`.
+    `None`).  `firing` (or its keywords): see `window`.
 
     ```python
     from datetime import datetime, timedelta, timezone
@@ -179,7 +173,7 @@ def mean_window(
     assert out == [("a", (0, 4.0)), ("a", (1, 2.0))]
     ```
     """
-    kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
+    kw: Dict[str, Any] = {"firing": firing_of(step_id, firing, keywords)}
     out = window("window", up, clock, windower, mean_builder(by), ordered, **kw)
     return cast(WindowOut[Any, float], out)
 
@@ -193,9 +187,8 @@ def aggregate_window(
     aggregations: Mapping[str, Aggregation[V, Any, Any]],
     ordered: bool = True,
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, Dict[str, Any]]:
     """Compute several aggregations of each window in one pass; emits `(key, (window_id, {name: result}))`.
 
@@ -207,7 +200,7 @@ def aggregate_window(
     do.  Each emission is a fresh `dict` of finished results (early ones
     too).  Session windows (`SessionWindower`,
     `DynamicSessionWindower`) need every aggregation to have a `merger`
-    (refused here otherwise).  `emit`, `allowed_lateness`, `trigger`: see
+    (refused here otherwise).  `firing` (or its keywords): see
     `window`.
 
     ```python
@@ -242,6 +235,6 @@ def aggregate_window(
             f"but aggregations {unmergeable!r} have no `merger`"
         )
         raise ValueError(msg)
-    kw: Dict[str, Any] = {"emit": emit, "allowed_lateness": allowed_lateness, "trigger": trigger}
+    kw: Dict[str, Any] = {"firing": firing_of(step_id, firing, keywords)}
     out = window("window", up, clock, windower, aggs.builder(), ordered, **kw)
     return cast(WindowOut[V, Dict[str, Any]], out)

@@ -11,7 +11,6 @@ emits each window's final pane when it closes.  It keeps each open window's
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -21,16 +20,9 @@ from flowspark.operators._core import S, V, W
 from flowspark.operators._windowing.base import WindowLogic, WindowMetadata
 from flowspark.operators._windowing.panes import EmitMode, Pane, PaneTiming
 from flowspark.operators._windowing.parts import Closed, Emission, Fired, WindowEvent
-from flowspark.operators._windowing.triggers import Trigger, WindowBook
+from flowspark.operators._windowing.triggers import Trigger, WindowBook, earlier
 
 __all__ = ["PaneEmission"]
-
-
-def _earlier(a: Optional[datetime], b: Optional[datetime]) -> Optional[datetime]:
-    """The earlier of two optional moments; `None` only if both are."""
-    if a is None:
-        return b
-    return a if b is None else min(a, b)
 
 
 class PaneEmission(Emission[V, W, S]):
@@ -47,7 +39,7 @@ class PaneEmission(Emission[V, W, S]):
         self._emits_current = emit != "final"
         self._emits_final = emit != "current"
         self._trigger = trigger
-        self._books: Dict[int, WindowBook] = {i: replace(book) for i, book in (books or {}).items()}
+        self._books: Dict[int, WindowBook] = {i: book.copy() for i, book in (books or {}).items()}
 
     @override
     def merges_first(self) -> bool:
@@ -94,7 +86,7 @@ class PaneEmission(Emission[V, W, S]):
         book = self.book(window_id)
         book.purged = False
         trigger = self._trigger
-        if trigger is not None and trigger.after_value(book, value):
+        if trigger is not None and not book.finished and trigger.after_value(book, value):
             return self._fire(window_id, logics, book, trigger)
         if self._emits_current:
             return self.emit(window_id, self.running(logics[window_id]), "early", book)
@@ -103,9 +95,10 @@ class PaneEmission(Emission[V, W, S]):
     def _fire(
         self, window_id: int, logics: Dict[int, WindowLogic[V, W, S]], book: WindowBook, trigger: Trigger
     ) -> List[WindowEvent[V, W]]:
-        """Emit an open window's running result for its trigger, then reset or purge."""
+        """Emit an open window's running result for its trigger, then reset (or finish) it, and purge."""
         events = self.emit(window_id, self.running(logics[window_id]), "early", book)
-        trigger.fired(book)
+        if trigger.on_fire(book):
+            book.finished = True
         if trigger.purge:
             logics[window_id] = self._builder(None)
             book.purged = True
@@ -120,7 +113,7 @@ class PaneEmission(Emission[V, W, S]):
         not emit `n` early panes.
         """
         trigger = self._trigger
-        if trigger is not None:
+        if trigger is not None and not self.book(window_id).finished:
             book = self.book(window_id)
             for value in values:
                 trigger.after_value(book, value)
@@ -132,8 +125,7 @@ class PaneEmission(Emission[V, W, S]):
         book = self.book(target_id)
         absorbed = self._books.pop(original_id, None)
         if absorbed is not None:
-            book.count += absorbed.count
-            book.next_fire = _earlier(book.next_fire, absorbed.next_fire)
+            book.absorb(absorbed)
             book.purged = book.purged and absorbed.purged
             book.on_time = book.on_time or absorbed.on_time
         return events
@@ -158,7 +150,7 @@ class PaneEmission(Emission[V, W, S]):
             timing: PaneTiming = "late" if book.on_time else "on_time"
             events.extend(self.emit(window_id, items, timing, book, last=not keep))
         book.on_time = True
-        book.next_fire = None
+        book.clear_wakeups()
         events.append(Closed(window_id, meta))
         return events, book
 
@@ -168,7 +160,9 @@ class PaneEmission(Emission[V, W, S]):
         trigger = self._trigger
         if trigger is None:
             return []
-        waiting = [(i, book) for i, book in self._books.items() if trigger.wake_at(book) is not None]
+        waiting = [
+            (i, book) for i, book in self._books.items() if not book.finished and trigger.wake_at(book) is not None
+        ]
         if not waiting:
             return []
         now = trigger.now()
@@ -183,9 +177,10 @@ class PaneEmission(Emission[V, W, S]):
         trigger = self._trigger
         if trigger is not None:
             for book in self._books.values():
-                at = _earlier(at, trigger.wake_at(book))
+                if not book.finished:
+                    at = earlier(at, trigger.wake_at(book))
         return at
 
     @override
     def snapshot(self) -> Optional[Dict[int, Any]]:
-        return {i: replace(book) for i, book in self._books.items()}
+        return {i: book.copy() for i, book in self._books.items()}

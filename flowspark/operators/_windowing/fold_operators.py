@@ -7,16 +7,16 @@ them).  Users import them from `flowspark.operators.windowing`.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Type, TypeVar, overload
+
+from typing_extensions import Unpack
 
 from flowspark.dataflow import KeyedStream, Stream, operator
 from flowspark.operators._core import V, X
 from flowspark.operators._stateless import key_on
-from flowspark.operators._windowing.base import ZERO_TD, Clock, Windower
+from flowspark.operators._windowing.base import Clock, Windower
+from flowspark.operators._windowing.firing import Firing, FiringKeywords, firing_of
 from flowspark.operators._windowing.logics import collect_callbacks
-from flowspark.operators._windowing.panes import EmitMode
-from flowspark.operators._windowing.triggers import Trigger
 from flowspark.operators._windowing.window_operators import WindowOut, fold_window
 
 __all__ = ["collect_window", "count_window", "max_window", "min_window", "reduce_window"]
@@ -34,9 +34,8 @@ def collect_window(
     clock: Clock[V, Any],
     windower: Windower[Any],
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, List[V]]: ...
 
 
@@ -49,9 +48,8 @@ def collect_window(
     into: Type[List[Any]],
     ordered: bool = ...,
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, List[V]]: ...
 
 
@@ -64,9 +62,8 @@ def collect_window(
     into: Type[Set[Any]],
     ordered: bool = ...,
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, Set[V]]: ...
 
 
@@ -79,9 +76,8 @@ def collect_window(
     into: Type[Dict[Any, Any]],
     ordered: bool = ...,
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[Tuple[DK, DV], Dict[DK, DV]]: ...
 
 
@@ -94,9 +90,8 @@ def collect_window(
     into: Type[Any] = ...,
     ordered: bool = ...,
     *,
-    emit: EmitMode = ...,
-    allowed_lateness: timedelta = ...,
-    trigger: Optional[Trigger] = ...,
+    firing: Optional[Firing] = ...,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, Any]: ...
 
 
@@ -109,16 +104,15 @@ def collect_window(
     into: Type[Any] = list,
     ordered: bool = True,
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, Any]:
     """Collect each window's values into a `list` (default), `set` or `dict`.
 
     Lists keep timestamp order (arrival order with `ordered=False`); a
     `dict` needs `(key, value)` values, later ones winning.  Other container
-    types raise `TypeError` when the flow is built.  `emit`,
-    `allowed_lateness`, `trigger`: see `window`; each early or late result
+    types raise `TypeError` when the flow is built.  `firing` (or its
+    keywords): see `window`; each early or late result
     is a copy, never changed by later values.
 
     ```python
@@ -154,9 +148,7 @@ def collect_window(
         coll_folder,
         coll_merger,
         ordered,
-        emit=emit,
-        allowed_lateness=allowed_lateness,
-        trigger=trigger,
+        firing=firing_of(step_id, firing, keywords),
     )
 
 
@@ -180,14 +172,13 @@ def count_window(
     windower: Windower[Any],
     key: Callable[[X], str],
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[X, int]:
     """Count the items of each window per `key(item)`; emits `(key, (window_id, count))`.
 
     The input need not be keyed.  Items are counted in arrival order.
-    `emit`, `allowed_lateness`, `trigger`: see `window`.
+    `firing` (or its keywords): see `window`.
 
     ```python
     from datetime import datetime, timedelta, timezone
@@ -222,9 +213,7 @@ def count_window(
         _plus_one,
         _sum,
         ordered=False,
-        emit=emit,
-        allowed_lateness=allowed_lateness,
-        trigger=trigger,
+        firing=firing_of(step_id, firing, keywords),
     )
 
 
@@ -240,15 +229,14 @@ def reduce_window(
     windower: Windower[Any],
     reducer: Callable[[V, V], V],
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, V]:
     """Combine each window's values pairwise with `reducer(acc, value)`, in arrival order.
 
     The first value is the starting accumulator; `reducer` also merges
-    sessions.  A `None` accumulator counts as "no value yet".  `emit`,
-    `allowed_lateness`, `trigger`: see `window`.
+    sessions.  A `None` accumulator counts as "no value yet".  `firing` (or its
+    keywords): see `window`.
 
     ```python
     from datetime import datetime, timedelta, timezone
@@ -286,9 +274,7 @@ def reduce_window(
         shim_folder,
         reducer,
         ordered=False,
-        emit=emit,
-        allowed_lateness=allowed_lateness,
-        trigger=trigger,
+        firing=firing_of(step_id, firing, keywords),
     )
 
 
@@ -304,13 +290,12 @@ def max_window(
     windower: Windower[Any],
     by: Callable[[V], Any] = _identity,
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, V]:
     """Emit each window's largest value, compared by `by(value)`; ties keep the earlier value.
 
-    `emit`, `allowed_lateness`, `trigger`: see `window`.
+    `firing` (or its keywords): see `window`.
 
     ```python
     from datetime import datetime, timedelta, timezone
@@ -345,9 +330,7 @@ def max_window(
         clock,
         windower,
         bigger,
-        emit=emit,
-        allowed_lateness=allowed_lateness,
-        trigger=trigger,
+        firing=firing_of(step_id, firing, keywords),
     )
 
 
@@ -359,13 +342,12 @@ def min_window(
     windower: Windower[Any],
     by: Callable[[V], Any] = _identity,
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, V]:
     """Emit each window's smallest value, compared by `by(value)`; ties keep the earlier value.
 
-    `emit`, `allowed_lateness`, `trigger`: see `window`.
+    `firing` (or its keywords): see `window`.
 
     ```python
     from datetime import datetime, timedelta, timezone
@@ -400,7 +382,5 @@ def min_window(
         clock,
         windower,
         smaller,
-        emit=emit,
-        allowed_lateness=allowed_lateness,
-        trigger=trigger,
+        firing=firing_of(step_id, firing, keywords),
     )

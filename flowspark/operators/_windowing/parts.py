@@ -3,7 +3,7 @@
 `per_key.KeyWindowLogic` is given two parts by its step's config: an
 `Emission` (how its windows emit) and a `Lateness` (what becomes of late
 values and closed windows).  The ones here behave as Bytewax does;
-`emission.PaneEmission` and `firing.KeptLateness` are flowspark's.  The
+`emission.PaneEmission` and `lateness.KeptLateness` are flowspark's.  The
 logic emits `WindowEvent`s, which the operator splits into its streams.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Protocol, Tuple, Union
 
 from typing_extensions import TypeAlias
 
@@ -24,6 +24,7 @@ __all__ = [
     "Emission",
     "Emitted",
     "Fired",
+    "KeyWindows",
     "Late",
     "Lateness",
     "WindowCloser",
@@ -68,6 +69,41 @@ WindowEvent: TypeAlias = Union[Late[V], Emitted[W], Closed]
 
 WindowCloser: TypeAlias = Callable[[int, WindowLogic[V, W, S], WindowMetadata], List[WindowEvent[V, W]]]
 """What a lateness part does with a window the watermark closed (its id, live logic and metadata)."""
+
+
+class KeyWindows(Protocol[V, W, S]):
+    """What a lateness part may use of the key's logic it is a part of (`per_key.KeyWindowLogic`).
+
+    `lateness.KeptLateness` places a late value among the key's windows as
+    they stand at the watermark, through these and nothing else.
+    """
+
+    @property
+    def watermark(self) -> datetime:
+        """The key's watermark."""
+        ...
+
+    @property
+    def windower(self) -> WindowerLogic[Any]:
+        """The key's windower logic."""
+        ...
+
+    @property
+    def logics(self) -> Dict[int, WindowLogic[V, W, S]]:
+        """The key's open windows' logics, by window id (live: a part may open one)."""
+        ...
+
+    def flush_to_watermark(self) -> List[WindowEvent[V, W]]:
+        """Apply the queued values the watermark has reached and close the windows it passed."""
+        ...
+
+    def apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
+        """Apply `(value, timestamp)` pairs to their windows, as on-time values are."""
+        ...
+
+    def remember(self, value: V, timestamp: datetime) -> None:
+        """Keep an applied value for windows the windower opens later over its timestamp."""
+        ...
 
 
 class Emission(Generic[V, W, S]):
@@ -123,7 +159,7 @@ class Lateness(Generic[V, W, S]):
     """How a key's windows treat late values and closed windows, as Bytewax does.
 
     A late value goes to `late`, once for every window it would have
-    joined; a closed window is gone.  `firing.KeptLateness` keeps closed
+    joined; a closed window is gone.  `lateness.KeptLateness` keeps closed
     windows for `allowed_lateness` instead.
     """
 

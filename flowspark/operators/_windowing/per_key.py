@@ -16,8 +16,9 @@ How windows emit and what happens to late values and closed windows are
 two parts the step's config hands each key's logic: `Emission` and
 `Lateness` here behave as Bytewax does.  flowspark's additions live in
 their own parts, `emission.PaneEmission` (emit modes, panes, triggers) and
-`firing.KeptLateness` (allowed lateness), which only steps that ask for
-them use.
+`lateness.KeptLateness` (allowed lateness), which only steps that ask for
+them use; a lateness part works on the key's windows through the public
+members listed by `parts.KeyWindows`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from flowspark.operators._windowing.base import (
     UTC_MIN,
     Clock,
     Windower,
+    WindowerLogic,
     WindowLogic,
     is_aware,
 )
@@ -191,6 +193,35 @@ class KeyWindowLogic(StatefulBatchLogic[V, WindowEvent[V, W], KeySnapshot[V, S]]
             )
             raise TypeError(msg)
         return moment
+
+    # What the lateness part works on (`parts.KeyWindows`).
+
+    @property
+    def watermark(self) -> datetime:
+        """The key's watermark."""
+        return self._watermark
+
+    @property
+    def windower(self) -> WindowerLogic[Any]:
+        """The key's windower logic."""
+        return self._windower
+
+    @property
+    def logics(self) -> Dict[int, WindowLogic[V, W, S]]:
+        """The key's open windows' logics, by window id (live)."""
+        return self._logics
+
+    def flush_to_watermark(self) -> List[WindowEvent[V, W]]:
+        """Apply the queued values the watermark has reached and close the windows it passed."""
+        return self._flush(self._watermark)
+
+    def apply(self, due: List[Tuple[V, datetime]]) -> List[WindowEvent[V, W]]:
+        """Apply `(value, timestamp)` pairs to their windows, as on-time values are."""
+        return self._apply(due)
+
+    def remember(self, value: V, timestamp: datetime) -> None:
+        """Keep an applied value for windows the windower opens later over its timestamp."""
+        self._remember(value, timestamp)
 
     def _advance(self, watermark: datetime) -> datetime:
         """Record a watermark from the clock; one that went back is held at the old value."""

@@ -7,16 +7,25 @@ then thrown away and the window starts again from `builder(None)`.  The
 window still emits when it closes, as usual, unless it was purged and took
 in nothing since (there would be nothing to report).
 
-A trigger's state per window (values counted, next wake-up) lives in a
-`WindowBook`, saved with the key's snapshot.
+Triggers combine as Beam's composite triggers do (`AfterAny`, `AfterAll`,
+`AfterEach`, `Repeatedly`, in `composite_triggers`; Flink builds the same
+from its `Trigger` interface).  A trigger *finishes* when it will never fire again: the
+built-in ones, like Flink's, never finish (they fire again and again);
+`Once(trigger)` finishes after its first fire, as Beam's `AfterCount` and
+`AfterProcessingTime` do.  A finished trigger fires no more early panes for
+that window; the window still emits when it closes.
+
+A trigger's state per window (values counted, next wake-up, which
+subtriggers fired or finished) lives in a `WindowBook`, saved with the
+key's snapshot; a combined trigger keeps one book per subtrigger in it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from typing_extensions import override
 
@@ -31,7 +40,16 @@ __all__ = [
     "Trigger",
     "WindowBook",
     "check_trigger",
+    "earlier",
+    "trigger_problem",
 ]
+
+
+def earlier(a: Optional[datetime], b: Optional[datetime]) -> Optional[datetime]:
+    """The earlier of two optional moments; `None` only if both are."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 @dataclass
@@ -53,6 +71,50 @@ class WindowBook:
     on_time: bool = False
     """The window has closed once already, so each later emission of it is `"late"`."""
 
+    # The fields below came with combined triggers: a book pickled before them reads their
+    # defaults from the class (so each must have a plain default, no `default_factory`).
+
+    ready: bool = False
+    """Of a subtrigger's book: it said fire, and its combined trigger has not fired it yet."""
+
+    finished: bool = False
+    """The trigger of this book finished: it fires no more (for the window's own book: no more early panes)."""
+
+    step: int = 0
+    """Of an `AfterEach`'s book: the index of the subtrigger in turn."""
+
+    subs: Optional[List[WindowBook]] = field(default=None)
+    """Of a combined trigger's book: one book per subtrigger, in order; `None` until first used."""
+
+    def copy(self) -> WindowBook:
+        """A copy that shares nothing mutable with this book (subtriggers' books included)."""
+        return replace(self, subs=None if self.subs is None else [sub.copy() for sub in self.subs])
+
+    def absorb(self, other: WindowBook) -> None:
+        """Merge the trigger state of a session merged into this one (counts add up, the earlier wake-up wins).
+
+        A subtrigger that fired or finished in either has, in the merged
+        session; an `AfterEach` goes on from the further of the two steps,
+        as Beam's does.
+        """
+        self.count += other.count
+        self.next_fire = earlier(self.next_fire, other.next_fire)
+        self.ready = self.ready or other.ready
+        self.finished = self.finished or other.finished
+        self.step = max(self.step, other.step)
+        if other.subs is not None:
+            if self.subs is None:
+                self.subs = [sub.copy() for sub in other.subs]
+            else:
+                for mine, theirs in zip(self.subs, other.subs):
+                    mine.absorb(theirs)
+
+    def clear_wakeups(self) -> None:
+        """Forget every pending processing-time fire (the window closed)."""
+        self.next_fire = None
+        for sub in self.subs or ():
+            sub.clear_wakeups()
+
 
 class Trigger(ABC):
     """When to fire a window early; see the module docstring.
@@ -73,6 +135,22 @@ class Trigger(ABC):
         """The window fired (for any reason); reset the trigger's part of `book`."""
         book.count = 0
         book.next_fire = None
+
+    def on_fire(self, book: WindowBook) -> bool:
+        """This trigger fired: update `book`, and say whether it is finished (never fires again).
+
+        The default resets the trigger with `fired` and never finishes, as
+        Flink's triggers (and flowspark's built-in ones) do.
+        """
+        self.fired(book)
+        return False
+
+    def reset(self, book: WindowBook) -> None:
+        """Start this trigger over in `book`, as if the window were new (`Repeatedly` does, when it finished)."""
+        book.count = 0
+        book.next_fire = None
+        book.step = 0
+        book.subs = None
 
     def now(self) -> Optional[datetime]:
         """The system time, for time-driven triggers; `None` for the others."""
@@ -186,6 +264,14 @@ class ProcessingTimeTrigger(Trigger):
         return None
 
 
+def trigger_problem(trigger: Trigger) -> Optional[str]:
+    """What is wrong with a trigger, its `purge` flag included, if anything."""
+    problem = trigger.problem()
+    if problem is None and not isinstance(getattr(trigger, "purge", None), bool):
+        problem = f"`{type(trigger).__name__}.purge` must be a `bool`; got {getattr(trigger, 'purge', None)!r}"
+    return problem
+
+
 def check_trigger(step_id: str, trigger: Any) -> None:
     """Refuse anything but a well-formed `Trigger` (or `None`), naming the step (at build time)."""
     if trigger is None:
@@ -193,12 +279,11 @@ def check_trigger(step_id: str, trigger: Any) -> None:
     if not isinstance(trigger, Trigger):
         msg = (
             f"step {step_id!r}: `trigger` must be a `CountTrigger`, `ProcessingTimeTrigger` "
-            f"or `PredicateTrigger` (or `None`); got {trigger!r}"
+            "or `PredicateTrigger`, or triggers combined (`AfterAny`, `AfterAll`, `AfterEach`, "
+            f"`Repeatedly`, `Once`), or `None`; got {trigger!r}"
         )
         raise TypeError(msg)
-    problem = trigger.problem()
-    if problem is None and not isinstance(getattr(trigger, "purge", None), bool):
-        problem = f"`{type(trigger).__name__}.purge` must be a `bool`; got {getattr(trigger, 'purge', None)!r}"
+    problem = trigger_problem(trigger)
     if problem is not None:
         msg = f"step {step_id!r}: {problem}"
         raise ValueError(msg)

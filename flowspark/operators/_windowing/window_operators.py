@@ -11,19 +11,19 @@ Users import them from `flowspark.operators.windowing`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Callable, Generic, Optional, Tuple
+
+from typing_extensions import Unpack
 
 from flowspark.dataflow import KeyedStream, operator
 from flowspark.operators._core import S, V, W, W_co, stateful_batch
 from flowspark.operators._stateless import filter_map_value
 from flowspark.operators._windowing.base import ZERO_TD, Clock, Windower, WindowLogic, WindowMetadata
-from flowspark.operators._windowing.firing import FiringWindowConfig
+from flowspark.operators._windowing.firing import Firing, FiringKeywords, FiringWindowConfig, firing_of
 from flowspark.operators._windowing.hopping import CountHoppingWindower, CountTumblingWindower
 from flowspark.operators._windowing.logics import FoldBuilder
-from flowspark.operators._windowing.panes import EmitMode, Pane, check_allowed_lateness, check_emit
+from flowspark.operators._windowing.panes import Pane
 from flowspark.operators._windowing.per_key import Closed, Emitted, Fired, Late, WindowConfig, WindowEvent
-from flowspark.operators._windowing.triggers import Trigger, check_trigger
 from flowspark.operators._windowing.windowers import check_windower
 
 __all__ = ["WindowOut", "fold_window", "window"]
@@ -103,9 +103,8 @@ def window(
     builder: Callable[[Optional[S]], WindowLogic[V, W, S]],
     ordered: bool = True,
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, W]:
     """The general window operator: run a `WindowLogic` per window of each key.
 
@@ -125,9 +124,14 @@ def window(
     `builder` is also called with a window's snapshot to rebuild it; it must
     take its configuration from its closure, not from the snapshot.
 
-    flowspark adds three keyword-only parameters, shared by every window
-    operator; with their defaults the step is exactly Bytewax's (same
-    output, same step graph, same fast path).  Any other value also builds
+    flowspark adds one keyword-only parameter, shared by every window
+    operator: `firing`, a `Firing(emit=..., allowed_lateness=...,
+    trigger=...)` (Beam's `Windowing`, without the window function).  Its
+    fields may also be given as keywords of their own, `emit=`,
+    `allowed_lateness=` and `trigger=`, as before `Firing` existed; giving
+    both `firing` and a keyword raises `TypeError`.  With no firing (or
+    `Firing()`) the step is exactly Bytewax's (same output, same step
+    graph, same fast path).  Any other value also builds
     `panes` (step `unwrap_panes`): each emission of `down` again, as a
     `Pane` with its `timing` (`"early"`, `"on_time"` or `"late"`) and
     `index` (0, 1, ... per window), and makes the step handle values one by
@@ -158,8 +162,11 @@ def window(
       non-negative `timedelta`; zero (default) is Bytewax's behaviour.
       Count windowers refuse a positive one.
     * `trigger`: a `CountTrigger`, `ProcessingTimeTrigger` or
-      `PredicateTrigger` fires the window early (its running result, as an
-      early pane); with `purge=True` the window then starts again empty.
+      `PredicateTrigger`, or several combined as Beam's triggers combine
+      (`AfterAny`, `AfterAll`, `AfterEach`, `Repeatedly`, `Once`), fires
+      the window early (its running result, as an early pane); with
+      `purge=True` the window then starts again empty.  A trigger that
+      finished fires the window early no more.
       The window still emits when it closes, unless it was purged and took
       in nothing since.  Firing once per value at most: with
       `emit="current"` a fire does not add a second emission.  A value that
@@ -213,18 +220,18 @@ def window(
     ```
     """
     check_windower(step_id, windower)
-    check_emit(step_id, emit)
-    check_allowed_lateness(step_id, allowed_lateness)
+    firing = firing_of(step_id, firing, keywords)
+    firing.check(step_id)
+    emit, allowed_lateness, trigger = firing.emit, firing.allowed_lateness, firing.trigger
     if allowed_lateness > ZERO_TD and isinstance(windower, (CountTumblingWindower, CountHoppingWindower)):
         msg = (
             f"step {step_id!r}: count windows close when full, not at a time, so "
             "`allowed_lateness` (a span of event time after a window's close) does not apply to them"
         )
         raise ValueError(msg)
-    check_trigger(step_id, trigger)
-    firing = emit != "final" or allowed_lateness > ZERO_TD or trigger is not None
+    fires = not firing.is_plain
     config: WindowConfig[V, W, S]
-    if firing:
+    if fires:
         config = FiringWindowConfig(step_id, clock, windower, builder, ordered, emit, allowed_lateness, trigger)
     else:
         config = WindowConfig(step_id, clock, windower, builder, ordered)
@@ -232,7 +239,7 @@ def window(
     down = filter_map_value("unwrap_down", events, _down_of)
     late = filter_map_value("unwrap_late", events, _late_of)
     meta = filter_map_value("unwrap_meta", events, _meta_of)
-    panes = filter_map_value("unwrap_panes", events, _panes_of) if firing else None
+    panes = filter_map_value("unwrap_panes", events, _panes_of) if fires else None
     return WindowOut(down, late, meta, panes, step_id)
 
 
@@ -247,16 +254,15 @@ def fold_window(
     merger: Callable[[S, S], S],
     ordered: bool = True,
     *,
-    emit: EmitMode = "final",
-    allowed_lateness: timedelta = ZERO_TD,
-    trigger: Optional[Trigger] = None,
+    firing: Optional[Firing] = None,
+    **keywords: Unpack[FiringKeywords],
 ) -> WindowOut[V, S]:
     """Fold each window's values into an accumulator, emitted when the window closes.
 
     `builder()` makes a window's empty accumulator, `folder(acc, value)`
     adds a value (in timestamp order when `ordered`), and `merger(into,
     absorbed)` combines the accumulators of merging session windows.
-    `emit`, `allowed_lateness`, `trigger`: see `window`; early and late
+    `firing` (or its keywords): see `window`; early and late
     results are deep copies of the accumulator.
 
     ```python
@@ -290,7 +296,5 @@ def fold_window(
         windower,
         fold,
         ordered,
-        emit=emit,
-        allowed_lateness=allowed_lateness,
-        trigger=trigger,
+        firing=firing_of(step_id, firing, keywords),
     )

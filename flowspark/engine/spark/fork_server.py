@@ -11,9 +11,9 @@ server's directory, which only the user can enter, and serves only
 processes of the user (`SO_PEERCRED`); what it reads is JSON, never a
 pickle.
 
-    python -m flowspark.engine.connect.fork_server SOCKET   (the supervisor starts it)
+    python -m flowspark.engine.spark.fork_server SOCKET   (the supervisor starts it)
 
->>> from flowspark.engine.connect.forked_python import request
+>>> from flowspark.engine.spark.forked_python import request
 >>> parse_request(request(["-c", "print('hi')"], {}, "/")) is None  # only the modules Spark starts
 True
 """
@@ -30,26 +30,38 @@ import selectors
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import traceback
 import warnings
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from flowspark.engine.connect import forked_python
-from flowspark.engine.connect.forked_python import ANSWER, is_forked
+from flowspark.engine.spark import forked_python
+from flowspark.engine.spark.forked_python import ANSWER, is_forked
 from flowspark.engine.util.private_files import write_private
 
 WARM_IMPORTS = (
     "pyspark.daemon",
     "pyspark.worker",
-    "pyspark.sql.connect.streaming.worker.foreach_batch_worker",
     "pyspark.sql.streaming.python_streaming_source_runner",
     "pyspark.sql.streaming.transform_with_state_driver_worker",
     "pyspark.sql.worker.plan_data_source_read",
     "flowspark.engine.streaming_query",
 )
 """What the Pythons Spark starts import before their first step: PySpark's modules and flowspark's engine."""
+
+CONNECT_IMPORTS = ("pyspark.sql.connect.streaming.worker.foreach_batch_worker",)
+"""What a Spark Connect server's Pythons import besides (its `foreachBatch` worker): the warm server's fork server
+imports these too."""
+
+FORKS_SOCKET = "forks.sock"
+"""The fork server's socket, in the directory `start` is given."""
+FORKED_PYTHON = "python"
+"""The program Spark is given as its Python, beside the socket."""
+
+SOCKET_PATH_LIMIT = 100
+"""The longest fork server socket path used (Unix allows 107 bytes)."""
 
 _REQUEST_LIMIT = 4 << 20
 _REQUEST_SECONDS = 5.0
@@ -78,18 +90,21 @@ class Child:
     caller_waits: bool = True
 
 
-def warm_up() -> None:
-    """Import what the children need, with numeric libraries kept to one thread (threads don't survive a fork)."""
+def warm_up(connect: bool) -> None:
+    """Import what the children need (with `connect`, a Spark Connect server's too), with numeric libraries kept to
+    one thread (threads don't survive a fork)."""
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
-    for name in WARM_IMPORTS:
+    for name in (*WARM_IMPORTS, *(CONNECT_IMPORTS if connect else ())):
         importlib.import_module(name)
+    # pyarrow imports pandas on its first array: once here, not in each child.
+    importlib.import_module("pyarrow").array([""])
 
 
 def parse_request(data: bytes) -> Optional[Request]:
     """The request in `data`, or None when it is not one the fork server runs.
 
-    >>> from flowspark.engine.connect.forked_python import request
+    >>> from flowspark.engine.spark.forked_python import request
     >>> parse_request(request(["-m", "pyspark.sql.worker.plan_data_source_read"], dict(os.environ), "/")).module
     'pyspark.sql.worker.plan_data_source_read'
     >>> parse_request(b'{"args": "-m pyspark.sql.worker.plan_data_source_read"}') is None
@@ -278,12 +293,47 @@ def write_program(path: str, fork_server: str) -> None:
     os.chmod(path, 0o700)
 
 
+def start(directory: str, python: str, connect: bool, output: int) -> Optional[Tuple["subprocess.Popen[bytes]", str]]:
+    """Start a fork server whose socket and program live in `directory` (private to the user), if it can serve
+    `python`: the server and the program to give Spark as its Python.
+
+    None when `python` is not this process's Python (the children would
+    run the wrong one) or the socket's path is too long for Unix.  The
+    server writes to `output` and is killed when the thread that started
+    it ends (the process, in practice), its children with it; with
+    `connect` it also imports what a Spark Connect server's Pythons need.
+    """
+    sock, program = os.path.join(directory, FORKS_SOCKET), os.path.join(directory, FORKED_PYTHON)
+    if os.path.realpath(python) != os.path.realpath(sys.executable) or len(sock.encode()) > SOCKET_PATH_LIMIT:
+        return None
+    write_program(program, sock)
+    server = subprocess.Popen(
+        [sys.executable, "-m", __name__, sock, *(["--connect"] if connect else [])],
+        # PySpark's workers' hash seed, which a forked child keeps.
+        env=dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0")),
+        cwd=directory,
+        stdin=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
+        preexec_fn=die_with_parent,
+    )
+    return server, program
+
+
+def die_with_parent() -> None:
+    """In a child before it runs: be killed when its parent dies, however it dies (even before this call)."""
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent or parent == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def main(argv: List[str]) -> int:
-    if len(argv) != 1:
-        print(f"usage: python -m {__name__} SOCKET", file=sys.stderr)
+    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--connect"]):
+        print(f"usage: python -m {__name__} SOCKET [--connect]", file=sys.stderr)
         return 2
     server = ForkServer(argv[0])
-    warm_up()
+    warm_up(connect=argv[1:] == ["--connect"])
     server.serve_forever()
     return 0
 

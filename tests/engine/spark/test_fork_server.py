@@ -16,7 +16,7 @@ from typing import Dict, Iterator, Tuple
 
 import pytest
 
-from flowspark.engine.connect import fork_server, forked_python
+from flowspark.engine.spark import fork_server, forked_python
 
 # A module Spark's driver starts a Python for: run without Spark, it connects to the port its environment
 # names, sends the secret and waits for an answer.
