@@ -115,8 +115,10 @@ class _Index:
             for name, qualified in _import_names(inner, module, self.modules[module].name == "__init__.py"):
                 local[name] = qualified
         found: List[str] = []
+        # In the order they run: a call's arguments before the call.
         for call in sorted(
-            (n for n in ast.walk(node) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+            (n for n in ast.walk(node) if isinstance(n, ast.Call)),
+            key=lambda n: (n.end_lineno or n.lineno, n.end_col_offset or n.col_offset),
         ):
             target = self._resolve(call.func, local, module, owner)
             if target is not None and target != function and target not in found:
@@ -187,16 +189,15 @@ def walk(index: _Index, path: List[str], depth: int = 1) -> List[Tuple[str, str]
     return order
 
 
-def returns(index: _Index, stops: List[Tuple[str, str]]) -> int:
-    """How many stops are calls from one file into another the walk had already been in."""
+def returns(index: _Index, stops: List[Tuple[str, str]]) -> List[bool]:
+    """Which stops are calls from one file into another the walk had already been in."""
     been: Set[str] = set()
-    count = 0
+    found = []
     for caller, function in stops:
         file = _file(index, function)
-        if caller and file != _file(index, caller) and file in been:
-            count += 1
+        found.append(bool(caller) and file != _file(index, caller) and file in been)
         been.add(file)
-    return count
+    return found
 
 
 def main(argv: List[str]) -> int:
@@ -213,12 +214,11 @@ def main(argv: List[str]) -> int:
         print(f"  {function}  ({_file(index, function)})")
     stops = walk(index, path)
     files = [_file(index, function) for _, function in stops]
-    print(
-        f"walk: {len(stops)} stops in {len(set(files))} files, "
-        f"{returns(index, stops)} calls back into a file already visited"
-    )
-    for (_, function), file in zip(stops, files):
-        print(f"  {'*' if function in path else ' '} {function}  ({file})")
+    back = returns(index, stops)
+    print(f"walk: {len(stops)} stops in {len(set(files))} files, {sum(back)} calls back into a file already visited")
+    print("  (* on the path, < a call back into a file already visited)")
+    for (_, function), file, again in zip(stops, files, back):
+        print(f"  {'*' if function in path else ' '}{'<' if again else ' '} {function}  ({file})")
     return 0
 
 
