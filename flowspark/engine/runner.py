@@ -83,21 +83,11 @@ def run_flow(flow: Dataflow, config: RunConfig, serve_api: ApiServer = _no_api) 
 
 
 def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> None:
+    """Read the first micro-batch if the run may end with it, pick the Spark, then run the batch query, or the
+    streaming query's attempts on the checkpoint."""
     ship_by_value(user_packages())
     driver = _read_first(plan, config, metrics)
-    try:
-        spark = spark_for(plan, config, streaming=driver is None or not driver.ends_at_once)
-        _check_shared_recovery(spark, config)
-        if driver is not None:
-            _reachable(spark, config, driver.server)
-            if spark.lent is not None:
-                driver.server.lend(spark.lent)
-    except BaseException as ex:
-        if driver is not None:
-            close_after(ex, driver, None)
-        raise
-    if not spark.remote:
-        quiet_proxy_failures()
+    spark = _spark(plan, config, driver)
     if driver is not None and driver.ends_at_once:
         _run_as_batch(plan, config, spark, driver, metrics)
         return
@@ -109,21 +99,15 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
     else:
         checkpoint = Location(Scheme.LOCAL, tempfile.mkdtemp(prefix="flowspark-"))
     try:
-        check_recovery_dir(checkpoint)
-        storage.private_dir(checkpoint)
-        storage.private_dir(checkpoint.join("query"), "checkpoint directory")
-        check_checkpoint(checkpoint.join("query"))
-        if not spark.local:
-            # Also waits for the executors, so that the default parallelism
-            # counts their cores (it is 2 until they register).
-            check_recovery_dir_visible(spark.session, str(checkpoint), temporary=config.recovery_dir is None)
-            spark = replace(spark, parallelism=config.parallelism or spark.context.defaultParallelism)
+        spark = _check_checkpoint(spark, config, checkpoint)
         run = SparkRun(spark, plan, config, checkpoint, metrics)
         with driver_fence.owning(checkpoint):
             for attempt in range(RESTARTS + 1):
                 try:
                     with run.running():
-                        _stream(open_attempt(run, (driver if attempt == 0 else None) or _new_driver(run), True))
+                        # The driver side that read the first micro-batch serves the first attempt only.
+                        side = driver if attempt == 0 and driver is not None else _new_driver(run)
+                        _stream(open_attempt(run, side, streaming=True))
                     return
                 except SparkHiccup as hiccup:
                     if attempt == RESTARTS:
@@ -137,6 +121,40 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
     finally:
         if config.recovery_dir is None:
             shutil.rmtree(checkpoint.path, ignore_errors=True)
+
+
+def _spark(plan: Plan, config: RunConfig, driver: Optional[DriverSide]) -> RunSpark:
+    """The run's Spark (`spark_for`), checked against the run's needs; lent to `driver`, if the first micro-batch was
+    read before it started (which is closed if the Spark can't serve the run)."""
+    try:
+        spark = spark_for(plan, config, streaming=driver is None or not driver.ends_at_once)
+        _check_shared_recovery(spark, config)
+        if driver is not None:
+            _reachable(spark, config, driver.server)
+            if spark.lent is not None:
+                driver.server.lend(spark.lent)
+    except BaseException as ex:
+        if driver is not None:
+            close_after(ex, driver, None)
+        raise
+    if not spark.remote:
+        quiet_proxy_failures()
+    return spark
+
+
+def _check_checkpoint(spark: RunSpark, config: RunConfig, checkpoint: Location) -> RunSpark:
+    """Check the recovery directory (or the temporary checkpoint) before the query starts, and make both private; the
+    Spark, with the parallelism of a cluster's executors once they registered."""
+    check_recovery_dir(checkpoint)
+    storage.private_dir(checkpoint)
+    storage.private_dir(checkpoint.join("query"), "checkpoint directory")
+    check_checkpoint(checkpoint.join("query"))
+    if spark.local:
+        return spark
+    # Also waits for the executors, so that the default parallelism
+    # counts their cores (it is 2 until they register).
+    check_recovery_dir_visible(spark.session, str(checkpoint), temporary=config.recovery_dir is None)
+    return replace(spark, parallelism=config.parallelism or spark.context.defaultParallelism)
 
 
 def _read_first(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> Optional[DriverSide]:
