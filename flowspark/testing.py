@@ -212,13 +212,13 @@ def run_main(
     micro-batch, on the thread that writes the outputs.
     """
     from flowspark.engine.reports.progress import Progress
-    from flowspark.launch import launch, run_config
+    from flowspark.launch import RunOptions, launch
 
     recovery_dir = None if recovery_config is None else recovery_config.location
-    config = run_config(
+    options = RunOptions(
         interval=epoch_interval, recovery_dir=recovery_dir, progress=Progress(on_progress), remote=settings.REMOTE.get()
     )
-    launch(flow, config)
+    launch(flow, options.config())
 
 
 def cluster_main(
@@ -240,18 +240,11 @@ def cluster_main(
     `run_main`.
     """
     from flowspark.engine.reports.progress import Progress
-    from flowspark.launch import launch_process
+    from flowspark.launch import RunOptions, launch_process
 
     recovery_dir = None if recovery_config is None else recovery_config.location
-    launch_process(
-        flow,
-        addresses,
-        proc_id,
-        worker_count_per_proc,
-        interval=epoch_interval,
-        recovery_dir=recovery_dir,
-        progress=Progress(on_progress),
-    )
+    options = RunOptions(interval=epoch_interval, recovery_dir=recovery_dir, progress=Progress(on_progress))
+    launch_process(flow, addresses, proc_id, worker_count_per_proc, options)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The planner and the Spark runtime: the only package that imports pyspark.
 
-`runner` runs a flow with a `run_config.RunConfig`: it starts the flow's
-one streaming query (`streaming_query`) and drives it (`batch_query`
-runs a flow whose input ends at once as one batch query; `shutdown`
+`runner` runs a flow with a `run_config.RunConfig`: each attempt of the
+run is one `attempt.Attempt`, which the flow's one streaming query
+(`streaming_query`) takes whole (`batch_query` runs a flow whose input
+ends at once as one batch query, from the same `Attempt`; `shutdown`
 stops a run on SIGTERM, `process_zero` keeps Bytewax's other processes
 waiting; `run_context` is what the run's code may ask of it).  Its wings:
 

@@ -10,7 +10,7 @@ from flowspark.engine.reports.progress import Progress
 
 @dataclass(frozen=True)
 class RunConfig:
-    """How to run: parallelism, micro-batch interval, recovery directory, Spark settings (`flowspark.launch.run_config`
+    """How to run: parallelism, micro-batch interval, recovery directory, Spark settings (`flowspark.launch.RunOptions`
     makes one from Bytewax's arguments)."""
 
     parallelism: Optional[int] = None
