@@ -76,7 +76,7 @@ def _pss(pid: int) -> int:
 def _role(pid: int, root: int) -> str:
     """`driver` (the process we started), `jvm` (a `java`), `planner` or `python` (Spark's Python workers and daemons).
 
-    `planner` is a Python process Spark starts on the driver's behalf: a
+    `planner` is a Python process Spark starts on the driver's behalf (or has flowspark's fork server fork): a
     Python data source's lookup, creation and read planning, and the
     streaming source runner that computes offsets and partitions.
     """
@@ -89,7 +89,32 @@ def _role(pid: int, root: int) -> str:
         return "python"
     if args[0].endswith(b"java"):
         return "jvm"
-    return "planner" if any(arg.startswith(b"pyspark.sql.") for arg in args) else "python"
+    if any(arg.startswith(b"pyspark.sql.") for arg in args):
+        return "planner"
+    if _forked_by_fork_server(pid, args) and _comm(pid) != "worker":
+        return "planner"  # the fork server names a child for its module (a daemon's task workers: worker)
+    return "python"
+
+
+def _forked_by_fork_server(pid: int, args: List[bytes]) -> bool:
+    """Whether `pid` is a child of flowspark's fork server (a child keeps its parent's command line)."""
+    if not (len(args) > 2 and args[2].endswith((b".python_forks", b".fork_server"))):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{parent}/cmdline", "rb") as f:
+            return f.read().split(b"\0") == args
+    except (OSError, ValueError):
+        return False
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 class TreeSampler(threading.Thread):
@@ -665,6 +690,7 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
             rows,
         ),
     ]
+    out += _ratio_rows(results, walls, cpus)
     # Per-event cost: (wall at 10M - wall at 1M) / 9M, or between the two largest sizes measured.
     cost_rows = []
     for flow in args.flows:
@@ -749,6 +775,64 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
     if skipped:
         out += ["", *(f"- skipped: {s}" for s in skipped)]
     return "\n".join(out) + "\n"
+
+
+def _seconds(value: Optional[float]) -> str:
+    return f"{value:.1f}" if value is not None else "-"
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> str:
+    return f"{a / b:.2f}" if a is not None and b else "-"
+
+
+def _ratio_rows(
+    results: List[Result], walls: Dict[Tuple[str, str, int, int], float], cpus: Dict[Tuple[str, str, int, int], float]
+) -> List[str]:
+    """Per flow, size and key count with a flowspark run: Bytewax's, plain Spark's and the Python floor's figures
+    beside flowspark's, and flowspark's ratios to Bytewax and to the floor (the issue's goals are such ratios)."""
+    rows = []
+    for flow, engine, events, keys in walls:
+        if engine != "flowspark":
+            continue
+        wall, cpu = walls[flow, engine, events, keys], cpus.get((flow, engine, events, keys))
+        bw_wall, bw_cpu = walls.get((flow, "bytewax", events, keys)), cpus.get((flow, "bytewax", events, keys))
+        spark, floor = walls.get((flow, "spark", events, keys)), cpus.get((flow, "python", events, keys))
+        rows.append(
+            [
+                flow,
+                f"{events:,}",
+                f"{keys:,}",
+                f"{_seconds(bw_wall)} / {_seconds(bw_cpu)}",
+                f"{_seconds(wall)} / {_seconds(cpu)}",
+                _seconds(spark),
+                _seconds(floor),
+                _ratio(wall, bw_wall),
+                _ratio(cpu, bw_cpu),
+                _ratio(cpu, floor),
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "",
+        "### flowspark against Bytewax, plain Spark and the Python floor (wall and CPU seconds; the floor runs on one core)",
+        "",
+        _fmt_table(
+            [
+                "flow",
+                "events",
+                "keys",
+                "Bytewax wall / CPU",
+                "flowspark wall / CPU",
+                "Spark SQL wall",
+                "Python floor CPU",
+                "flowspark / Bytewax wall",
+                "flowspark / Bytewax CPU",
+                "flowspark CPU / floor",
+            ],
+            rows,
+        ),
+    ]
 
 
 # --- main ------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ class _EnvDefault(argparse.Action):
 
 
 def _environment_help() -> str:
-    """The environment variables flowspark reads, for `--help` (`flowspark.settings`)."""
+    """The environment variables flowspark reads, for `--help` (`flowspark._settings`)."""
     width = max(len(setting.name) for setting in settings.ALL)
     lines = [f"  {setting.name:<{width}}  {setting.meaning}" for setting in settings.ALL]
     return "environment variables (docs/settings.md):\n" + "\n".join(lines)
@@ -210,12 +210,11 @@ def cli_main(
     (`process_id`, `addresses`) runs the whole flow with every process's
     workers, and the others return at once.
     """
-    from flowspark._launch import launch_process
+    from flowspark._launch import RunOptions, launch_process
 
     recovery_dir = None if recovery_config is None else recovery_config.location
-    launch_process(
-        flow, addresses or [], process_id, workers_per_process, interval=epoch_interval, recovery_dir=recovery_dir
-    )
+    options = RunOptions(interval=epoch_interval, recovery_dir=recovery_dir)
+    launch_process(flow, addresses or [], process_id, workers_per_process, options)
 
 
 def _parse_args(
@@ -261,7 +260,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     run and return its status (`process_zero`).
     """
     from flowspark._dataflow_api import settings_from_env
-    from flowspark._launch import drives_the_run, run_config
+    from flowspark._launch import RunOptions, drives_the_run
     from flowspark.engine.process_zero import announce_status, wait_for_process_zero
     from flowspark.engine.reports.progress import show_on_stderr
 
@@ -289,7 +288,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
     conf = _conf(args.conf, args.properties_file, parser)
     master = args.master or conf.pop("spark.master", None)
     interval = None if args.snapshot_interval is None else timedelta(seconds=float(args.snapshot_interval))
-    config = run_config(
+    options = RunOptions(
         parallelism=workers,
         interval=interval,
         recovery_dir=None if args.recovery_directory is None else str(args.recovery_directory),
@@ -306,6 +305,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         settings_from_env()
     except ValueError as ex:
         parser.error(str(ex))
+    config = options.config()
     if len(addresses) < 2:
         return _run(args.import_str, config)
     with announce_status(addresses[0], len(addresses) - 1) as others:

@@ -211,14 +211,14 @@ def run_main(
     `on_progress`, if given, gets a `BatchReport` for every written
     micro-batch, on the thread that writes the outputs.
     """
-    from flowspark._launch import launch, run_config
+    from flowspark._launch import RunOptions, launch
     from flowspark.engine.reports.progress import Progress
 
     recovery_dir = None if recovery_config is None else recovery_config.location
-    config = run_config(
+    options = RunOptions(
         interval=epoch_interval, recovery_dir=recovery_dir, progress=Progress(on_progress), remote=settings.REMOTE.get()
     )
-    launch(flow, config)
+    launch(flow, options.config())
 
 
 def cluster_main(
@@ -239,19 +239,12 @@ def cluster_main(
     whole flow would write its output again).  `on_progress` is as for
     `run_main`.
     """
-    from flowspark._launch import launch_process
+    from flowspark._launch import RunOptions, launch_process
     from flowspark.engine.reports.progress import Progress
 
     recovery_dir = None if recovery_config is None else recovery_config.location
-    launch_process(
-        flow,
-        addresses,
-        proc_id,
-        worker_count_per_proc,
-        interval=epoch_interval,
-        recovery_dir=recovery_dir,
-        progress=Progress(on_progress),
-    )
+    options = RunOptions(interval=epoch_interval, recovery_dir=recovery_dir, progress=Progress(on_progress))
+    launch_process(flow, addresses, proc_id, worker_count_per_proc, options)
 
 
 if __name__ == "__main__":

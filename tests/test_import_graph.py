@@ -1,6 +1,6 @@
 """flowspark's modules import one another without a circle (every import counts: at module level, under
-`TYPE_CHECKING` or inside a function), the engine's folders are floors, and the engine imports nothing from the launch
-path above it."""
+`TYPE_CHECKING` or inside a function), the engine's folders are floors, the engine imports nothing from the launch
+path above it, and no engine function takes more than six parameters."""
 
 from __future__ import annotations
 
@@ -132,3 +132,24 @@ def test_no_two_engine_folders_import_each_other_through_others() -> None:
     folders = folder_imports()
     circles = [circle for circle in (_circle_from(folder, folders) for folder in ENGINE_FLOORS) if circle]
     assert circles == [], "\n".join(" -> ".join(circle) for circle in circles)
+
+
+MOST_PARAMETERS = 6
+"""The most parameters an engine function takes (`self` and `cls` not counted): more belong in a value of their own
+(`attempt.Attempt`, `sink_writer.WriterSetup`, ...)."""
+
+
+def test_no_engine_function_takes_more_than_six_parameters() -> None:
+    over = []
+    for path in sorted((PACKAGE / "engine").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            args = node.args
+            names = [arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+            if names and names[0] in ("self", "cls"):
+                names = names[1:]
+            if len(names) > MOST_PARAMETERS:
+                name = getattr(node, "name", "lambda")
+                over.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {name} takes {len(names)}")
+    assert over == [], "\n".join(over)

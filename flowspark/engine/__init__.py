@@ -1,12 +1,14 @@
 """The planner and the Spark runtime: the only package that imports pyspark.
 
 `runner` runs a flow with a `run_config.RunConfig`: it picks the Spark
-(`run_spark`, warmed by `warm_up`), starts the flow's one streaming query
-(`streaming_query`) and drives it (`batch_query` runs a flow whose input
-ends at once as one batch query; `process_zero` keeps Bytewax's other
-processes waiting; `run_context` is what the run's code may ask of it).
-Its folders are floors, each importing only the ones below it
-(`tests/test_import_graph.py` checks the order), from the bottom:
+(`run_spark`, warmed by `warm_up`), and each attempt of the run is one
+`attempt.Attempt`, which the flow's one streaming query
+(`streaming_query`) takes whole (`batch_query` runs a flow whose input
+ends at once as one batch query, from the same `Attempt`; `process_zero`
+keeps Bytewax's other processes waiting; `run_context` is what the run's
+code may ask of it).  Its folders are floors, each importing only the
+ones below it (`tests/test_import_graph.py` checks the order), from the
+bottom:
 
 - `util`: what several folders share (`shutdown` stops a run on SIGTERM);
 - `reports`: what travels back to the user's process;

@@ -24,10 +24,11 @@ import pickle
 import threading
 import time
 from types import TracebackType
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Type
 
 import pyarrow as pa
 
+from flowspark.engine.attempt import Attempt
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.groups import Groups
 from flowspark.engine.plan.plan import Plan
@@ -35,10 +36,7 @@ from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.reports.driver_link import DriverLink
 from flowspark.engine.reports.metrics import Count, FlowMetrics
 from flowspark.engine.reports.progress import BatchReport, Progress
-from flowspark.engine.sinks.sink_writer import SinkWriter
 from flowspark.engine.sources.data_source import SCHEMA_DDL
-from flowspark.engine.sources.driver_inputs import Offset, SourceHub
-from flowspark.engine.sources.executor_source import ExecutorInputs
 from flowspark.engine.sources.input_end import InputEnd
 from flowspark.engine.sources.spark_source import Reader, ReadTask, encode_options
 from flowspark.engine.state.memory_state import BatchTime, MemoryHandle
@@ -101,36 +99,29 @@ class LayerPass:
         yield chunks.to_arrow(rows)
 
 
-def run_batch(
-    spark: Any,
-    plan: Plan,
-    workers: ShippedPlan,
-    link: DriverLink,
-    hub: SourceHub,
-    read: Tuple[Offset, Offset],
-    writer: SinkWriter,
-    groups: Groups,
-    inputs: ExecutorInputs,
-    parallelism: int,
-    metered: bool,
-) -> None:
-    """Run the micro-batch the hub read (`read`: its start and end offsets) and the end of input as one batch query.
+def run_batch(attempt: Attempt) -> None:
+    """Run the micro-batch the hub read before Spark started (`DriverSide.first_read`) and the end of input as one
+    batch query.
 
-    `workers` is the plan Spark's tasks get (`shipped_plan`); the
-    writer gets the result as micro-batch 0 and finishes the run.
+    The attempt's shipped plan is the one Spark's tasks get
+    (`shipped_plan`); the writer gets the result as micro-batch 0 and
+    finishes the run.
     """
-    start, end = read
+    assert attempt.driver.first_read is not None
+    start, end = attempt.driver.first_read
+    plan, workers, link, groups, metered = attempt.plan, attempt.shipped, attempt.link, attempt.groups, attempt.metered
+    hub, parallelism = attempt.driver.hub, attempt.spark.parallelism
     pieces: List[Any] = [*hub.partition_data(start, end), InputEnd.EOF]
     if workers.kept_by_driver:
         pieces = [pieces]  # one task reads them all, in turn, as one worker would
     table = pa.table({_PIECE_COLUMN: pa.array([pickle.dumps(p, pickle.HIGHEST_PROTOCOL) for p in pieces], pa.binary())})
-    options = encode_options(link, workers, groups, inputs, hub=True, metered=metered)
-    frame = spark.createDataFrame(table).mapInArrow(SourcePass(options), SCHEMA_DDL)
+    options = encode_options(link, workers, groups, attempt.inputs, driver_parts=True, metered=metered)
+    frame = attempt.spark.session.createDataFrame(table).mapInArrow(SourcePass(options), SCHEMA_DDL)
     for layer in range(1, plan.depth + 1):
         frame = frame.repartition(parallelism, "grp").mapInArrow(
             LayerPass(workers, layer, groups, link, metered, last=layer == plan.depth), SCHEMA_DDL
         )
-    writer(frame, 0)
+    attempt.writer(frame, 0)
     hub.commit(end)
 
 

@@ -1,4 +1,4 @@
-"""How a flow runs: the one frozen configuration `flowspark.launch` makes from Bytewax's arguments."""
+"""How a flow runs: the one frozen configuration `flowspark._launch` makes from Bytewax's arguments."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from flowspark.engine.reports.progress import Progress
 
 @dataclass(frozen=True)
 class RunConfig:
-    """How to run: parallelism, micro-batch interval, recovery directory, Spark settings (`flowspark.launch.run_config`
+    """How to run: parallelism, micro-batch interval, recovery directory, Spark settings (`flowspark._launch.RunOptions`
     makes one from Bytewax's arguments)."""
 
     parallelism: Optional[int] = None

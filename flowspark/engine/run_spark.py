@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from pyspark.sql import SparkSession
 
@@ -32,6 +32,9 @@ from flowspark.engine.spark.spark_defaults import started_by_spark_submit, user_
 from flowspark.engine.spark.spark_version import check_spark
 from flowspark.engine.util.client_environment import ClientEnvironment
 from flowspark.errors import FlowsparkRuntimeError
+
+if TYPE_CHECKING:
+    from flowspark.engine.run_config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -82,31 +85,25 @@ def local_parallelism(parallelism: Optional[int], master: Optional[str]) -> Opti
     return parallelism or os.cpu_count() or 2
 
 
-def spark_for(
-    plan: Plan,
-    parallelism: Optional[int],
-    master: Optional[str],
-    conf: Dict[str, str],
-    own_conf: bool,
-    recovery_dir: Optional[str],
-    streaming: bool,
-    remote: Optional[str] = None,
-    single_run: bool = False,
-) -> RunSpark:
-    """The Spark a run uses (see the module doc): `conf` for a session started here, `own_conf` if the user gave settings.
+def spark_for(plan: Plan, config: RunConfig, streaming: bool) -> RunSpark:
+    """The Spark a run uses (see the module doc): `config.session_conf()` for a session started here.
 
     A `streaming` run (one whose input did not end within its first read)
-    uses the warm server in a process that runs one flow (`single_run`:
-    the command line), or with `FLOWSPARK_WARM_SPARK=all`.  Through Spark
-    Connect, Spark calls `foreachBatch` in a Python process it starts for
-    each query, a second or two of each streaming query's start: less than
-    starting Spark costs a process, more than a streaming query costs on a
-    session a program started for its earlier runs.
+    uses the warm server in a process that runs one flow
+    (`config.single_run`: the command line), or with
+    `FLOWSPARK_WARM_SPARK=all`; a run with Spark settings of its own
+    (`config.conf`) never does.  Through Spark Connect, Spark calls
+    `foreachBatch` in a Python process it starts for each query, a second
+    or two of each streaming query's start: less than starting Spark costs
+    a process, more than a streaming query costs on a session a program
+    started for its earlier runs.
     """
-    if remote is not None:
-        return _connected(plan, remote, parallelism)
+    parallelism, master, recovery_dir = config.parallelism, config.master, config.recovery_dir
+    if config.remote is not None:
+        return _connected(plan, config.remote, parallelism)
     mode = warm_mode()
-    allowed = mode is WarmMode.ALL or (mode is WarmMode.AUTO and (single_run or not streaming))
+    allowed = mode is WarmMode.ALL or (mode is WarmMode.AUTO and (config.single_run or not streaming))
+    own_conf = bool(config.conf)
     if allowed and SparkSession.getActiveSession() is None and _may_run_warm(plan, master, own_conf, recovery_dir):
         warm = warm_spark(parallelism)
         return RunSpark(
@@ -117,7 +114,7 @@ def spark_for(
             ClientEnvironment.of_this_process(),
             ui_url=f"http://127.0.0.1:{warm.record.ui_port}",
         )
-    spark = get_session(master, conf, app_name=f"flowspark: {plan.flow_id}")
+    spark = get_session(master, config.session_conf(), app_name=f"flowspark: {plan.flow_id}")
     context = spark.sparkContext
     return RunSpark(
         spark,

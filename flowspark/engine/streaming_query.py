@@ -11,24 +11,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, List, Optional
+from typing import Any, Optional
 
-from flowspark.engine.plan.groups import Groups
+from flowspark.engine.attempt import Attempt
 from flowspark.engine.plan.plan import Plan
-from flowspark.engine.plan.shipped_plan import ShippedPlan
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.checkpoint_check import looks_damaged
 from flowspark.engine.recovery.storage import Location
-from flowspark.engine.reports.driver_link import DriverLink, DriverServer
 from flowspark.engine.reports.failures import FailureBox, resolve
 from flowspark.engine.reports.fault_report import spark_fault
-from flowspark.engine.reports.progress import BatchReport, Progress, state_rows
-from flowspark.engine.run_spark import RunSpark
 from flowspark.engine.sinks.remote_writer import ForwardedBatches
-from flowspark.engine.sinks.sink_writer import SinkWriter
 from flowspark.engine.sources.data_source import FORMAT, SCHEMA
-from flowspark.engine.sources.driver_inputs import SourceHub
-from flowspark.engine.sources.executor_source import ExecutorInputs
 from flowspark.engine.sources.spark_source import encode_options
 from flowspark.engine.state.stateful import LayerProcessor
 from flowspark.engine.util import shutdown
@@ -80,41 +73,30 @@ def run_failure(
     return None
 
 
-def start_query(
-    spark: RunSpark,
-    plan: Plan,
-    workers: ShippedPlan,
-    link: DriverLink,
-    writer: SinkWriter,
-    checkpoint: Location,
-    groups: Groups,
-    interval: float,
-    inputs: ExecutorInputs,
-    hub: bool,
-    metered: bool = False,
-) -> Any:
-    """Build and start the one streaming query of the flow, whose tasks get `workers`; `metered` has them count their
-    steps' items.
+def start_query(attempt: Attempt) -> Any:
+    """Build and start the one streaming query of the flow, whose tasks get the attempt's shipped plan; a metered
+    attempt has them count their steps' items.
 
     Through Spark Connect, Spark calls `foreachBatch` in its server, which
-    hands each micro-batch to `writer` over the driver link (`remote_writer`).
+    hands each micro-batch to the writer over the driver link (`remote_writer`).
     """
+    spark, plan, workers, link, groups = attempt.spark, attempt.plan, attempt.shipped, attempt.link, attempt.groups
+    metered = attempt.metered
+    options = encode_options(link, workers, groups, attempt.inputs, attempt.driver.hub.has_parts(), metered)
     session = spark.session
     if not spark.remote:
         session.conf.set("spark.sql.shuffle.partitions", str(spark.parallelism))
-    frame = (
-        session.readStream.format(FORMAT).options(**encode_options(link, workers, groups, inputs, hub, metered)).load()
-    )
+    frame = session.readStream.format(FORMAT).options(**options).load()
     for layer in range(1, plan.depth + 1):
         frame = frame.groupBy("grp").transformWithState(
             LayerProcessor(workers, layer, groups, link, metered), SCHEMA, "Append", "ProcessingTime"
         )
-    location = checkpoint.join("query").hadoop_uri
+    location = attempt.checkpoint.join("query").hadoop_uri
     writing = (
-        frame.writeStream.foreachBatch(ForwardedBatches(link) if spark.remote else writer)
+        frame.writeStream.foreachBatch(ForwardedBatches(link) if spark.remote else attempt.writer)
         .queryName(f"flowspark-{plan.flow_id}-{uuid.uuid4().hex[:8]}")
         .option("checkpointLocation", location)
-        .trigger(processingTime=f"{int(interval * 1000)} milliseconds")
+        .trigger(processingTime=f"{int(attempt.config.interval_seconds * 1000)} milliseconds")
     )
     try:
         return writing.start()
@@ -128,29 +110,6 @@ def start_query(
             f"org.apache.hadoop:hadoop-aws:{hadoop}), or use a path every node mounts"
         )
         raise FlowsparkRuntimeError(msg) from None
-
-
-def batch_reporter(
-    progress: Optional[Progress], hub: SourceHub, queries: List[Any]
-) -> Optional[Callable[[int, int], None]]:
-    """The writer's per-batch callback that feeds `progress`, if there is one."""
-    if progress is None:
-        return None
-    written = [0]
-    last = [time.monotonic()]
-
-    def report(batch_id: int, items_out: int) -> None:
-        now = time.monotonic()
-        written[0] += items_out
-        last_progress = queries[0].lastProgress if queries else None
-        progress.batch(
-            BatchReport(
-                batch_id + 1, hub.items_read, written[0], now - last[0], state_rows(last_progress), hub.fraction_done()
-            )
-        )
-        last[0] = now
-
-    return report
 
 
 def await_commit(query: Any, checkpoint: Location, batch_id: int, timeout: float = 120.0) -> None:
@@ -168,22 +127,17 @@ def await_commit(query: Any, checkpoint: Location, batch_id: int, timeout: float
         time.sleep(0.02 if entry.is_local else 0.2)  # S3 and HDFS: a request or two per look
 
 
-def wait_for_end(
-    plan: Plan,
-    query: Any,
-    checkpoint: Location,
-    server: DriverServer,
-    box: FailureBox,
-    writer: SinkWriter,
-    sees_commits: bool = True,
-    resumable: bool = False,
-) -> None:
+def wait_for_end(attempt: Attempt, query: Any) -> None:
     """Wait for the end of input, a failure (a user's stops the query at once) or a SIGTERM; stop the query; raise
     the failure, if any.
 
-    `sees_commits`: this process can read Spark's commit log (not so for a
-    temporary checkpoint of a Spark Connect server elsewhere).
+    This process reads Spark's commit log, except for a temporary
+    checkpoint of a Spark Connect server elsewhere.
     """
+    plan, checkpoint, writer, resumable = attempt.plan, attempt.checkpoint, attempt.writer, attempt.run.resumable
+    server, box = attempt.driver.server, attempt.driver.box
+    spark = attempt.spark
+    sees_commits = spark.local or not spark.remote or resumable
     try:
         with shutdown.ctrl_c_between_calls() as ctrl_c:
             while not writer.finished.wait(0.05):

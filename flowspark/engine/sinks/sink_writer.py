@@ -28,6 +28,7 @@ import itertools
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from flowspark.engine.plan import chunks
@@ -194,13 +195,42 @@ _LAST: Order = (2 * EOF_ROUND, 0, 0, "")
 """Order of items a chunk holds beyond its last marked run: after all others."""
 
 
+@dataclass(frozen=True)
+class WriterSetup:
+    """How a run's writer writes (`SinkWriter`).
+
+    `workers` is Bytewax's worker count (a `DynamicSink` gets one partition
+    per worker); `epoch_per_round` counts taps' epochs by source round
+    (Bytewax's zero epoch interval), else by micro-batch; `parallelism` is
+    the most tasks a micro-batch's sink job uses; `write_behind` writes each
+    batch while Spark computes the next (a run that can't resume);
+    `resumable` (a run with a recovery directory) has the sink tasks check
+    that the run still owns the directory (`driver_fence`).
+    """
+
+    workers: int = 1
+    epoch_per_round: bool = False
+    parallelism: int = 1
+    write_behind: bool = False
+    resumable: bool = False
+
+
+@dataclass(frozen=True)
+class WriterHooks:
+    """Who hears of a writer's batches: `on_batch` (batch id, items written; the progress line), `meter` (each
+    output's items and write times, in a metered run), `wake_ups` (the stateful buckets' wake-up reports)."""
+
+    on_batch: Optional[Callable[[int, int], None]] = None
+    meter: Optional[Meter] = None
+    wake_ups: Optional[WakeUps] = None
+
+
 class SinkWriter:
     """Writes each micro-batch's output rows to the flow's sinks, exactly once per batch id.
 
-    `link` (for failures and metrics) and `parallelism` (the most tasks a
-    micro-batch's job uses) serve the outputs written in the executors;
-    `resumable` (a run with a recovery directory) has their tasks check
-    that the run still owns the directory (`driver_fence`).
+    `stash` holds what the tasks handed the driver; `link` (for failures
+    and metrics) serves the outputs written in the executors; `setup` says
+    how to write (`WriterSetup`), `hooks` who hears of it (`WriterHooks`).
     """
 
     def __init__(
@@ -208,16 +238,13 @@ class SinkWriter:
         plan: Plan,
         checkpoint: str | Location,
         stash: Optional[OutputStash] = None,
-        on_batch: Optional[Callable[[int, int], None]] = None,
-        meter: Optional[Meter] = None,
-        workers: int = 1,
-        epoch_per_round: bool = False,
         link: Optional[DriverLink] = None,
-        parallelism: int = 1,
-        write_behind: bool = False,
-        wake_ups: Optional[WakeUps] = None,
-        resumable: bool = False,
+        setup: WriterSetup = WriterSetup(),
+        hooks: WriterHooks = WriterHooks(),
     ) -> None:
+        on_batch, meter, wake_ups = hooks.on_batch, hooks.meter, hooks.wake_ups
+        workers, epoch_per_round, parallelism = setup.workers, setup.epoch_per_round, setup.parallelism
+        write_behind, resumable = setup.write_behind, setup.resumable
         self._plan = plan
         self._stash = stash
         self._on_batch = on_batch

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -50,15 +51,26 @@ number and index under which the hub keeps its pickled batches (`piece`),
 the round of its first batch and its partition's rank in a round (`order`)."""
 
 
+@dataclass(frozen=True)
+class ReadLimits:
+    """How much a micro-batch reads of each partition: at most `max_items` items, in at most `max_seconds` of polling."""
+
+    max_items: int = 1_000_000
+    max_seconds: float = 5.0
+
+
 class SourceHub:
-    """Serves offsets and data to Spark's source through the driver's server; owns the partitions."""
+    """Serves offsets and data to Spark's source through the driver's server; owns the partitions.
+
+    Each source partition is split into `pieces` for Spark's tasks; a
+    dynamic source gets one partition per Bytewax worker (`workers`).
+    """
 
     def __init__(
         self,
         plan: Plan,
         server: DriverServer,
-        max_items: int,
-        max_seconds: float,
+        limits: ReadLimits,
         pieces: int,
         workers: int = 1,
         meter: Optional[Meter] = None,
@@ -76,8 +88,8 @@ class SourceHub:
         self._pieces_per_part = pieces
         self._workers = workers
         """Bytewax's worker count: how many partitions a dynamic source gets."""
-        self._max_items = max_items
-        self._max_seconds = max_seconds
+        self._max_items = limits.max_items
+        self._max_seconds = limits.max_seconds
         self._lock = threading.Lock()
         """Guards the buffers of read batches and pickled pieces."""
         self._parts_lock = threading.Lock()
@@ -164,12 +176,10 @@ class SourceHub:
         self._parts = {}
         specs = self._part_specs()
         self._keys = [key for key, *_ in specs]
-        for key, i, name, source, fixed in specs:
+        for key, i, name, _source, fixed in specs:
             state = start["parts"].get(key)
             resume = decode_snapshot(state["s"]) if state else None
-            self._parts[key] = DriverPartition(
-                i, name, self._plan.inputs[i].step_id, source, resume, fixed, self._workers
-            )
+            self._parts[key] = DriverPartition(i, self._plan.inputs[i], name, resume, fixed, self._workers)
         self._position = start
 
     def prime(self) -> Tuple[Offset, Offset]:
@@ -375,13 +385,11 @@ class SourceHub:
 
     def _read_again(self, start: Offset, end: Offset) -> List[PartData]:
         data: List[PartData] = []
-        for index, (key, i, name, source, fixed) in enumerate(self._part_specs()):
+        for index, (key, i, name, _source, fixed) in enumerate(self._part_specs()):
             want = end["parts"].get(key, {"c": 0})["c"] - start["parts"].get(key, {"c": 0})["c"]
             if want <= 0 or not fixed:
                 continue
-            part = DriverPartition(
-                i, name, self._plan.inputs[i].step_id, source, decode_snapshot(start["parts"][key]["s"]), fixed
-            )
+            part = DriverPartition(i, self._plan.inputs[i], name, decode_snapshot(start["parts"][key]["s"]), fixed)
             batches: List[Batch] = []
             got = 0
             while got < want:

@@ -11,13 +11,17 @@ import logging
 import pickle
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 import cloudpickle
 
 from flowspark.engine.plan import chunks
 from flowspark.engine.plan.line_blocks import GivesLineBlocks, LineBlock
 from flowspark.engine.reports.failures import StepFailure, aware_or_none, built, partition_call
+
+if TYPE_CHECKING:
+    from flowspark._step_config import InputConfig
+    from flowspark.engine.plan.plan import CoreStep
 
 _log = logging.getLogger(__name__)
 
@@ -70,14 +74,14 @@ class DriverPartition:
     """One live source partition and where it stands."""
 
     def __init__(
-        self, input_index: int, name: str, step_id: str, source: Any, resume: Any, fixed: bool, workers: int = 1
+        self, input_index: int, step: CoreStep[InputConfig], name: str, resume: Any, fixed: bool, workers: int = 1
     ) -> None:
         self.input_index = input_index
         self.workers = workers
         """For a dynamic source's partition (named `*<worker index>`): how many workers build one."""
         self.name = name
-        self.step_id = step_id
-        self.source = source
+        self.step_id = step.step_id
+        self.source: Any = step.config.source
         self.fixed = fixed
         self.done = False
         self.final: Any = None

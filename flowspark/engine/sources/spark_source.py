@@ -57,12 +57,17 @@ if TYPE_CHECKING:
 
 
 def encode_options(
-    link: DriverLink, shipped: ShippedPlan, groups: Groups, inputs: ExecutorInputs, hub: bool, metered: bool = False
+    link: DriverLink,
+    shipped: ShippedPlan,
+    groups: Groups,
+    inputs: ExecutorInputs,
+    driver_parts: bool,
+    metered: bool = False,
 ) -> Dict[str, str]:
     """The options Spark passes to the source: how to reach the driver, the workers' plan, the state groups.
 
-    `inputs` are the partitions read in the executors, `hub` says whether
-    the driver's `SourceHub` has any; `metered` makes each task count its
+    `inputs` are the partitions read in the executors, `driver_parts` says
+    whether the driver's `SourceHub` has any; `metered` makes each task count its
     steps' items and report them to the driver (`metrics`).
     """
     return {
@@ -70,7 +75,7 @@ def encode_options(
         "plan": base64.b64encode(pickle.dumps(shipped)).decode(),
         "groups": base64.b64encode(pickle.dumps(groups)).decode(),
         "inputs": base64.b64encode(cloudpickle.dumps(inputs)).decode(),
-        "hub": "1" if hub else "",
+        "hub": "1" if driver_parts else "",
         "metered": "1" if metered else "",
         "one_worker": "1" if shipped.kept_by_driver else "",
     }

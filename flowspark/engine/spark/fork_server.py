@@ -66,6 +66,7 @@ SOCKET_PATH_LIMIT = 100
 _REQUEST_LIMIT = 4 << 20
 _REQUEST_SECONDS = 5.0
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 _CREDENTIALS = struct.Struct("3i")
 
 
@@ -211,7 +212,9 @@ class ForkServer:
         return pid
 
     def _become_child(self, request: Request, fds: List[int], conn: socket.socket) -> None:
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc = ctypes.CDLL(None)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_NAME, process_name(request).encode()[:15])
         conn.close()
         for child in self._children.values():
             child.conn.close()
@@ -252,6 +255,19 @@ class ForkServer:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+
+
+def process_name(request: Request) -> str:
+    """The name a child shows in `ps -o comm` and `top` (its command line is the fork server's): the last part of the
+    module it runs, or for PySpark's daemon, of the worker module it forks.
+
+    >>> process_name(Request("pyspark.daemon", ["pyspark.sql.worker.plan_data_source_read"], {}, "/"))
+    'plan_data_source_read'
+    >>> process_name(Request("pyspark.sql.streaming.python_streaming_source_runner", [], {}, "/"))
+    'python_streaming_source_runner'
+    """
+    module = request.args[0] if request.module == "pyspark.daemon" and request.args else request.module
+    return module.rpartition(".")[2]
 
 
 def run_module(request: Request) -> int:

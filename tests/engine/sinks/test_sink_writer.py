@@ -33,7 +33,7 @@ from flowspark.engine.plan.plan import Plan, build_plan
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import StepFailure
 from flowspark.engine.reports.metrics import Count, FlowMetrics, Meter, Timing
-from flowspark.engine.sinks.sink_writer import LEDGER, OutputStash, SinkWriter, read_ledger
+from flowspark.engine.sinks.sink_writer import LEDGER, OutputStash, SinkWriter, WriterHooks, WriterSetup, read_ledger
 from flowspark.engine.sources.input_end import InputEnd
 from flowspark.engine.spark.session import get_session
 from flowspark.engine.spark.shipping import ship_by_value, user_packages
@@ -175,7 +175,9 @@ def test_a_batch_reaches_sinks_and_taps_and_the_end_marker_finishes_the_run(
     sink = _PerWorker()
     reports: List[Tuple[int, int]] = []
     writer = SinkWriter(
-        _plan(sink, seen=seen), str(tmp_path), on_batch=lambda batch, written: reports.append((batch, written))
+        _plan(sink, seen=seen),
+        str(tmp_path),
+        hooks=WriterHooks(on_batch=lambda batch, written: reports.append((batch, written))),
     )
     writer(_frame(spark, [_out(0, ORIGIN_A, [1, 2]), _tap(0, ORIGIN_A, ["x"])]), 0)
     assert sink.by_worker == {0: [1, 2]} and seen == [("w.tap0", "x", 1)]  # Bytewax counts epochs from 1
@@ -275,7 +277,7 @@ def test_a_dynamic_sink_gets_one_partition_per_worker_and_each_origin_one_worker
     spark: SparkSession, tmp_path: Path
 ) -> None:
     sink = _PerWorker()
-    writer = SinkWriter(_plan(sink), str(tmp_path), workers=3)
+    writer = SinkWriter(_plan(sink), str(tmp_path), setup=WriterSetup(workers=3))
     assert sink.built == [("w.out0", 0, 3), ("w.out0", 1, 3), ("w.out0", 2, 3)]
     origins = ["000.00000.000", "000.00001.000", "000.00002.000", "000.00003.000"]
     writer(_frame(spark, [_out(0, origin, [(origin, n) for n in range(3)]) for origin in origins]), 0)
@@ -292,7 +294,7 @@ def test_an_ordered_run_writes_and_inspects_in_one_workers_order(spark: SparkSes
     sink = _PerWorker()
     plan = _plan(sink, seen=seen)
     plan.ordered = True
-    writer = SinkWriter(plan, str(tmp_path), epoch_per_round=True)
+    writer = SinkWriter(plan, str(tmp_path), setup=WriterSetup(epoch_per_round=True))
     rows = [
         _ordered(output_group(0, ORIGIN_B), [((1, 0, 0, ""), ["b1"])]),
         _ordered(output_group(0, ORIGIN_A), [((0, 0, 0, ""), ["a0"]), ((2, 0, 0, ""), ["a2"])]),
@@ -327,7 +329,7 @@ def test_the_driver_builds_nothing_for_a_dynamic_sink_written_in_the_tasks_that_
     sink = _RemotePerWorker()
     plan = _plan(sink, seen=seen)
     assert plan.sinks[0].in_making_task
-    writer = SinkWriter(plan, str(tmp_path), parallelism=2)
+    writer = SinkWriter(plan, str(tmp_path), setup=WriterSetup(parallelism=2))
     writer(_frame(spark, [_tap(0, ORIGIN_A, [1]), _control(InputEnd.EOF)]), 0)
     writer.close()
     assert (sink.built, seen, writer.finished.is_set()) == ([], [("w.tap0", 1, 1)], True)
@@ -398,7 +400,9 @@ def _away_writer(
 ) -> SinkWriter:
     plan = _plan(sink, seen=seen)
     assert plan.sinks[0].in_executors
-    return SinkWriter(plan, str(checkpoint), meter=meter, link=server.link, parallelism=2)
+    return SinkWriter(
+        plan, str(checkpoint), link=server.link, setup=WriterSetup(parallelism=2), hooks=WriterHooks(meter=meter)
+    )
 
 
 @pytest.mark.quick
@@ -544,7 +548,7 @@ def test_writing_behind_returns_before_the_write_and_keeps_the_batches_order(
 ) -> None:
     sink = _Slow()
     sink.gate.clear()
-    writer = SinkWriter(_plan(sink), str(tmp_path), write_behind=True)
+    writer = SinkWriter(_plan(sink), str(tmp_path), setup=WriterSetup(write_behind=True))
     writer(_frame(spark, [_out(0, ORIGIN_A, [1, 2])]), 0)
     assert sink.items == []  # the call returned while its write is held back
     sink.gate.set()
@@ -560,7 +564,7 @@ def test_a_write_behind_that_fails_is_the_runs_failure_and_stops_later_batches(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     sink = _Slow()
-    writer = SinkWriter(_plan(sink), str(tmp_path), write_behind=True)
+    writer = SinkWriter(_plan(sink), str(tmp_path), setup=WriterSetup(write_behind=True))
     writer(_frame(spark, [_out(0, ORIGIN_A, ["boom"])]), 0)  # fails in the background
     with pytest.raises(FlowsparkRuntimeError, match="write_batch.*'w.out0'") as raised:
         writer(_frame(spark, [_out(0, ORIGIN_A, [1])]), 1)

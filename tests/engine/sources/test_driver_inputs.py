@@ -18,7 +18,7 @@ from flowspark.engine.plan.line_blocks import LineBlock
 from flowspark.engine.plan.plan import build_plan
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import StepFailure
-from flowspark.engine.sources.driver_inputs import Offset, SourceHub
+from flowspark.engine.sources.driver_inputs import Offset, ReadLimits, SourceHub
 from flowspark.inputs import (
     AbortExecution,
     DynamicSource,
@@ -145,7 +145,7 @@ def _hub(
     flow = Dataflow("hub")
     for i, source in enumerate(sources):
         op.output(f"out{i}", op.input(f"inp{i}", flow, source), TestingSink([]))
-    return SourceHub(build_plan(flow), server, max_items, 5.0, pieces, workers=workers)
+    return SourceHub(build_plan(flow), server, ReadLimits(max_items, 5.0), pieces, workers=workers)
 
 
 def _items(hub: SourceHub, start: Offset, end: Offset) -> Dict[str, List[Any]]:
