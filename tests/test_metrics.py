@@ -19,7 +19,7 @@ from flowspark.engine.plan.route import Collector, Router
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import StepFailure
 from flowspark.engine.reports.metrics import Count, Durations, FlowMetrics, Meter, QueryWatch, Reading, Timing
-from flowspark.engine.sources.driver_inputs import ReadLimits, SourceHub
+from flowspark.engine.sources.driver_inputs import DriverInputs, ReadLimits
 from flowspark.engine.sources.executor_source import ReadNote
 from flowspark.inputs import StatefulSourcePartition
 from flowspark.testing import TestingSink, TestingSource
@@ -152,13 +152,13 @@ class _Lagging(StatefulSourcePartition[int, int]):
         return int(self._told)
 
 
-def _polled(told: Any) -> Tuple[SourceHub, List[Reading]]:
+def _polled(told: Any) -> Tuple[DriverInputs, List[Reading]]:
     """A metered hub of a flow reading a `_Lagging(told)` partition, after one poll."""
     flow = Dataflow("m")
     op.output("out", op.input("inp", flow, OnePartSource(lambda _: _Lagging(told))), TestingSink([]))
     readings: List[Reading] = []
     server = DriverServer()
-    hub = SourceHub(build_plan(flow), server, ReadLimits(100, 1.0), pieces=1, meter=Meter(readings.append))
+    hub = DriverInputs(build_plan(flow), server, ReadLimits(100, 1.0), pieces=1, meter=Meter(readings.append))
     try:
         hub.latest_offset(hub.initial_offset())
     finally:
@@ -197,7 +197,7 @@ def test_the_lag_an_executor_task_reports_reaches_the_hub_and_its_source() -> No
     flow = Dataflow("m")
     op.output("out", op.input("inp", flow, source), TestingSink([]))
     server = DriverServer()
-    hub = SourceHub(build_plan(flow), server, ReadLimits(100, 1.0), pieces=1)
+    hub = DriverInputs(build_plan(flow), server, ReadLimits(100, 1.0), pieces=1)
     try:
         hub.expect_remote([("m.inp", "p0")])
         hub.note_read(ReadNote(("m.inp", "p0"), 3, None))

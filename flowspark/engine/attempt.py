@@ -24,7 +24,7 @@ from flowspark.engine.plan.shipped_plan import ChangedSteps, KeptSteps, ShippedP
 from flowspark.engine.recovery.resume_check import check_or_record
 from flowspark.engine.recovery.storage import Location
 from flowspark.engine.reports.driver_link import DriverLink, DriverServer
-from flowspark.engine.reports.failures import FailureBox, StepFailure, resolve
+from flowspark.engine.reports.failures import ReportedFailures, StepFailure, resolve
 from flowspark.engine.reports.metrics import FlowMetrics
 from flowspark.engine.reports.progress import BatchReport, Progress, state_rows
 from flowspark.engine.reports.worker_prints import ERROR_PRINT_CALL, OUTPUT_CALL, deliver, write_error_prints
@@ -33,7 +33,7 @@ from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.run_spark import RunSpark
 from flowspark.engine.sinks.sink_writer import OutputStash, SinkWriter, WriterHooks, WriterSetup
 from flowspark.engine.sources import snapshot_store
-from flowspark.engine.sources.driver_inputs import Offset, ReadLimits, SourceHub
+from flowspark.engine.sources.driver_inputs import DriverInputs, Offset, ReadLimits
 from flowspark.engine.sources.executor_source import ExecutorInputs, list_executor_inputs
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
 from flowspark.engine.sources.wake_ups import DUE_CALL, WakeUps
@@ -68,14 +68,14 @@ class SparkRun:
 
 @dataclass
 class DriverSide:
-    """The driver's server, failure box and source hub of one attempt of a run."""
+    """The driver's server, reported failures and driver inputs of one attempt of a run."""
 
     server: DriverServer
-    box: FailureBox
-    hub: SourceHub
+    box: ReportedFailures
+    hub: DriverInputs
     wake_ups: WakeUps
     first_read: Optional[Tuple[Offset, Offset]] = None
-    """The first micro-batch, read before Spark started (`SourceHub.prime`), if it was."""
+    """The first micro-batch, read before Spark started (`DriverInputs.prime`), if it was."""
 
     @property
     def ends_at_once(self) -> bool:
@@ -96,8 +96,8 @@ def driver_side(
         server.register("metrics", metrics.add)
     server.register(OUTPUT_CALL, deliver)
     server.register(ERROR_PRINT_CALL, write_error_prints)
-    box = FailureBox(server)
-    hub = SourceHub(
+    box = ReportedFailures(server)
+    hub = DriverInputs(
         plan,
         server,
         ReadLimits(config.max_items_per_batch, config.max_seconds_per_poll),
@@ -235,7 +235,7 @@ def ship(plan: Plan, server: DriverServer) -> ShippedPlan:
 
 
 def batch_reporter(
-    progress: Optional[Progress], hub: SourceHub, queries: List[Any]
+    progress: Optional[Progress], hub: DriverInputs, queries: List[Any]
 ) -> Optional[Callable[[int, int], None]]:
     """The writer's per-batch callback that feeds `progress`, if there is one."""
     if progress is None:

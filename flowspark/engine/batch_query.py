@@ -1,7 +1,7 @@
 """A run whose input ends within its first read, as one Spark batch query.
 
 A run without a recovery directory whose inputs all live in the driver
-and all end in the first read (`SourceHub.prime`: a `TestingSource`, a file
+and all end in the first read (`DriverInputs.prime`: a `TestingSource`, a file
 read whole) is what the streaming query would run as one micro-batch that
 also ends the input.  Started as a streaming query, it would pay for
 Spark's offset and commit logs, the Python processes that a streaming data
@@ -11,7 +11,7 @@ query: the pieces the hub read become a small local DataFrame, each task
 reads its pieces as the streaming source's `read()` does
 (`spark_source.Reader`), each stateful layer runs its processor
 (`stateful.LayerProcessor`) over the buckets a shuffle by bucket gave its
-task, with the state in the task's memory (`batch_state`), and the
+task, with the state in the task's memory (`memory_state`), and the
 writer takes the result as micro-batch 0.  Items, order, end of input and
 errors are the streaming query's.  While it runs, `BatchProgress` keeps
 the progress line moving from the steps' counters, which the tasks report

@@ -42,7 +42,7 @@ from flowspark.engine.sources.executor_source import reads_in_executors
 from flowspark.engine.spark.cluster import check_recovery_dir_visible
 from flowspark.engine.spark.shipping import ship_by_value, user_packages
 from flowspark.engine.streaming_query import (
-    SparkHiccup,
+    TransientSparkFailure,
     run_failure,
     start_query,
     wait_for_end,
@@ -109,7 +109,7 @@ def _run_plan(plan: Plan, config: RunConfig, metrics: Optional[FlowMetrics]) -> 
                         side = driver if attempt == 0 and driver is not None else _new_driver(run)
                         _stream(open_attempt(run, side, streaming=True))
                     return
-                except SparkHiccup as hiccup:
+                except TransientSparkFailure as hiccup:
                     if attempt == RESTARTS:
                         raise hiccup.error from hiccup.error.__cause__  # Spark's own error only with FLOWSPARK_FULL_TRACEBACK=1
                     _log.warning(
@@ -205,7 +205,7 @@ def _run_as_batch(
                         )
                         if error is None:
                             raise
-                        if isinstance(error, SparkHiccup):
+                        if isinstance(error, TransientSparkFailure):
                             error = error.error
                         raise error from error.__cause__
                 attempt.finish_progress()

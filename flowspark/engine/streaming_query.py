@@ -4,7 +4,7 @@ The query is the flowspark source (inputs plus the stateless steps right
 after them), one `transformWithState` per stateful layer (each also running
 the stateless steps after its steps), and one `foreachBatch` writer.  A
 failure is raised as the user's own error when it is theirs, else as
-Spark's in one line (`SparkHiccup`, worth another attempt).
+Spark's in one line (`TransientSparkFailure`, worth another attempt).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from flowspark.engine.plan.plan import Plan
 from flowspark.engine.recovery import storage
 from flowspark.engine.recovery.checkpoint_check import looks_damaged
 from flowspark.engine.recovery.storage import Location
-from flowspark.engine.reports.failures import FailureBox, resolve
+from flowspark.engine.reports.failures import ReportedFailures, resolve
 from flowspark.engine.reports.fault_report import spark_fault
 from flowspark.engine.sinks.remote_writer import ForwardedBatches
 from flowspark.engine.sources.data_source import FORMAT, SCHEMA
@@ -28,7 +28,7 @@ from flowspark.engine.util import shutdown
 from flowspark.errors import FlowsparkRuntimeError
 
 
-class SparkHiccup(Exception):
+class TransientSparkFailure(Exception):
     """The query failed inside Spark, not in user code: worth one more attempt; `summary` says what failed."""
 
     def __init__(self, error: BaseException, summary: str) -> None:
@@ -39,7 +39,7 @@ class SparkHiccup(Exception):
 def run_failure(
     plan: Plan,
     checkpoint: Location,
-    box: FailureBox,
+    box: ReportedFailures,
     query_error: Optional[BaseException],
     *others: Optional[BaseException],
     resumable: bool = False,
@@ -67,7 +67,9 @@ def run_failure(
             return FlowsparkRuntimeError(msg)
         fault = spark_fault(err)
         if fault is not None:
-            return SparkHiccup(fault.as_error(plan.flow_id, resumable), f"flow {plan.flow_id!r}: {fault.line}")
+            return TransientSparkFailure(
+                fault.as_error(plan.flow_id, resumable), f"flow {plan.flow_id!r}: {fault.line}"
+            )
         if err is not query_error:
             return err
     return None

@@ -8,7 +8,7 @@ sorted key order at the end.  flowspark reads many rounds per micro-batch
 and spreads them over Spark's tasks, so every run of items carries an
 `Order`, per source batch or per logic call (never per item):
 
-- `round`: the source hub's global poll number of the batch it came from
+- `round`: the driver inputs' global poll number of the batch it came from
   (`EOF_ROUND`, plus the step's `plan.eof_delays`, for `on_eof`;
   `START_ROUND` for wake-ups that fell due
   before the micro-batch began, which Spark's timers and the check of

@@ -3,7 +3,7 @@
 Spark reports a failed Python task to the driver only as text, and that
 text can hold input data (`int(line)` puts the line in its message).  So
 nothing is ever read back out of the text: a worker hands the exception
-itself to the driver's `FailureBox` over the authenticated driver link,
+itself to the driver's `ReportedFailures` over the authenticated driver link,
 under a random token, and its error text names only that token.  The driver
 looks the tokens it finds in Spark's text up in its box; text that imitates
 a token finds nothing (tokens are random) or a failure a worker really
@@ -339,7 +339,7 @@ def as_user_error(record: FailureRecord) -> BaseException:
     return err
 
 
-class FailureBox:
+class ReportedFailures:
     """The driver's store of failures workers reported, by token, in the order they came.
 
     `reported` is set by the first report: the run stops on it at once,
@@ -387,7 +387,7 @@ class FailureBox:
         return None if token is None else self._error(token)
 
 
-def resolve(error: BaseException, box: Optional[FailureBox]) -> Optional[BaseException]:
+def resolve(error: BaseException, box: Optional[ReportedFailures]) -> Optional[BaseException]:
     """The user error behind `error`: a `StepFailure` raised in this process, or one a worker reported."""
     if isinstance(error, StepFailure):  # its cause still has its own traceback
         return as_user_error(FailureRecord(error.message, error.cause, error.bare, []))

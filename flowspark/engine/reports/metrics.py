@@ -97,7 +97,7 @@ FLUSH_SECONDS = 1.0
 
 
 class Meter:
-    """Counts and timings of the steps one Spark task (or the driver's source hub or sink writer) runs.
+    """Counts and timings of the steps one Spark task (or the driver's inputs or sink writer) runs.
 
     `report` receives each non-empty `Reading` at `flush`, which the
     meter also does itself when it counts `FLUSH_SECONDS` after the last.

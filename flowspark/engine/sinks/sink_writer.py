@@ -14,7 +14,7 @@ crash is skipped, or (if the crash hit mid-write) rewritten from partitions
 rebuilt at the previous snapshot, which is how `FileSink` avoids duplicates.
 A `MicroBatchSink` gets the whole batch at once with its id and the run's
 id (kept beside the ledger), so it can make a rewrite replace the first try;
-partitions written here or in the tasks can read both (`sink_batch`), so
+partitions written here or in the tasks can read both (`batch_id`), so
 that one which can't cut back (a database table) can skip a batch it
 already committed.
 When the run keeps one worker's order (`Plan.ordered`), each output's and
@@ -271,7 +271,7 @@ class SinkWriter:
         self._wake_ups = wake_ups
         """Hears the stateful buckets' wake-up reports (`wake_ups`), if the run's query asks for ticks."""
         self._behind = WriteBehind() if write_behind else None
-        """Writes each batch while Spark computes the next (`write_behind`), if the run can't resume."""
+        """Writes each batch while Spark computes the next (`async_write`), if the run can't resume."""
         self._trace: Optional[BatchTrace] = None
         """The span of the batch being written (micro-batches are written one at a time)."""
         self._writing = threading.Condition()

@@ -59,7 +59,7 @@ class ReadLimits:
     max_seconds: float = 5.0
 
 
-class SourceHub:
+class DriverInputs:
     """Serves offsets and data to Spark's source through the driver's server; owns the partitions.
 
     Each source partition is split into `pieces` for Spark's tasks; a

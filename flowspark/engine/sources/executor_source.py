@@ -2,7 +2,7 @@
 
 A `FixedPartitionedSource` whose class says it need not live in the
 user's process (`Source.lives_in_driver` false, as the file sources say)
-is read here rather than in the driver's `SourceHub`.  Its partitions are
+is read here rather than in the driver's `DriverInputs`.  Its partitions are
 listed once, on the driver, at the start of a run.  For each micro-batch
 every partition still reading gets one Spark task, which builds the
 partition from the snapshot the previous micro-batch left in the
@@ -16,7 +16,7 @@ snapshots back to learn which partitions ended: once all have, the next
 micro-batch carries only the end of the input.  A partition that raises
 `AbortExecution` ends the run after the micro-batch it raised in; what it
 emitted before is kept.  `DynamicSource`s and driver-resident sources stay
-with the `SourceHub`; a flow may mix both, and the offset then also holds
+with the `DriverInputs`; a flow may mix both, and the offset then also holds
 the hub's.
 
 A partition that caught up (its last reading stopped at an empty batch,
@@ -134,7 +134,7 @@ class Position:
     idle: Tuple[int, ...] = ()
     """The executor partitions not read in this micro-batch: ended, asleep, or all at an end."""
     hub: Optional[Offset] = None
-    """The `SourceHub`'s offset, if the flow has driver-resident sources."""
+    """The `DriverInputs`'s offset, if the flow has driver-resident sources."""
     hub_done: bool = False
     """The hub's sources ended in this run of the input (its offset's own end may be a finished run's)."""
 

@@ -3,7 +3,7 @@
 Its driver-side methods (offsets, planning partitions) run in a Python
 process Spark starts (the planner).  Partitions that live in the executors
 (`executor_source`) are planned there from their snapshots alone; for the
-driver-resident ones it asks the `SourceHub` in the user's process.
+driver-resident ones it asks the `DriverInputs` in the user's process.
 `read()` runs in Spark's Python workers: it reads an executor partition
 itself, or fetches a piece of pickled batches from the hub, pushes the
 batches through the stateless steps right after the inputs (the fused
@@ -67,7 +67,7 @@ def encode_options(
     """The options Spark passes to the source: how to reach the driver, the workers' plan, the state groups.
 
     `inputs` are the partitions read in the executors, `driver_parts` says
-    whether the driver's `SourceHub` has any; `metered` makes each task count its
+    whether the driver's `DriverInputs` has any; `metered` makes each task count its
     steps' items and report them to the driver (`metrics`).
     """
     return {

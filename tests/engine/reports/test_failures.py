@@ -117,12 +117,12 @@ RETRIES = """
 import os, signal, sys
 from pyspark import TaskContext
 from flowspark.engine.reports.driver_link import DriverServer
-from flowspark.engine.reports.failures import FailureBox, StepFailure, reported_to
+from flowspark.engine.reports.failures import ReportedFailures, StepFailure, reported_to
 from flowspark.engine.spark.session import get_session
 
 calls = sys.argv[1]
 server = DriverServer()
-box = FailureBox(server)
+box = ReportedFailures(server)
 link = server.link
 
 

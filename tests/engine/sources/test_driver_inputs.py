@@ -18,7 +18,7 @@ from flowspark.engine.plan.line_blocks import LineBlock
 from flowspark.engine.plan.plan import build_plan
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import StepFailure
-from flowspark.engine.sources.driver_inputs import Offset, ReadLimits, SourceHub
+from flowspark.engine.sources.driver_inputs import DriverInputs, Offset, ReadLimits
 from flowspark.inputs import (
     AbortExecution,
     DynamicSource,
@@ -141,14 +141,14 @@ class _SleepySource(FixedPartitionedSource[int, None]):
 
 def _hub(
     server: DriverServer, *sources: Source[Any], max_items: int = 1000, pieces: int = 1, workers: int = 1
-) -> SourceHub:
+) -> DriverInputs:
     flow = Dataflow("hub")
     for i, source in enumerate(sources):
         op.output(f"out{i}", op.input(f"inp{i}", flow, source), TestingSink([]))
-    return SourceHub(build_plan(flow), server, ReadLimits(max_items, 5.0), pieces, workers=workers)
+    return DriverInputs(build_plan(flow), server, ReadLimits(max_items, 5.0), pieces, workers=workers)
 
 
-def _items(hub: SourceHub, start: Offset, end: Offset) -> Dict[str, List[Any]]:
+def _items(hub: DriverInputs, start: Offset, end: Offset) -> Dict[str, List[Any]]:
     """The items each piece of the range carries, by origin, as a task would fetch them."""
     found: Dict[str, List[Any]] = {}
     for origin, _, number, index, _, _ in hub.partition_data(start, end):
@@ -157,7 +157,7 @@ def _items(hub: SourceHub, start: Offset, end: Offset) -> Dict[str, List[Any]]:
     return found
 
 
-def _read_all(hub: SourceHub) -> Tuple[List[Offset], List[Any]]:
+def _read_all(hub: DriverInputs) -> Tuple[List[Offset], List[Any]]:
     """Every offset the hub hands out until it stops moving, and all the items in order."""
     offsets = [hub.initial_offset()]
     items: List[Any] = []
