@@ -98,7 +98,7 @@ def _role(pid: int, root: int) -> str:
 
 def _forked_by_fork_server(pid: int, args: List[bytes]) -> bool:
     """Whether `pid` is a child of flowspark's fork server (a child keeps its parent's command line)."""
-    if not (len(args) > 2 and args[2].endswith((b".python_forks", b".fork_server"))):
+    if not (len(args) > 2 and args[2].endswith(b".fork_server")):
         return False
     try:
         with open(f"/proc/{pid}/stat") as f:
