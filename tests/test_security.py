@@ -238,6 +238,7 @@ def test_a_run_keeps_its_recovery_directory_private(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("delay", [0.4, 1.0])
 def test_ctrl_c_while_spark_starts_leaves_no_process_behind(tmp_path: Path, delay: float) -> None:
+    """A run's own Spark (a warm server, started for later runs too, outlives the run on purpose)."""
     (tmp_path / "tiny_flow.py").write_text(
         "import flowspark.operators as op\nfrom flowspark.dataflow import Dataflow\n"
         "from flowspark.testing import TestingSource\nfrom flowspark.connectors.stdio import StdOutSink\n"
@@ -246,6 +247,7 @@ def test_ctrl_c_while_spark_starts_leaves_no_process_behind(tmp_path: Path, dela
     run = subprocess.Popen(
         [sys.executable, "-m", "flowspark.run", "tiny_flow:flow"],
         cwd=tmp_path,
+        env=dict(os.environ, FLOWSPARK_WARM_SPARK="0"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 from contextlib import contextmanager
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Set
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import pyspark
 from pyspark.errors import PySparkRuntimeError
@@ -121,11 +121,10 @@ def get_session(
     chosen = spark_settings(local, archive_options, given)
     for key, value in chosen.items():
         builder = builder.config(key, value)
-    if local:
-        _fork_pythons(chosen.get("spark.python.unix.domain.socket.dir"))
+    forked_python = _fork_pythons(chosen.get("spark.python.unix.domain.socket.dir")) if local else None
     threading.Thread(target=_import_gateway_converters, name="flowspark-import", daemon=True).start()
     try:
-        with _jvm_environment(local), _no_orphan_jvm(), jvm_ignores_sigterm():
+        with _jvm_environment(local, forked_python), _no_orphan_jvm(), jvm_ignores_sigterm():
             spark = _started(builder.getOrCreate)
     except Exception as ex:
         # Spark gives up on an unreachable master after about a minute of
@@ -218,11 +217,13 @@ def spark_settings(local: bool, java_options: str, conf: Dict[str, str]) -> Dict
     return chosen
 
 
-_FORK_SERVERS: List["subprocess.Popen[bytes]"] = []
+_FORK_SERVER: List[Tuple["subprocess.Popen[bytes]", str]] = []
+"""This process's fork server and the program that uses it, once started."""
 
 
-def _fork_pythons(directory: Optional[str]) -> None:
-    """Have the Pythons a local Spark starts forked from one that imported PySpark and flowspark while the JVM started.
+def _fork_pythons(directory: Optional[str]) -> Optional[str]:
+    """The Python a local Spark is to start: a program whose Pythons fork from one that imported PySpark and
+    flowspark while the JVM started; None to keep `PYSPARK_PYTHON`.
 
     Spark starts fresh Pythons for a run: a daemon per kind of task (the
     source's, the state's, a data source's planning), whose workers
@@ -231,16 +232,21 @@ def _fork_pythons(directory: Optional[str]) -> None:
     fork server (`fork_server`, the warm server's), they import nothing
     and start at their first step.  Only for a Spark started by the
     process's main thread (the fork server dies with the thread that
-    started it), with its Python (`PYSPARK_PYTHON`) this process's own and
-    its Unix socket in `directory`, a private one; once per process.
+    started it), with `PYSPARK_PYTHON` this process's own Python and the
+    socket in `directory`, a private one; one fork server per process.
+    The program is given to the JVM and the Spark context as they start,
+    never left in this process's environment, where other processes it
+    starts (a warm server's supervisor, say) would inherit it.
     """
-    if _FORK_SERVERS or directory is None or threading.current_thread() is not threading.main_thread():
-        return
+    if _FORK_SERVER:
+        return _FORK_SERVER[0][1]
+    if directory is None or threading.current_thread() is not threading.main_thread():
+        return None
     started = fork_server.start(directory, os.environ["PYSPARK_PYTHON"], connect=False, output=subprocess.DEVNULL)
-    if started is not None:
-        server, program = started
-        _FORK_SERVERS.append(server)
-        os.environ["PYSPARK_PYTHON"] = program
+    if started is None:
+        return None
+    _FORK_SERVER.append(started)
+    return started[1]
 
 
 def _import_gateway_converters() -> None:
@@ -345,9 +351,10 @@ def jvm_environment(local: bool) -> Dict[str, str]:
 
 
 @contextmanager
-def _jvm_environment(local: bool) -> Iterator[None]:
-    """While the driver's JVM starts, which takes its environment from ours: `jvm_environment`, restored afterwards."""
-    added = jvm_environment(local)
+def _jvm_environment(local: bool, python: Optional[str]) -> Iterator[None]:
+    """While the driver's JVM and the Spark context start, which take their environment from ours: `jvm_environment`
+    and `python` as `PYSPARK_PYTHON` (if given), restored afterwards."""
+    added = {**jvm_environment(local), **({"PYSPARK_PYTHON": python} if python else {})}
     saved = {name: os.environ.get(name) for name in added}
     os.environ.update(added)
     try:
