@@ -443,7 +443,7 @@ class Result:
         return self.wall is not None and self.rc == 0
 
 
-def _input_for(cache_dir: Path, flow: str, size: int, keys: int) -> Path:
+def input_for(cache_dir: Path, flow: str, size: int, keys: int) -> Path:
     """The input file (or, for `SPLIT` flows, folder) that `flow` reads."""
     if flow in SPLIT:
         return ensure_split_input(cache_dir, size, keys)
@@ -953,7 +953,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if flow == "kafka" and tansu is None:
             continue
         for keys, size in ((k, n) for k in args.keys for n in args.sizes):
-            input_file = _input_for(args.cache_dir, flow, size, keys)
+            input_file = input_for(args.cache_dir, flow, size, keys)
             broker = KafkaBroker(tansu, input_file) if flow == "kafka" and tansu else None
             group: List[Result] = []
             try:

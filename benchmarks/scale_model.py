@@ -9,7 +9,8 @@ It runs the flow on flowspark (each run with a Spark of its own) on
   more cores and executors spread;
 - `d`: driver-side CPU per event (the user's process and the Python
   processes Spark starts for it), which nothing spreads: the driver reads
-  a driver-resident source's items and plans every micro-batch;
+  a driver-resident source's items and plans every micro-batch (and the
+  same for the `partitioned` flow, whose partitions Spark's tasks read);
 - `f`: the fixed cost of a run (wall time at no events), and `b`, the wall
   time each extra micro-batch costs (from a run of the same size in
   micro-batches of `--batch-items`);
@@ -37,7 +38,6 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from benchmarks import run
-from benchmarks.data import ensure_input
 
 DEFAULT_BATCH_ITEMS = 1_000_000
 """flowspark's micro-batch limit per source partition (`--max-batch-items`)."""
@@ -55,12 +55,15 @@ class Fit:
     per_batch: float
     per_key_touched: float
     wall_per_event: float
+    driver_per_event_partitioned: float
+    """`d` when the source's partitions are read in Spark's tasks (the `partitioned` flow: `DirSource` in, `DirSink`
+    out), as a `KafkaSource`'s are."""
 
 
 def _runs(args: argparse.Namespace, master: str, flow: str, size: int, keys: int, batch: Optional[int]) -> run.Result:
     args.conf = [f"spark.master={master}"]
     args.max_batch_items = batch
-    return run.run_one(args, flow, "flowspark", size, ensure_input(args.cache_dir, size, keys), {}, keys=keys)
+    return run.run_one(args, flow, "flowspark", size, run.input_for(args.cache_dir, flow, size, keys), {}, keys=keys)
 
 
 def _executor_cpu(r: run.Result) -> float:
@@ -93,7 +96,10 @@ def fit(args: argparse.Namespace) -> Fit:
     touched = keys_touched(args.keys_events, MANY_KEYS, args.batch_items) - keys_touched(
         args.keys_events, FEW_KEYS, args.batch_items
     )
+    split_small = _runs(args, "local[1]", "partitioned", small, run.KEYS, None)
+    split_large = _runs(args, "local[1]", "partitioned", large, run.KEYS, None)
     return Fit(
+        driver_per_event_partitioned=(split_large.driver_side_cpu - split_small.driver_side_cpu) / span,
         executor_per_event=(_executor_cpu(b) - _executor_cpu(a)) / span,
         driver_per_event=(b.driver_side_cpu - a.driver_side_cpu) / span,
         fixed=a.wall - wall_per_event * small,
@@ -124,8 +130,9 @@ def check(args: argparse.Namespace, costs: Fit) -> List[str]:
     return ["| run | events | predicted wall s | measured wall s | error |", "|---|---|---|---|---|", *rows]
 
 
-def cluster(costs: Fit, cores: int, batch: int) -> List[str]:
-    """The model's throughput for clusters of `executors` x `cores` with `batch` items per micro-batch and task."""
+def cluster(costs: Fit, driver_per_event: float, cores: int, batch: int) -> List[str]:
+    """The model's throughput for clusters of `executors` x `cores` with `batch` items per micro-batch and task, the
+    driver spending `driver_per_event`."""
     rows = [
         "| executors | keys | events/s | limited by | micro-batch s | driver's share of its core |",
         "|---|---|---|---|---|---|",
@@ -137,7 +144,7 @@ def cluster(costs: Fit, cores: int, batch: int) -> List[str]:
             touched = keys * (1 - math.exp(-items / keys))
             work = items * costs.executor_per_event + touched * costs.per_key_touched
             executor_time = work / slots
-            driver_time = items * costs.driver_per_event
+            driver_time = items * driver_per_event
             batch_time = costs.per_batch + max(executor_time, driver_time)
             rate = items / batch_time
             limit = "driver" if driver_time > executor_time else "executors"
@@ -145,7 +152,7 @@ def cluster(costs: Fit, cores: int, batch: int) -> List[str]:
                 limit = "micro-batch cost"
             rows.append(
                 f"| {executors} | {keys:,} | {rate:,.0f} | {limit} | {batch_time:.2f} | "
-                f"{100 * rate * costs.driver_per_event:.0f} % |"
+                f"{100 * rate * driver_per_event:.0f} % |"
             )
     return rows
 
@@ -171,7 +178,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"### Costs fitted on local[1] ({args.flow}; {os.getloadavg()[0]:.1f} load at the end)",
         "",
         f"- executor CPU per event e = {costs.executor_per_event * 1e6:.2f} us; driver-side CPU per event d = "
-        f"{costs.driver_per_event * 1e6:.3f} us; wall per event on one core {costs.wall_per_event * 1e6:.2f} us",
+        f"{costs.driver_per_event * 1e6:.3f} us ({costs.driver_per_event_partitioned * 1e6:.3f} us when the source's "
+        f"partitions are read in Spark's tasks); wall per event on one core {costs.wall_per_event * 1e6:.2f} us",
         f"- fixed cost of a run f = {costs.fixed:.1f} s; each extra micro-batch b = {costs.per_batch * 1000:.0f} ms; "
         f"CPU per key touched in a micro-batch k = {costs.per_key_touched * 1e6:.1f} us",
         "",
@@ -179,10 +187,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "",
         *check(args, costs),
         "",
-        f"### The model for clusters ({args.cores} cores per executor, the driver on its own machine, "
-        f"{args.batch_items:,} items per source partition and micro-batch)",
+        f"### The model for clusters, a source the driver reads ({args.cores} cores per executor, the driver on its "
+        f"own machine, {args.batch_items:,} items per source partition and micro-batch)",
         "",
-        *cluster(costs, args.cores, args.batch_items),
+        *cluster(costs, costs.driver_per_event, args.cores, args.batch_items),
+        "",
+        "### The same, a source whose partitions Spark's tasks read (Kafka, `DirSource`)",
+        "",
+        *cluster(costs, costs.driver_per_event_partitioned, args.cores, args.batch_items),
     ]
     print("\n".join(out))
     return 0
