@@ -102,7 +102,8 @@ def fit(args: argparse.Namespace) -> Fit:
     split_small = _runs(args, "local[1]", "partitioned", small, run.KEYS, None)
     split_large = _runs(args, "local[1]", "partitioned", large, run.KEYS, None)
     return Fit(
-        driver_per_event_partitioned=(split_large.driver_side_cpu - split_small.driver_side_cpu) / span,
+        # A few hundredths of a microsecond: two runs may measure it below zero, which means none.
+        driver_per_event_partitioned=max(0.0, (split_large.driver_side_cpu - split_small.driver_side_cpu) / span),
         executor_per_event=(_executor_cpu(b) - _executor_cpu(a)) / span,
         driver_per_event=(b.driver_side_cpu - a.driver_side_cpu) / span,
         fixed=a.wall - wall_per_event * small,
