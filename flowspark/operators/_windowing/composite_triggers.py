@@ -262,8 +262,35 @@ class AfterEach(_Combined):
         return book.step >= len(self.triggers)
 
 
+class _Wrapping(Trigger):
+    """A trigger around one other: it sees every value, time and reset as `trigger` does; subclasses decide what
+    a fire of it means."""
+
+    trigger: Trigger
+
+    @override
+    def after_value(self, book: WindowBook, value: Any) -> bool:
+        return self.trigger.after_value(book, value)
+
+    @override
+    def due(self, book: WindowBook, now: datetime) -> bool:
+        return self.trigger.due(book, now)
+
+    @override
+    def now(self) -> Optional[datetime]:
+        return self.trigger.now()
+
+    @override
+    def wake_at(self, book: WindowBook) -> Optional[datetime]:
+        return self.trigger.wake_at(book)
+
+    @override
+    def reset(self, book: WindowBook) -> None:
+        self.trigger.reset(book)
+
+
 @dataclass(frozen=True)
-class Repeatedly(Trigger):
+class Repeatedly(_Wrapping):
     """Fire whenever `trigger` fires, starting it over each time it finishes; never finishes (Beam's `Repeatedly`).
 
     Over a built-in trigger, which never finishes, it changes nothing; over
@@ -299,30 +326,10 @@ class Repeatedly(Trigger):
     purge: bool = False
 
     @override
-    def after_value(self, book: WindowBook, value: Any) -> bool:
-        return self.trigger.after_value(book, value)
-
-    @override
-    def due(self, book: WindowBook, now: datetime) -> bool:
-        return self.trigger.due(book, now)
-
-    @override
-    def now(self) -> Optional[datetime]:
-        return self.trigger.now()
-
-    @override
-    def wake_at(self, book: WindowBook) -> Optional[datetime]:
-        return self.trigger.wake_at(book)
-
-    @override
     def on_fire(self, book: WindowBook) -> bool:
         if self.trigger.on_fire(book):
             self.trigger.reset(book)
         return False
-
-    @override
-    def reset(self, book: WindowBook) -> None:
-        self.trigger.reset(book)
 
     @override
     def problem(self) -> Optional[str]:
@@ -330,7 +337,7 @@ class Repeatedly(Trigger):
 
 
 @dataclass(frozen=True)
-class Once(Trigger):
+class Once(_Wrapping):
     """Fire when `trigger` first fires, then finish: Beam's one-shot triggers (`AfterCount(n)` is `Once(CountTrigger(n))`).
 
     Used under `AfterEach` (so that the next trigger gets its turn) and
@@ -342,29 +349,9 @@ class Once(Trigger):
     purge: bool = False
 
     @override
-    def after_value(self, book: WindowBook, value: Any) -> bool:
-        return self.trigger.after_value(book, value)
-
-    @override
-    def due(self, book: WindowBook, now: datetime) -> bool:
-        return self.trigger.due(book, now)
-
-    @override
-    def now(self) -> Optional[datetime]:
-        return self.trigger.now()
-
-    @override
-    def wake_at(self, book: WindowBook) -> Optional[datetime]:
-        return self.trigger.wake_at(book)
-
-    @override
     def on_fire(self, book: WindowBook) -> bool:
         self.trigger.on_fire(book)
         return True
-
-    @override
-    def reset(self, book: WindowBook) -> None:
-        self.trigger.reset(book)
 
     @override
     def problem(self) -> Optional[str]:
