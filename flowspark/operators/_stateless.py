@@ -4,14 +4,20 @@ The inner step ids (`flat_map_batch`, `flat_map`, `map`, ...) match
 Bytewax's, so qualified ids in error messages read the same on both engines.
 Mappers return lists rather than lazy generators so that a user function's
 exception is raised while the runtime is calling the step's mapper.
+
+Bytewax writes `filter`, `filter_map`, `key_on`, `key_rm` and `map_value`
+as a function of one item handed to `flat_map` or `map`.  Here each also
+comes with the same mapping written for a whole batch (`_BatchForm`), which
+`flat_map` and `map` give straight to `flat_map_batch`: the steps and their
+ids are Bytewax's, and an item no longer costs a call of the one-item
+function, a tuple and a generator step on top of the user's own function.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable as IterableABC
 from dataclasses import dataclass
-from itertools import chain
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Generic, Iterable, List, NoReturn, Optional, Tuple
 
 from typing_extensions import override
 
@@ -28,6 +34,28 @@ def _check_bool(keep: Any, predicate: Callable[..., Any], step_id: str) -> bool:
         )
         raise TypeError(msg)
     return keep
+
+
+def _not_str_key(k: Any, key: Callable[..., Any], step_id: str) -> NoReturn:
+    msg = f"return value of `key` {f_repr(key)} in step {step_id!r} must be a `str`; got a {type(k)!r} instead"
+    raise TypeError(msg)
+
+
+class _BatchForm(Generic[X, Y]):
+    """A one-item mapper for `map` or `flat_map`, with the same mapping over a whole batch (`batch`).
+
+    `map` and `flat_map` give `batch` to `flat_map_batch` in place of their
+    own loop over the one-item function (see the module's doc).
+    """
+
+    __slots__ = ("_one", "batch")
+
+    def __init__(self, one: Callable[[X], Y], batch: Callable[[List[X]], List[Any]]) -> None:
+        self._one = one
+        self.batch = batch
+
+    def __call__(self, item: X) -> Y:
+        return self._one(item)
 
 
 @operator
@@ -51,6 +79,8 @@ def map(  # noqa: A001 - Bytewax's operator name
     assert out == [11, 12, 13]
     ```
     """
+    if isinstance(mapper, _BatchForm):
+        return flat_map_batch("flat_map_batch", up, mapper.batch)
 
     def shim_mapper(xs: List[X]) -> List[Y]:
         return [mapper(x) for x in xs]
@@ -79,9 +109,15 @@ def flat_map(
     assert out == ["to", "be", "or", "not"]
     ```
     """
+    if isinstance(mapper, _BatchForm):
+        return flat_map_batch("flat_map_batch", up, mapper.batch)
 
     def shim_mapper(xs: List[X]) -> List[Y]:
-        return list(chain.from_iterable(mapper(x) for x in xs))
+        out: List[Y] = []
+        extend = out.extend
+        for x in xs:
+            extend(mapper(x))
+        return out
 
     return flat_map_batch("flat_map_batch", up, shim_mapper)
 
@@ -138,7 +174,14 @@ def filter(  # noqa: A001 - Bytewax's operator name
     def shim_mapper(x: X) -> Tuple[X, ...]:
         return (x,) if _check_bool(predicate(x), predicate, step_id) else ()
 
-    return flat_map("flat_map", up, shim_mapper)
+    def kept(xs: List[X]) -> List[X]:
+        return [
+            x
+            for x in xs
+            if (keep := predicate(x)) is True or (keep is not False and _check_bool(keep, predicate, step_id))
+        ]
+
+    return flat_map("flat_map", up, _BatchForm(shim_mapper, kept))
 
 
 @operator
@@ -167,7 +210,10 @@ def filter_map(
         y = mapper(x)
         return () if y is None else (y,)
 
-    return flat_map("flat_map", up, shim_mapper)
+    def mapped(xs: List[X]) -> List[Y]:
+        return [y for x in xs if (y := mapper(x)) is not None]
+
+    return flat_map("flat_map", up, _BatchForm(shim_mapper, mapped))
 
 
 @operator
@@ -191,11 +237,13 @@ def key_on(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[
     def shim_mapper(x: X) -> Tuple[str, X]:
         k = key(x)
         if not isinstance(k, str):
-            msg = f"return value of `key` {f_repr(key)} in step {step_id!r} must be a `str`; got a {type(k)!r} instead"
-            raise TypeError(msg)
+            _not_str_key(k, key, step_id)
         return (k, x)
 
-    return map("map", up, shim_mapper)
+    def keyed(xs: List[X]) -> List[Tuple[str, X]]:
+        return [(k, x) for x in xs if isinstance(k := key(x), str) or _not_str_key(k, key, step_id)]
+
+    return map("map", up, _BatchForm(shim_mapper, keyed))
 
 
 @operator
@@ -220,7 +268,10 @@ def key_rm(step_id: str, up: KeyedStream[X]) -> Stream[X]:
         _k, v = k_v
         return v
 
-    return map("map", up, shim_mapper)
+    def values(xs: List[Tuple[str, X]]) -> List[X]:
+        return [v for _k, v in xs]
+
+    return map("map", up, _BatchForm(shim_mapper, values))
 
 
 @operator
@@ -249,7 +300,10 @@ def map_value(
         k, v = k_v
         return (k, mapper(v))
 
-    return map("map", up, shim_mapper)
+    def mapped(xs: List[Tuple[str, V]]) -> List[Tuple[str, W]]:
+        return [(k, mapper(v)) for k, v in xs]
+
+    return map("map", up, _BatchForm(shim_mapper, mapped))
 
 
 @operator

@@ -81,6 +81,10 @@ ERROR_CASES = [
     ("flatten", lambda op, up: op.flatten("s", up), [[1], 2]),
     ("flat_map_value", lambda op, up: op.flat_map_value("s", up, list), [5]),
     ("key_rm", lambda op, up: op.key_rm("s", up), [("a", 1, 2)]),
+    ("filter_after_a_bool", lambda op, up: op.filter("s", up, lambda x: x > 1 or x), [2, 0]),
+    ("key_on_after_a_str", lambda op, up: op.key_on("s", up, lambda x: x), ["a", 1]),
+    ("map_value", lambda op, up: op.map_value("s", up, len), [("a", "x"), 5]),
+    ("flat_map", lambda op, up: op.flat_map("s", up, lambda x: x), [[1], 2]),
 ]
 
 
