@@ -207,21 +207,22 @@ class _Bucket:
         return sorted(keys)
 
     def slot_groups(self, keys: List[str]) -> Iterator[List[Tuple[int, str]]]:
-        """`keys` with their slots, in groups that each fall in at most `SLOT_GROUP` slots, groups in slot order."""
+        """`keys` (sorted) with their slots, in groups that each fall in at most `SLOT_GROUP` slots, in slot order.
+
+        Within a slot the keys keep their order.
+        """
         slot_count = self._state.slot_count
-        group: List[Tuple[int, str]] = []
-        slots_in_group = 0
-        last_slot = -1
-        for slot, key in sorted((keyed_state.slot_of(k, slot_count), k) for k in keys):
-            if slot != last_slot:
-                if slots_in_group == SLOT_GROUP:
-                    yield group
-                    group, slots_in_group = [], 0
-                slots_in_group += 1
-                last_slot = slot
-            group.append((slot, key))
-        if group:
-            yield group
+        by_slot: Dict[int, List[str]] = {}
+        for key in keys:
+            slot = keyed_state.slot_of(key, slot_count)
+            found = by_slot.get(slot)
+            if found is None:
+                by_slot[slot] = [key]
+            else:
+                found.append(key)
+        slots = sorted(by_slot)
+        for start in range(0, len(slots), SLOT_GROUP):
+            yield [(slot, key) for slot in slots[start : start + SLOT_GROUP] for key in by_slot[slot]]
 
     def keys_by_slot(self) -> Iterator[List[str]]:
         """The bucket's keys, one slot's (sorted) at a time; each slot is read only when its turn comes."""

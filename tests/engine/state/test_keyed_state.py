@@ -19,6 +19,8 @@ from flowspark.engine.state.keyed_state import (
     state_variables,
 )
 from flowspark.engine.state.keyed_state_cache import SlotCache
+from flowspark.engine.state.stateful import SLOT_GROUP
+from flowspark.engine.state.stateful import _Bucket as BucketKeys
 
 _InMemoryStatefulProcessorHandle = pytest.importorskip(
     "pyspark.sql.streaming.tws_tester", reason="PySpark 4.2 on has it"
@@ -298,3 +300,20 @@ def test_a_grown_bucket_is_read_alike_by_the_worker_that_grew_it_and_by_another(
         state = bucket.open(cache=cache)
         assert dict(state.items()) == {key: Stored(key.encode(), None) for key in keys}
         assert all(state.get(key) == Stored(key.encode(), None) for key in keys)
+
+
+def test_a_micro_batch_goes_through_its_keys_a_group_of_slots_at_a_time_in_slot_order() -> None:
+    bucket = _Bucket()
+    state = bucket.open()
+    keys = sorted(f"user{i}" for i in range(SLOT_KEYS * SLOT_GROUP * 3))
+    for key in keys:
+        state.put(key, 1, None)
+    bucket.save(state)
+    state = bucket.open()
+    slot_count = state.slot_count
+    assert slot_count > SLOT_GROUP
+    groups = list(BucketKeys("flow.step", lambda resume: None, state).slot_groups(keys))
+    flat = [pair for group in groups for pair in group]
+    assert flat == sorted((slot_of(key, slot_count), key) for key in keys)
+    assert all(len({slot for slot, _ in group}) <= SLOT_GROUP for group in groups)
+    assert len(groups) == -(-len({slot for slot, _ in flat}) // SLOT_GROUP)
