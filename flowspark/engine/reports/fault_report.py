@@ -95,11 +95,28 @@ def _loss(why: str) -> str:
     return f"was lost ({why.strip().rstrip('.')})"
 
 
-def _what_failed(reason: str, executor: str, host: str) -> str:
-    """The failure of the last attempt, said plainly, from Spark's text of it."""
+def _python_error(text: str) -> Optional[str]:
+    """The exception line (`Type: message`) of the last Python traceback in Spark's text, if it holds one.
+
+    A Python worker's failure reaches the driver as the worker's whole
+    traceback, whose first line says only that a Python worker raised.
+    """
+    _, found, tail = text.rpartition("Traceback (most recent call last):")
+    if not found:
+        return None
+    for line in tail.splitlines()[1:]:
+        if line.strip() and not line[0].isspace():
+            return line.strip()
+    return None
+
+
+def _what_failed(reason: str, executor: str, host: str, raised: Optional[str]) -> str:
+    """The failure of the last attempt, said plainly, from Spark's text of it (`raised`: a Python worker's exception)."""
     lost = _EXECUTOR_LOST.search(reason)
     if lost is not None:
         return f"executor {executor} on {host} {_loss(lost.group('why'))}"
+    if raised is not None:
+        return f"a Python worker of executor {executor} on {host} raised {raised[:300]}"
     if "Python worker exited unexpectedly" in reason:
         return f"a Python worker of executor {executor} on {host} crashed"
     if "FetchFailed" in reason:
@@ -140,7 +157,8 @@ def spark_fault(error: BaseException) -> Optional[SparkFault]:
         attempts = int(failed.group("attempts"))
         tried = "after 1 attempt" if attempts == 1 else f"after {attempts} attempts"
         line = (
-            f"{_what_failed(failed.group('reason'), executor, host)}, and Spark gave up {tried} of task "
+            f"{_what_failed(failed.group('reason'), executor, host, _python_error(text[failed.start('reason') :]))}, "
+            f"and Spark gave up {tried} of task "
             f"{failed.group('task')} in stage {failed.group('stage')}"
         )
         url = _log_url(executor)
@@ -158,6 +176,9 @@ def spark_fault(error: BaseException) -> Optional[SparkFault]:
         return SparkFault(
             f"{what}, and Spark gave up after {gave_up.group('attempts')} attempts of {gave_up.group('stage')}", error
         )
+    raised = _python_error(text)
+    if raised is not None:
+        return SparkFault(f"Spark failed: a Python worker raised {raised[:500]}", error)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip() and not line.lstrip().startswith("at ")]
     causes = [line for line in lines if line.startswith("Caused by:")]
     summary = causes[-1][len("Caused by:") :].strip() if causes else (lines[0] if lines else repr(error))

@@ -111,6 +111,33 @@ def test_another_spark_error_is_its_deepest_cause_in_one_line() -> None:
     assert fault is not None and fault.line == "Spark failed: java.net.ConnectException: Connection refused"
 
 
+_WORKER_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/venv/lib/python3.11/site-packages/pyspark/worker.py", line 4327, in invoke_udf\n'
+    "    run_process()\n"
+    '  File "/venv/lib/python3.11/site-packages/flowspark/engine/state/keyed_state.py", line 243, in save\n'
+    '    with open(path, "wb") as f:\n'
+    "         ^^^^^^^^^^^^^^^^\n"
+    "FileNotFoundError: [Errno 2] No such file or directory: '/scratch/slot'\n"
+)
+
+
+def test_a_python_worker_s_error_is_its_exception_line() -> None:
+    error = PySparkException(message="An exception was thrown from the Python worker:\n" + _WORKER_TRACEBACK)
+    fault = spark_fault(error)
+    assert fault is not None and fault.line == (
+        "Spark failed: a Python worker raised FileNotFoundError: [Errno 2] No such file or directory: '/scratch/slot'"
+    )
+
+
+def test_a_task_that_failed_in_a_python_worker_names_the_worker_s_exception() -> None:
+    fault = spark_fault(_aborted("org.apache.spark.api.python.PythonException: " + _WORKER_TRACEBACK, attempts=1))
+    assert fault is not None and fault.line.startswith(
+        "a Python worker of executor 0 on 10.0.0.7 raised FileNotFoundError: [Errno 2] No such file or directory:"
+        " '/scratch/slot', and Spark gave up after 1 attempt of task 1 in stage 2.0"
+    )
+
+
 def test_an_error_spark_did_not_raise_is_not_a_spark_fault() -> None:
     assert spark_fault(ValueError("bad item 3")) is None
 
