@@ -214,7 +214,15 @@ class _StatefulFlatMapLogic(StatefulLogic[V, W, S]):
             except TypeError as ex:
                 raise self._bad_return(res) from ex
             left -= 1
-            if spans_batches and left and type(ws) is tuple and len(ws) == 1 and ws[0] is state and state is not None:
+            if (
+                spans_batches
+                and left
+                and type(ws) is tuple
+                and len(ws) == 1
+                and ws[0] is state
+                and state is not None
+                and not _immutable(state)
+            ):
                 ws = (copy.deepcopy(state),)
             emits.extend(ws)
         return emits, state
@@ -224,6 +232,18 @@ class _StatefulFlatMapLogic(StatefulLogic[V, W, S]):
         """The state itself: the engine pickles a snapshot as soon as it takes it, which copies it."""
         assert self.state is not None, "a discarded state was snapshotted"
         return self.state
+
+
+_ATOMIC_TYPES = frozenset({int, float, complex, str, bytes, bool, type(None)})
+"""Types whose values `copy.deepcopy` returns as they are."""
+
+
+def _immutable(value: Any) -> bool:
+    """Whether `value` is one `copy.deepcopy` would return as it is: an atomic value, or a tuple of them."""
+    kind = type(value)
+    if kind in _ATOMIC_TYPES:
+        return True
+    return kind is tuple and all(type(item) in _ATOMIC_TYPES for item in value)
 
 
 @operator

@@ -169,7 +169,7 @@ def test_core_steps_match_bytewax() -> None:
 def test_mapper_return_errors_match_bytewax(make: Make, message: str) -> None:
     errors = []
     for name in ENGINES:
-        logic = last_core_arg(Engine(name), make, "builder")(None)
+        logic = last_core_arg(Engine(name), make, "builder")(None).state_function()
         with pytest.raises(TypeError) as info:
             logic.on_batch([1])
         errors.append(str(info.value))
@@ -283,3 +283,36 @@ def test_stateful_map_bad_return_aborts_the_run(engine: str) -> None:
         run_on(engine, _bad_stateful_map_flow)
     message = "in step 'df.sm' must be a 2-tuple of `(updated_state, emit_value)`; got a <class 'int'> instead"
     assert [ex for ex in cause_chain(info.value) if type(ex) is TypeError and message in str(ex)]
+
+
+@pytest.mark.parametrize(
+    ("mapper", "expected"),
+    [
+        (lambda seen, v: ((seen or []) + [v],) * 2, [[1], [1, 2], [1, 2, 3]]),
+        (lambda seen, v: ((*(seen or ()), v),) * 2, [(1,), (1, 2), (1, 2, 3)]),
+        (lambda seen, v: ((seen or 0) + v,) * 2, [1, 3, 6]),
+    ],
+    ids=["new-list", "tuple", "int"],
+)
+def test_a_keys_values_folded_at_once_emit_the_state_as_each_left_it(
+    mapper: Callable[[Any, int], Any], expected: List[Any]
+) -> None:
+    fold = last_core_arg(Engine("flowspark"), lambda op, up: op.stateful_map("s", up, mapper), "builder")(
+        None
+    ).state_function()
+    emits, _ = fold(None, [1, 2, 3])
+    assert emits == expected
+
+
+def test_a_state_changed_in_place_and_emitted_is_copied_for_each_value_folded_at_once() -> None:
+    def grow(seen: Optional[List[int]], v: int) -> Tuple[List[int], List[int]]:
+        seen = seen if seen is not None else []
+        seen.append(v)
+        return seen, seen
+
+    fold = last_core_arg(Engine("flowspark"), lambda op, up: op.stateful_map("s", up, grow), "builder")(
+        None
+    ).state_function()
+    emits, state = fold(None, [1, 2, 3])
+    assert emits == [[1], [1, 2], [1, 2, 3]]
+    assert emits[-1] is state
