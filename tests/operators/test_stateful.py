@@ -169,7 +169,7 @@ def test_core_steps_match_bytewax() -> None:
 def test_mapper_return_errors_match_bytewax(make: Make, message: str) -> None:
     errors = []
     for name in ENGINES:
-        logic = last_core_arg(Engine(name), make, "builder")(None).state_function()
+        logic = last_core_arg(Engine(name), make, "builder")(None)
         with pytest.raises(TypeError) as info:
             logic.on_batch([1])
         errors.append(str(info.value))
