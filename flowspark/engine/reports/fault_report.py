@@ -115,10 +115,10 @@ def _what_failed(reason: str, executor: str, host: str, raised: Optional[str]) -
     lost = _EXECUTOR_LOST.search(reason)
     if lost is not None:
         return f"executor {executor} on {host} {_loss(lost.group('why'))}"
-    if raised is not None:
-        return f"a Python worker of executor {executor} on {host} raised {raised[:300]}"
     if "Python worker exited unexpectedly" in reason:
         return f"a Python worker of executor {executor} on {host} crashed"
+    if raised is not None:
+        return f"a Python worker of executor {executor} on {host} raised {raised[:300]}"
     if "FetchFailed" in reason:
         source = _FETCH_FROM.search(reason)
         where = f" from executor {source.group('executor')} on {source.group('host')}" if source else ""

@@ -138,6 +138,12 @@ def test_a_task_that_failed_in_a_python_worker_names_the_worker_s_exception() ->
     )
 
 
+def test_a_crashed_python_worker_is_a_crash_even_with_a_traceback_in_spark_s_text() -> None:
+    reason = "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed): " + _WORKER_TRACEBACK
+    fault = spark_fault(_aborted(reason, attempts=1))
+    assert fault is not None and fault.line.startswith("a Python worker of executor 0 on 10.0.0.7 crashed, and Spark")
+
+
 def test_an_error_spark_did_not_raise_is_not_a_spark_fault() -> None:
     assert spark_fault(ValueError("bad item 3")) is None
 
