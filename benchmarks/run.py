@@ -36,8 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOWS = ("windowed", "stateless", "running_count", "user_totals", "kafka", "partitioned", "windowed_text")
 SPLIT = {"partitioned"}  # flows that read a directory of files (`ensure_split_input`) and write one
 TEXT_TIME = {"windowed_text"}  # flows whose input gives times as text (`ensure_text_time_input`)
-ENGINES = ("bytewax", "flowspark", "spark", "python")
+ENGINES = ("bytewax", "flowspark", "spark", "spark-stream", "python")
 NATIVE = {"windowed", "stateless", "running_count", "user_totals"}  # flows with a Spark SQL equivalent
+NATIVE_STREAM = {"user_totals"}  # flows with a Structured Streaming equivalent in micro-batches (`native_stream`)
+STREAM_BATCH_LINES = 100_000
+"""Lines per micro-batch of `spark-stream` runs without `--max-batch-items`."""
 FLOOR = NATIVE | {"windowed_text"}  # flows with a Python floor
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -455,6 +458,8 @@ def input_for(cache_dir: Path, flow: str, size: int, keys: int) -> Path:
 def command(flow: str, engine: str, max_batch_items: Optional[int] = None, conf: Sequence[str] = ()) -> List[str]:
     if engine == "spark":
         return [sys.executable, "-m", "benchmarks.native", flow]
+    if engine == "spark-stream":
+        return [sys.executable, "-m", "benchmarks.native_stream"]
     if engine == "python":
         return [sys.executable, "-m", "benchmarks.floor", flow]
     module = "kafka_noop" if flow == "kafka" else flow
@@ -522,7 +527,7 @@ def run_one(
         FLOWBENCH_OUTPUT=str(output),
         PYSPARK_PYTHON=sys.executable,
     )
-    if engine == "spark":
+    if engine in ("spark", "spark-stream"):
         del env["FLOWBENCH_ENGINE"]
     elif engine == "python":
         env["FLOWBENCH_ENGINE"] = "bytewax"  # the floor imports the flow modules for their functions only
@@ -573,6 +578,9 @@ def run_one(
         total = sum(int(x) for x in output.read_text().split())
         result.lines = total
         result.same = "count ok" if total == size else f"NO: {total:,} messages"
+    elif engine == "spark-stream":
+        result.lines = len(_lines_of(output))
+        result.same = "n/a (totals per micro-batch)"
     else:
         result.extra["digest"], result.lines = digest(output)
         ref = refs.get((flow, case))
@@ -797,6 +805,7 @@ def _ratio_rows(
         wall, cpu = walls[flow, engine, events, keys], cpus.get((flow, engine, events, keys))
         bw_wall, bw_cpu = walls.get((flow, "bytewax", events, keys)), cpus.get((flow, "bytewax", events, keys))
         spark, floor = walls.get((flow, "spark", events, keys)), cpus.get((flow, "python", events, keys))
+        stream = walls.get((flow, "spark-stream", events, keys))
         rows.append(
             [
                 flow,
@@ -805,6 +814,7 @@ def _ratio_rows(
                 f"{_seconds(bw_wall)} / {_seconds(bw_cpu)}",
                 f"{_seconds(wall)} / {_seconds(cpu)}",
                 _seconds(spark),
+                _seconds(stream),
                 _seconds(floor),
                 _ratio(wall, bw_wall),
                 _ratio(cpu, bw_cpu),
@@ -825,6 +835,7 @@ def _ratio_rows(
                 "Bytewax wall / CPU",
                 "flowspark wall / CPU",
                 "Spark SQL wall",
+                "Spark streaming wall",
                 "Python floor CPU",
                 "flowspark / Bytewax wall",
                 "flowspark / Bytewax CPU",
@@ -864,8 +875,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         "--engine",
         type=_csv(str, ENGINES),
         default=list(ENGINES),
-        help=f"subset of {','.join(ENGINES)} (spark = the native Spark SQL batch query; "
-        "python = the flow's own functions in a plain loop, see benchmarks/floor.py)",
+        help=f"subset of {','.join(ENGINES)} (spark = the native Spark SQL batch query; spark-stream = a "
+        "Structured Streaming query of the flow's shape in micro-batches of --max-batch-items lines, see "
+        "benchmarks/native_stream.py; python = the flow's own functions in a plain loop, see benchmarks/floor.py)",
     )
     parser.add_argument(
         "--fixed-cost-lines",
@@ -884,7 +896,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         type=int,
         default=None,
         metavar="N",
-        help="pass `--max-batch-items N` to flowspark's runs (smaller micro-batches, as a streaming source gives)",
+        help="pass `--max-batch-items N` to flowspark's runs (smaller micro-batches, as a streaming source gives);"
+        f" spark-stream runs read N lines per micro-batch (default {STREAM_BATCH_LINES:,})",
     )
     parser.add_argument(
         "--conf",
@@ -958,6 +971,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             group: List[Result] = []
             try:
                 for engine in args.engines:
+                    if engine == "spark-stream" and flow not in NATIVE_STREAM:
+                        skipped.append(f"{flow} flow as a Structured Streaming query: not written")
+                        continue
                     if engine == "spark" and flow not in NATIVE:
                         why = "Spark's Kafka jar is not in the wheel" if flow == "kafka" else "not written"
                         skipped.append(f"{flow} flow on native Spark: no equivalent ({why})")
@@ -974,7 +990,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                         if broker
                         else None
                     )
-                    group.append(record(run_one(args, flow, engine, size, input_file, refs, kafka_env, keys=keys)))
+                    engine_input = input_file
+                    if engine == "spark-stream":
+                        batch_lines = args.max_batch_items or STREAM_BATCH_LINES
+                        engine_input = ensure_split_input(args.cache_dir, size, keys, files=-(-size // batch_lines))
+                    group.append(record(run_one(args, flow, engine, size, engine_input, refs, kafka_env, keys=keys)))
             finally:
                 if broker is not None:
                     broker.close()
