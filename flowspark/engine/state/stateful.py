@@ -156,35 +156,23 @@ class _Bucket:
             self._live[key] = None
         return [(key, value) for value in emit]
 
-    def fold_slot(
-        self,
-        slot: int,
-        keys: List[str],
-        fold: StateFunction,
-        values: Dict[str, List[Any]],
-        keyed: List[Tuple[str, Any]],
-    ) -> None:
-        """Run a step's state function (see `state_function`) for each of `keys`, all of `slot`, in order.
+    def fold(self, slot: int, key: str, fold: StateFunction, values: List[Any]) -> List[Tuple[str, Any]]:
+        """Run a step's state function (see `state_function`) for `key` of `slot`; return what it emits, keyed.
 
-        What each key emits goes on `keyed`, keyed; the state it leaves goes
-        straight to the bucket's state, to be written by `persist`.  One
-        loop per slot rather than one call per key: with many keys, the
-        calls cost more than the keys' own work.
+        The state left goes straight to the bucket's state, to be written by
+        `persist`.
         """
-        snapshots = self._state.key_slot(slot).snapshots
-        meter, step_id = self._meter, self.step_id
-        for key in keys:
-            given = values[key]
-            started = time.perf_counter() if meter is not None else 0.0
-            emits, left = guarded(step_id, "on_batch", fold, snapshots.get(key), given, key=key)
-            if meter is not None:
-                meter.time(LOGIC_TIMINGS["on_batch"], step_id, time.perf_counter() - started)
-                meter.passed(step_id, len(given), len(emits))
-            if left is None:
-                self._state.remove_in(slot, key)
-            else:
-                self._state.put_in(slot, key, left, None)
-            keyed += [(key, value) for value in emits]
+        resume = self._state.key_slot(slot).snapshots.get(key)
+        started = time.perf_counter()
+        emits, left = guarded(self.step_id, "on_batch", fold, resume, values, key=key)
+        if self._meter is not None:
+            self._meter.time(LOGIC_TIMINGS["on_batch"], self.step_id, time.perf_counter() - started)
+            self._meter.passed(self.step_id, len(values), len(emits))
+        if left is None:
+            self._state.remove_in(slot, key)
+        else:
+            self._state.put_in(slot, key, left, None)
+        return [(key, value) for value in emits]
 
     def overdue(self, key: str, now_ms: int) -> bool:
         """Whether `key`'s wake-up passed before this batch began (checked once per call).
@@ -218,8 +206,8 @@ class _Bucket:
         keys.difference_update(k for k, v in self._live.items() if v is None)
         return sorted(keys)
 
-    def slot_groups(self, keys: List[str]) -> Iterator[List[Tuple[int, List[str]]]]:
-        """`keys` (sorted) by slot, in groups of at most `SLOT_GROUP` slots, in slot order.
+    def slot_groups(self, keys: List[str]) -> Iterator[List[Tuple[int, str]]]:
+        """`keys` (sorted) with their slots, in groups that each fall in at most `SLOT_GROUP` slots, in slot order.
 
         Within a slot the keys keep their order.
         """
@@ -234,7 +222,7 @@ class _Bucket:
                 found.append(key)
         slots = sorted(by_slot)
         for start in range(0, len(slots), SLOT_GROUP):
-            yield [(slot, by_slot[slot]) for slot in slots[start : start + SLOT_GROUP]]
+            yield [(slot, key) for slot in slots[start : start + SLOT_GROUP] for key in by_slot[slot]]
 
     def keys_by_slot(self) -> Iterator[List[str]]:
         """The bucket's keys, one slot's (sorted) at a time; each slot is read only when its turn comes."""
@@ -451,20 +439,16 @@ class LayerProcessor(StatefulProcessor):
         keyed: List[Tuple[str, Any]] = []
         values = arrivals.by_key()
         for group in bucket.slot_groups(keys):
-            for slot, slot_keys in group:
+            for slot, k in group:
                 if fold is not None:
-                    bucket.fold_slot(slot, slot_keys, fold, values, keyed)
-                    if len(keyed) >= chunks.PIECE_ITEMS:
-                        self._push(step, keyed, tick, out)
-                        keyed = []
-                    continue
-                for k in slot_keys:
+                    keyed.extend(bucket.fold(slot, k, fold, values[k]))
+                else:
                     if bucket.overdue(k, now_ms):
                         self._call(step, bucket, k, "on_notify", (START_ROUND, self._notify_phase), out)
                     keyed.extend(bucket.call(k, "on_batch", values[k]))
-                    if len(keyed) >= chunks.PIECE_ITEMS:
-                        self._push(step, keyed, tick, out)
-                        keyed = []
+                if len(keyed) >= chunks.PIECE_ITEMS:
+                    self._push(step, keyed, tick, out)
+                    keyed = []
             bucket.persist(self._handle, now_ms)
         if keyed:
             self._push(step, keyed, tick, out)
