@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Dict, Optional
 
 from pyspark.sql import SparkSession
 
@@ -45,10 +46,10 @@ QUERIES = {
 }
 
 
-def session(name: str) -> SparkSession:
+def session(name: str, settings: Optional[Dict[str, str]] = None) -> SparkSession:
     """A Spark of this process's own, as a Spark user starts one on this machine: `local[2]`, two shuffle partitions,
-    the UI off, UTC, the RocksDB state store (for streaming queries' state)."""
-    spark = (
+    the UI off, UTC, the RocksDB state store (for streaming queries' state); then `settings`."""
+    builder = (
         SparkSession.builder.appName(name)
         .master("local[2]")
         .config("spark.sql.shuffle.partitions", "2")
@@ -59,8 +60,10 @@ def session(name: str) -> SparkSession:
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
-        .getOrCreate()
     )
+    for key, value in (settings or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -26,43 +26,26 @@ import os
 import sys
 import tempfile
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as fn
+
+from benchmarks.native import session
 
 STREAMING_SETTINGS = {
     "spark.driver.defaultJavaOptions": "-Xss16m -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
     "-XX:+UseSerialGC -XX:MetaspaceSize=256m",
-    "spark.sql.streaming.stateStore.providerClass": (
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-    ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.streaming.checkpointFileManagerClass": (
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
     ),
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
 }
-
-
-def session() -> SparkSession:
-    """`benchmarks.native.session`'s Spark with `STREAMING_SETTINGS`: they must be set before its JVM starts."""
-    builder = (
-        SparkSession.builder.appName("native-stream-user_totals")
-        .master("local[2]")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    for key, value in STREAMING_SETTINGS.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+"""What flowspark sets on the Spark it starts for a streaming query, beyond `benchmarks.native.session`'s settings."""
 
 
 def main() -> None:
     inp, out = os.environ["FLOWBENCH_INPUT"], os.environ["FLOWBENCH_OUTPUT"]
-    spark = session()
+    spark = session("native-stream-user_totals", STREAMING_SETTINGS)
     events = spark.readStream.schema("key STRING, second INT, value INT").option("maxFilesPerTrigger", 1).csv(inp)
     totals = events.groupBy("key").agg(fn.count("*").alias("n"), fn.sum("value").alias("total"))
     lines = totals.where(fn.col("n") % 10 == 0).select(
