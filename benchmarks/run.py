@@ -15,6 +15,7 @@ to stdout.  See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import importlib.util
 import json
@@ -41,6 +42,12 @@ NATIVE = {"windowed", "stateless", "running_count", "user_totals"}  # flows with
 NATIVE_STREAM = {"user_totals"}  # flows with a Structured Streaming equivalent in micro-batches (`native_stream`)
 STREAM_BATCH_LINES = 100_000
 """Lines per micro-batch of `spark-stream` runs without `--max-batch-items`."""
+BATCH_COST_ENGINES = ("flowspark", "spark-stream")
+"""The engines that run in micro-batches, whose cost per micro-batch `--batch-cost-lines` measures."""
+BATCH_COST_BATCHES = 20
+"""How many micro-batches `--batch-cost-lines` cuts its input into (`batch_cost`)."""
+SOURCE_BATCH_LINES = 1000
+"""Lines per batch of the flows' `FileSource` (its default): a flowspark micro-batch holds whole source batches."""
 FLOOR = NATIVE | {"windowed_text"}  # flows with a Python floor
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -641,7 +648,74 @@ def _fmt_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)])
 
 
-def report(results: List[Result], fixed: List[Result], skipped: List[str], args: argparse.Namespace) -> str:
+@dataclass
+class BatchCost:
+    """One engine's `user_totals` runs on the same few lines in one micro-batch and in `BATCH_COST_BATCHES`."""
+
+    engine: str
+    one: Result
+    many: Result
+
+    @property
+    def per_batch(self) -> Optional[float]:
+        """Seconds each micro-batch beyond the first adds: what a micro-batch costs whatever it carries."""
+        if not (self.one.ok and self.many.ok and self.one.wall is not None and self.many.wall is not None):
+            return None
+        return (self.many.wall - self.one.wall) / (BATCH_COST_BATCHES - 1)
+
+
+def batch_cost(args: argparse.Namespace, refs: Dict[Tuple[str, str], Tuple[str, int]], engine: str) -> BatchCost:
+    """Run `user_totals` on `--batch-cost-lines` lines in one micro-batch, then in `BATCH_COST_BATCHES`.
+
+    flowspark gets `--max-batch-items`; `spark-stream` gets the lines cut
+    into one file per micro-batch.  The input has the default key count:
+    with many keys and few lines no key reaches its 10th event, and
+    nothing is written.
+    """
+    lines, keys = args.batch_cost_lines, KEYS
+    runs = []
+    for batches in (1, BATCH_COST_BATCHES):
+        sized = copy.copy(args)
+        sized.max_batch_items = -(-lines // batches)
+        if engine == "spark-stream":
+            source = ensure_split_input(args.cache_dir, lines, keys, files=batches)
+        else:
+            source = ensure_input(args.cache_dir, lines, keys)
+        runs.append(run_one(sized, "user_totals", engine, lines, source, refs, tag=f"-{batches}batches", keys=keys))
+    return BatchCost(engine, runs[0], runs[1])
+
+
+def _batch_cost_rows(costs: List[BatchCost], args: argparse.Namespace) -> List[str]:
+    if not costs:
+        return []
+    rows = [
+        [
+            c.engine,
+            f"{c.one.wall:.1f}" if c.one.wall is not None else "-",
+            f"{c.many.wall:.1f}" if c.many.wall is not None else "-",
+            f"{c.per_batch * 1000:.0f}" if c.per_batch is not None else "-",
+        ]
+        for c in costs
+    ]
+    return [
+        "",
+        f"### Fixed cost per micro-batch: `user_totals` on {args.batch_cost_lines:,} lines, in one micro-batch and in "
+        f"{BATCH_COST_BATCHES}",
+        "",
+        _fmt_table(
+            ["engine", "one micro-batch wall s", f"{BATCH_COST_BATCHES} micro-batches wall s", "ms per micro-batch"],
+            rows,
+        ),
+    ]
+
+
+def report(
+    results: List[Result],
+    fixed: List[Result],
+    skipped: List[str],
+    args: argparse.Namespace,
+    costs: Optional[List[BatchCost]] = None,
+) -> str:
     walls: Dict[Tuple[str, str, int, int], float] = {
         (r.flow, r.engine, r.events, r.keys): r.wall for r in results if r.ok and r.wall is not None
     }
@@ -780,6 +854,7 @@ def report(results: List[Result], fixed: List[Result], skipped: List[str], args:
                 frows,
             ),
         ]
+    out += _batch_cost_rows(costs or [], args)
     if skipped:
         out += ["", *(f"- skipped: {s}" for s in skipped)]
     return "\n".join(out) + "\n"
@@ -886,6 +961,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         help="lines of the cold-run fixed-cost measurement (windowed flow); 0 skips it",
     )
     parser.add_argument(
+        "--batch-cost-lines",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"also run `user_totals` on N lines (at least {BATCH_COST_BATCHES * SOURCE_BATCH_LINES:,}) in one "
+        f"micro-batch and in {BATCH_COST_BATCHES} on flowspark and spark-stream, and print what a micro-batch costs "
+        "each (0, the default, skips it)",
+    )
+    parser.add_argument(
         "--keys",
         type=_csv(int),
         default=[KEYS],
@@ -927,6 +1011,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write every result as JSON here")
     args = parser.parse_args(argv)
+    if 0 < args.batch_cost_lines < BATCH_COST_BATCHES * SOURCE_BATCH_LINES:
+        parser.error(
+            f"--batch-cost-lines must be at least {BATCH_COST_BATCHES * SOURCE_BATCH_LINES:,}: a flowspark micro-batch"
+            f" holds whole source batches of {SOURCE_BATCH_LINES:,} lines"
+        )
     args.engines = [e for e in ENGINES if e in args.engines]  # Bytewax first: it is the reference
     args.cache_dir = args.cache_dir.resolve()
 
@@ -962,6 +1051,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         for engine in (e for e in args.engines if e != "spark-stream"):  # it has no windowed flow
             fixed.append(record(run_one(args, "windowed", engine, args.fixed_cost_lines, small, refs, tag="-cold")))
         tidy(args, fixed, tag="-cold")
+    costs = [batch_cost(args, refs, e) for e in args.engines if args.batch_cost_lines > 0 and e in BATCH_COST_ENGINES]
     for flow in args.flows:
         if flow == "kafka" and tansu is None:
             continue
@@ -1000,7 +1090,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     broker.close()
             tidy(args, group)
             results.extend(group)
-    text = report(results, fixed, list(dict.fromkeys(skipped)), args)
+    text = report(results, fixed, list(dict.fromkeys(skipped)), args, costs)
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results + fixed], indent=1))
     print(text)
