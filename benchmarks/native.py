@@ -48,7 +48,8 @@ QUERIES = {
 
 def session(name: str, settings: Optional[Dict[str, str]] = None) -> SparkSession:
     """A Spark of this process's own, as a Spark user starts one on this machine: `local[2]`, two shuffle partitions,
-    the UI off, UTC, the RocksDB state store (for streaming queries' state); then `settings`."""
+    the UI off, UTC, listening on loopback only, the RocksDB state store (for streaming queries' state); then
+    `settings`."""
     builder = (
         SparkSession.builder.appName(name)
         .master("local[2]")
@@ -56,6 +57,10 @@ def session(name: str, settings: Optional[Dict[str, str]] = None) -> SparkSessio
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # Spark listens on every interface by default; a benchmark on one
+        # machine needs loopback only.
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config(
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",

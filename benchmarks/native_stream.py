@@ -25,27 +25,32 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from typing import Dict
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as fn
 
 from benchmarks.native import session
+from flowspark.engine.spark.session import spark_settings
 
-STREAMING_SETTINGS = {
-    "spark.driver.defaultJavaOptions": "-Xss16m -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
-    "-XX:+UseSerialGC -XX:MetaspaceSize=256m",
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    "spark.sql.streaming.checkpointFileManagerClass": (
-        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-    ),
-    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-}
-"""What flowspark sets on the Spark it starts for a streaming query, beyond `benchmarks.native.session`'s settings."""
+STREAMING_KEYS = (
+    "spark.driver.defaultJavaOptions",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+    "spark.sql.streaming.checkpointFileManagerClass",
+    "spark.sql.streaming.noDataMicroBatches.enabled",
+)
+"""The settings of flowspark's own Spark (`spark_settings`) that a streaming query's cost depends on."""
+
+
+def streaming_settings() -> Dict[str, str]:
+    """flowspark's values of `STREAMING_KEYS`, as it sets them on any Spark it starts."""
+    chosen = spark_settings(local=False, java_options="", conf={})
+    return {key: chosen[key] for key in STREAMING_KEYS}
 
 
 def main() -> None:
     inp, out = os.environ["FLOWBENCH_INPUT"], os.environ["FLOWBENCH_OUTPUT"]
-    spark = session("native-stream-user_totals", STREAMING_SETTINGS)
+    spark = session("native-stream-user_totals", streaming_settings())
     events = spark.readStream.schema("key STRING, second INT, value INT").option("maxFilesPerTrigger", 1).csv(inp)
     totals = events.groupBy("key").agg(fn.count("*").alias("n"), fn.sum("value").alias("total"))
     lines = totals.where(fn.col("n") % 10 == 0).select(

@@ -681,7 +681,9 @@ def batch_cost(args: argparse.Namespace, refs: Dict[Tuple[str, str], Tuple[str, 
             source = ensure_split_input(args.cache_dir, lines, keys, files=batches)
         else:
             source = ensure_input(args.cache_dir, lines, keys)
-        runs.append(run_one(sized, "user_totals", engine, lines, source, refs, tag=f"-{batches}batches", keys=keys))
+        tag = f"-{batches}batches"
+        runs.append(run_one(sized, "user_totals", engine, lines, source, refs, tag=tag, keys=keys))
+        tidy(args, runs[-1:], tag=tag)
     return BatchCost(engine, runs[0], runs[1])
 
 
