@@ -21,9 +21,9 @@ from support.spark_cluster import WORKERS, StandaloneCluster
 
 from flowspark.engine.reports.driver_link import DriverServer
 
-pytest_plugins = ["support.s3_server", "support.suite_budget", "support.parallel"]
-"""Fixtures every test folder may ask for (`s3_endpoint`, `s3_folder`); the suite's time per marker and its budget;
-how the suite shares two cores."""
+pytest_plugins = ["support.scratch", "support.s3_server", "support.suite_budget", "support.parallel"]
+"""The suite's own temporary folder; fixtures every test folder may ask for (`s3_endpoint`, `s3_folder`); the suite's
+time per marker and its budget; how the suite shares two cores."""
 
 
 @pytest.fixture

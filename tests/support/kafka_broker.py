@@ -28,7 +28,7 @@ from benchmarks.apache_kafka import (
     kafka_classpath,
     write_properties,
 )
-from support.processes import SHORT_LIVED_JVM
+from support.processes import jvm_options
 
 
 @contextmanager
@@ -148,7 +148,7 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
             f"ssl.keystore.location={keystore}",
         ],
     )
-    java = broker_java(classpath, SHORT_LIVED_JVM)
+    java = broker_java(classpath, jvm_options())
     format_storage(java, properties, "--add-scram", "SCRAM-SHA-256=[name=bob,password=bob-secret]")
     address = f"127.0.0.1:{plain}"
     process = KafkaProcess(java, properties, folder / "broker.log", address)

@@ -11,14 +11,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 SHORT_LIVED_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-"""The Java options of the JVMs the tests start (the Kafka broker, the cluster's master, workers and executors), as
-flowspark's own driver has: C1 compiles alone and one thread collects.  Their work is light and short (a test's
-application lives for seconds), and C2's compiler threads and a parallel collector would take the suite's two cores
-from the runs under test."""
+"""The Java options of the JVMs the tests start, as flowspark's own driver has: C1 compiles alone and one thread
+collects.  Their work is light and short (a test's application lives for seconds), and C2's compiler threads and a
+parallel collector would take the suite's two cores from the runs under test."""
+
+
+def jvm_options() -> Tuple[str, ...]:
+    """The Java options of the JVMs the tests start themselves (the Kafka broker, the cluster's master, workers and
+    executors): `SHORT_LIVED_JVM`, and the suite's temporary folder (`scratch`) as theirs."""
+    return (*SHORT_LIVED_JVM, f"-Djava.io.tmpdir={tempfile.gettempdir()}")
 
 
 def run_module(

@@ -22,7 +22,7 @@ from typing import IO, Any, Dict, List
 import pyspark
 
 from support.ports import free_port
-from support.processes import SHORT_LIVED_JVM, ancestor, descendants, kill_group
+from support.processes import ancestor, descendants, jvm_options, kill_group
 
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 WORKERS = 2
@@ -54,7 +54,7 @@ class StandaloneCluster:
             subprocess.Popen(
                 [os.path.join(SPARK_HOME, "bin", "spark-class"), *args],
                 # Through the workers' environment the options reach the executors they start too.
-                env=dict(spark_env(), JAVA_TOOL_OPTIONS=" ".join(SHORT_LIVED_JVM)),
+                env=dict(spark_env(), JAVA_TOOL_OPTIONS=" ".join(jvm_options())),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
