@@ -14,7 +14,9 @@ final name once the JVM that wrote it has exited cleanly: it is written to a
 temporary name and renamed by the run's exit hook.  One run at a time
 writes (a lock file naming the run, taken over once that run has died), and
 the name carries a digest of everything the archive depends on (the `java`
-binary, Spark's jars, the PySpark version), so an upgrade makes a new one.
+binary, Spark's jars, the PySpark version), so an upgrade makes a new one;
+the archives of installations since removed go when a new one is written
+(`install_cache`).
 No run writes one while a configuration folder with files in it is on
 Spark's class path (`SPARK_CONF_DIR`, a `spark-defaults.conf`): Java refuses
 to.  `FLOWSPARK_CLASS_ARCHIVE=0` turns all of this off, and so does a user's own
@@ -34,6 +36,7 @@ from typing import Any, Callable, Optional, Tuple
 import pyspark
 
 from flowspark import _settings as settings
+from flowspark.engine.spark import install_cache
 from flowspark.engine.spark.java_check import java_binary
 
 STALE_SECONDS = 86400.0
@@ -126,13 +129,17 @@ def _take_lock(path: str) -> bool:
 
 
 def _remove_leftovers(directory: str, stem: str) -> None:
-    """Delete temporary archives of earlier runs: only the lock holder writes one."""
+    """Delete temporary archives of earlier runs: this one's (only the lock holder writes one), and any other
+    installation's `STALE_SECONDS` old."""
     for name in os.listdir(directory):
-        if name.startswith(stem) and name.endswith(".tmp"):
-            try:
-                os.remove(os.path.join(directory, name))
-            except OSError:
-                pass
+        if not name.endswith(".tmp"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if name.startswith(stem) or time.time() - os.path.getmtime(path) > STALE_SECONDS:
+                os.remove(path)
+        except OSError:
+            pass
 
 
 def java_options(spark_home: Optional[str]) -> Tuple[str, Optional[Callable[[Any], None]]]:
@@ -153,7 +160,12 @@ def java_options(spark_home: Optional[str]) -> Tuple[str, Optional[Callable[[Any
     except OSError:
         return "", None
     final = os.path.join(directory, f"{stem}.jsa")
+    jars = os.path.join(os.path.abspath(spark_home), "jars")
     if os.path.isfile(final):
+        try:
+            install_cache.ensure_recorded(final, jars)
+        except OSError:
+            pass
         return f"-XX:SharedArchiveFile={final} {_QUIET}", None
     if _folders_on_class_path(spark_home):
         return "", None
@@ -161,17 +173,19 @@ def java_options(spark_home: Optional[str]) -> Tuple[str, Optional[Callable[[Any
     if not _take_lock(lock):
         return "", None
     _remove_leftovers(directory, stem)
+    install_cache.remove_orphans(directory, "driver-")
     temporary = os.path.join(directory, f"{stem}.{os.getpid()}.tmp")
 
     def rename_at_exit(spark: Any) -> None:
         proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
-        atexit.register(_finish, spark, proc, temporary, final, lock)
+        atexit.register(_finish, spark, proc, temporary, final, lock, jars)
 
     return f"-XX:ArchiveClassesAtExit={temporary} {_QUIET}", rename_at_exit
 
 
-def _finish(spark: Any, proc: Any, temporary: str, final: str, lock: str) -> None:
-    """Stop the JVM, wait for it to write the archive, and give the archive its final name.
+def _finish(spark: Any, proc: Any, temporary: str, final: str, lock: str, jars: str) -> None:
+    """Stop the JVM, wait for it to write the archive, and give the archive its final name, recording the jars it
+    was written for (`install_cache`).
 
     Runs at interpreter exit, where an exception would only add noise to
     the run's end: any failure leaves no archive, and the next run tries again.
@@ -184,6 +198,7 @@ def _finish(spark: Any, proc: Any, temporary: str, final: str, lock: str) -> Non
             proc.wait(timeout=DUMP_SECONDS)
             if proc.returncode == 0 and os.path.getsize(temporary) > 0:
                 os.replace(temporary, final)
+                install_cache.record(final, jars)
     except Exception:
         pass
     finally:

@@ -21,6 +21,7 @@ import zipfile
 from typing import Optional
 
 from flowspark import _settings as settings
+from flowspark.engine.spark import install_cache
 from flowspark.engine.util.private_files import make_dirs, others_can_write
 
 LIBRARY = "librocksdbjni-linux64.so"
@@ -54,6 +55,7 @@ def _unpacked(jar: str) -> Optional[str]:
         return None
     library = os.path.join(folder, LIBRARY)
     if os.path.isfile(library) and not others_can_write(library):
+        install_cache.ensure_recorded(folder, os.path.realpath(jar))
         return folder
     with zipfile.ZipFile(jar) as archive, archive.open(LIBRARY) as packed:
         handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
@@ -66,4 +68,6 @@ def _unpacked(jar: str) -> Optional[str]:
         except BaseException:
             os.remove(temporary)
             raise
+    install_cache.record(folder, os.path.realpath(jar))
+    install_cache.remove_orphans(os.path.dirname(folder), "rocksdbjni-")
     return folder

@@ -37,7 +37,7 @@ from pyspark.sql import SparkSession
 
 from flowspark import _settings as settings
 from flowspark.engine.sources.data_source import FlowsparkSource
-from flowspark.engine.spark import class_archive, fork_server
+from flowspark.engine.spark import class_archive, fork_server, install_cache
 from flowspark.engine.spark.cluster import is_local_master
 from flowspark.engine.spark.java_check import check_java
 from flowspark.engine.spark.native_libs import rocksdb_library_dir
@@ -66,6 +66,8 @@ def _spark_home_without_zip() -> Optional[str]:
     real = os.path.dirname(os.path.abspath(pyspark.__file__))
     tag = hashlib.sha1(real.encode()).hexdigest()[:12]
     home = settings.cache_folder(f"spark-home-{pyspark.__version__}-{tag}")
+    if not os.path.isdir(home):
+        install_cache.remove_unlinked_homes(os.path.dirname(home), "spark-home-")
     try:
         lib = os.path.join(home, "python", "lib")
         os.makedirs(lib, exist_ok=True)

@@ -60,7 +60,10 @@ def test_first_run_writes_the_archive_and_the_next_run_maps_it(tmp_path: Path) -
     # The JVM's own notes on skipped classes must not reach the user's stdout.
     assert run() == ["2", "4", "6", "archive not mapped"]
     written = _archives(tmp_path)
-    assert len(written) == 1 and written[0].endswith(".jsa"), written
+    assert len(written) == 2 and written[0].endswith(".jsa") and written[1] == f"{written[0]}.for", written
+    # The record names the jars it was written for: it goes once they do (`install_cache`).
+    record = tmp_path / ".cache" / "flowspark" / "class-archives" / written[1]
+    assert record.read_text().endswith("/jars")
     assert run() == ["2", "4", "6", "archive mapped"]
     assert _archives(tmp_path) == written
 
