@@ -162,10 +162,7 @@ def java_options(spark_home: Optional[str]) -> Tuple[str, Optional[Callable[[Any
     final = os.path.join(directory, f"{stem}.jsa")
     jars = os.path.join(os.path.abspath(spark_home), "jars")
     if os.path.isfile(final):
-        try:
-            install_cache.ensure_recorded(final, jars)
-        except OSError:
-            pass
+        install_cache.ensure_recorded(final, jars)
         return f"-XX:SharedArchiveFile={final} {_QUIET}", None
     if _folders_on_class_path(spark_home):
         return "", None

@@ -39,11 +39,20 @@ _NOT_ENTRIES = (RECORD, ".lock", ".tmp")
 
 
 def record(entry: str, source: str) -> None:
-    """Note beside `entry` (a file or folder) that it was made from `source`, a path that exists while it is of use."""
+    """Note beside `entry` (a file or folder) that it was made from `source`, a path that exists while it is of use.
+
+    Never raises: an entry left without a record is only removed sooner.
+    """
     temporary = f"{entry}{RECORD}.{os.getpid()}.tmp"
-    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-        f.write(source)
-    os.replace(temporary, f"{entry}{RECORD}")
+    try:
+        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(source)
+        os.replace(temporary, f"{entry}{RECORD}")
+    except OSError:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
 
 
 def ensure_recorded(entry: str, source: str) -> None:
