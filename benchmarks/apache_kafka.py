@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence
 
@@ -94,9 +94,20 @@ class KafkaProcess:
 
 def free_port() -> int:
     """A loopback TCP port that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> List[int]:
+    """`count` different loopback TCP ports that were free a moment ago.
+
+    Each is held until all are found: a port asked for once it was let go
+    may be given again (a broker with two listeners on one port won't start).
+    """
+    with ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def broker_java(classpath: str, options: Sequence[str] = ()) -> List[str]:
@@ -145,8 +156,8 @@ def write_properties(folder: Path, listeners: Dict[str, int], controller: int, e
 def plain_broker(folder: Path, options: Sequence[str] = ()) -> Iterator[str]:
     """A one-node KRaft broker with a plain loopback listener and transactions, its data and log in `folder`: its
     `host:port`."""
-    plain = free_port()
-    properties = write_properties(folder, {"PLAINTEXT": plain}, free_port())
+    plain, controller = free_ports(2)
+    properties = write_properties(folder, {"PLAINTEXT": plain}, controller)
     java = broker_java(kafka_classpath(), options)
     format_storage(java, properties)
     address = f"127.0.0.1:{plain}"

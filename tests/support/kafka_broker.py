@@ -25,6 +25,7 @@ from benchmarks.apache_kafka import (
     broker_java,
     format_storage,
     free_port,
+    free_ports,
     kafka_classpath,
     write_properties,
 )
@@ -130,7 +131,7 @@ def apache_kafka(folder: Path) -> Iterator[KafkaBroker]:
     classpath = kafka_classpath()
     keystore, cert = _self_signed_certificate(folder)
     _, client_cert = _self_signed_certificate(folder, "client-")
-    plain, controller, secure, mtls = free_port(), free_port(), free_port(), free_port()
+    plain, controller, secure, mtls = free_ports(4)
     properties = write_properties(
         folder,
         {"PLAINTEXT": plain, "SASL_SSL": secure, "SSL": mtls},

@@ -21,7 +21,7 @@ from typing import IO, Any, Dict, List
 
 import pyspark
 
-from support.ports import free_port
+from support.ports import free_ports
 from support.processes import ancestor, descendants, jvm_options, kill_group
 
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
@@ -40,8 +40,7 @@ class StandaloneCluster:
     def __init__(self, root: Path, workers: int = WORKERS) -> None:
         self.root = root
         self.workers = workers
-        self.port = free_port()
-        self.ui_port = free_port()
+        self.port, self.ui_port = free_ports(2)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.work_dirs: List[Path] = []
         self._procs: List["subprocess.Popen[bytes]"] = []
