@@ -22,7 +22,6 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -39,19 +38,19 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")  # a pytest-xdist worker: its controller made the folder
 
 
-def _started_with(folder: Path) -> Iterator[int]:
-    """The living processes, other than this one, whose environment has `folder` as `TMPDIR`."""
+def _a_process_started_with(folder: Path) -> bool:
+    """Whether a living process, other than this one, has `folder` as `TMPDIR` in its environment."""
     wanted = f"TMPDIR={folder}".encode()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry.name}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
+                if wanted in f.read().split(b"\0"):
+                    return True
         except OSError:  # gone, a zombie, or another user's
             continue
-        if wanted in environ:
-            yield int(entry.name)
+    return False
 
 
 def _session_runs(folder: Path) -> bool:
@@ -69,7 +68,7 @@ def _session_runs(folder: Path) -> bool:
 
 
 def _remove_unused(folder: Path) -> None:
-    if not _session_runs(folder) and next(_started_with(folder), None) is None:
+    if not _session_runs(folder) and not _a_process_started_with(folder):
         shutil.rmtree(folder, ignore_errors=True)
 
 
