@@ -104,6 +104,7 @@ def driver_side(
         pieces=parallelism,
         workers=config.workers,
         meter=None if metrics is None else metrics.driver_meter(),
+        epoch_per_round=config.epoch_per_round,
     )
     wake_ups = WakeUps()
     server.register(DUE_CALL, wake_ups.due)

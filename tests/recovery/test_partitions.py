@@ -137,6 +137,22 @@ def test_the_batches_read_before_an_abort_are_closed_epochs_as_in_bytewax(tmp_pa
     assert outputs["bytewax"][1] == [("even", 6), ("odd", 9), ("even", 12)]
 
 
+@pytest.mark.parametrize("interval", [None, timedelta(seconds=5)], ids=["default-epochs", "five-second-epochs"])
+@pytest.mark.parametrize("stateful", [True, False], ids=["stateful", "stateless"])
+def test_the_items_an_abort_cuts_short_in_its_epoch_are_read_again(
+    tmp_path: Path, interval: Optional[timedelta], stateful: bool
+) -> None:
+    """Epochs longer than a source round: `1, 2, 3` and the abort fall in one epoch, which no resume starts after."""
+    outputs: Dict[str, List[List[Any]]] = {}
+    for engine in ENGINES:
+        directory = _initialised(tmp_path, engine)
+        items = [1, 2, 3, Engine(engine).TestingSource.ABORT(), 4, 5, 6]
+        outputs[engine] = [_run(engine, directory, items, stateful=stateful, interval=interval) for _ in range(2)]
+    assert outputs["flowspark"] == outputs["bytewax"]
+    first, resumed = outputs["bytewax"]
+    assert first == resumed[:3] and len(resumed) == 6
+
+
 class _AbortOnce:
     """Two partitions: `nums` gives its items in one batch and ends; `stop` aborts the first run, then ends."""
 

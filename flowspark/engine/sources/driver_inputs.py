@@ -51,6 +51,10 @@ number and index under which the hub keeps its pickled batches (`piece`),
 the round of its first batch and its partition's rank in a round (`order`)."""
 
 
+EMPTY_COOLDOWN_SECONDS = 0.001
+"""How long Bytewax waits before it asks a partition again after an empty batch without a wake-up."""
+
+
 @dataclass(frozen=True)
 class ReadLimits:
     """How much a micro-batch reads of each partition: at most `max_items` items, in at most `max_seconds` of polling."""
@@ -74,8 +78,12 @@ class DriverInputs:
         pieces: int,
         workers: int = 1,
         meter: Optional[Meter] = None,
+        epoch_per_round: bool = False,
     ) -> None:
         self._plan = plan
+        self._epoch_per_round = epoch_per_round
+        """Each source round is an epoch (Bytewax's zero epoch interval), else each micro-batch is: what an abort
+        cuts short (`latest_offset`)."""
         self._meter = meter
         """Times `next_batch` and counts the items each input emits, if the run is metered."""
         self._lags: Dict[Tuple[str, str], int] = {}
@@ -215,10 +223,11 @@ class DriverInputs:
                     return start
                 polled = self._poll()
             self.items_read += sum(polled.counts.values())
-            if polled.aborted_at == 0:
+            if polled.aborted_at == 0 or (polled.aborted_at is not None and not self._epoch_per_round):
                 # As in Bytewax, the epoch an abort cuts short is not a
-                # resume point, and a resumed run reads it again: here the
-                # poll's first round, which the others' batches join.
+                # resume point, and a resumed run reads it again: with an
+                # epoch per round, the poll's first round, which the others'
+                # batches join; with an epoch per micro-batch, the whole poll.
                 return self._advance(start, InputEnd.ABORT, start["parts"], self._rounds(polled), polled.data)
             end = InputEnd.EOF if all(p.done for p in self._parts.values()) else None
             if not polled.data and end is None:
@@ -230,9 +239,9 @@ class DriverInputs:
                 parts[key] = {"s": part.encoded_snapshot(), "c": before + polled.counts.get(key, 0)}
             new = self._advance(start, end, parts, self._rounds(polled), polled.data)
             if polled.aborted_at is not None:
-                # The partition's batches before the abort are closed
-                # epochs: they are a micro-batch of their own, kept, and
-                # the abort comes alone in the next one.
+                # With an epoch per round, the partition's batches before
+                # the abort are closed epochs: they are a micro-batch of
+                # their own, kept, and the abort comes alone in the next one.
                 self._abort_after = new
             elif polled.backlog and end is None:
                 self._ahead = ReadAhead(self._poll_ahead)
@@ -284,7 +293,12 @@ class DriverInputs:
         """Read each partition's batches while it is awake, up to the item limit and the poll's time.
 
         A partition not yet awake is passed over, not waited for: a later
-        micro-batch reads it once its time has come.
+        micro-batch reads it once its time has come.  One that gives an
+        empty batch without a wake-up is asked again after Bytewax's
+        cooldown (`EMPTY_COOLDOWN_SECONDS`), as Bytewax would within the
+        epoch; a second empty batch in a row means it caught up.  So what a
+        partition raises right after its last items (the end of its input,
+        an abort) falls in the same micro-batch as they do.
         """
         deadline = time.monotonic() + self._max_seconds
         polled = Polled([], {}, aborted_at=None, backlog=False)
@@ -292,6 +306,7 @@ class DriverInputs:
             part = self._parts[key]
             batches: List[Batch] = []
             total = 0
+            empty_before = False
             while not part.done and total < self._max_items and time.monotonic() < deadline:
                 if not part.awake(datetime.now(timezone.utc)):
                     break
@@ -318,7 +333,10 @@ class DriverInputs:
                     batches.append(batch)
                     total += count
                 elif part.wakes_at is None:
-                    break  # caught up: the next micro-batch polls it again
+                    if empty_before:
+                        break  # caught up: the next micro-batch polls it again
+                    time.sleep(EMPTY_COOLDOWN_SECONDS)
+                empty_before = not count
             if batches:
                 polled.data.append((part.input_index, index, batches))
                 polled.counts[key] = total

@@ -71,6 +71,19 @@ class _Waking(_ListPartition):
         return None if wait is None else datetime.now(timezone.utc) + wait
 
 
+class _EmptyBetween(_ListPartition):
+    """Gives an empty batch before each of its batches, and before it ends, as `TestingSource` does before an end
+    or an abort; counts its calls."""
+
+    calls = 0
+
+    def next_batch(self) -> List[Any]:
+        type(self).calls += 1
+        if type(self).calls % 2:
+            return []
+        return super().next_batch()
+
+
 class _ListSource(FixedPartitionedSource[Any, int]):
     """Named partitions of listed items; records what the hub asks of it."""
 
@@ -140,12 +153,18 @@ class _SleepySource(FixedPartitionedSource[int, None]):
 
 
 def _hub(
-    server: DriverServer, *sources: Source[Any], max_items: int = 1000, pieces: int = 1, workers: int = 1
+    server: DriverServer,
+    *sources: Source[Any],
+    max_items: int = 1000,
+    pieces: int = 1,
+    workers: int = 1,
+    epoch_per_round: bool = False,
 ) -> DriverInputs:
     flow = Dataflow("hub")
     for i, source in enumerate(sources):
         op.output(f"out{i}", op.input(f"inp{i}", flow, source), TestingSink([]))
-    return DriverInputs(build_plan(flow), server, ReadLimits(max_items, 5.0), pieces, workers=workers)
+    limits = ReadLimits(max_items, 5.0)
+    return DriverInputs(build_plan(flow), server, limits, pieces, workers=workers, epoch_per_round=epoch_per_round)
 
 
 def _items(hub: DriverInputs, start: Offset, end: Offset) -> Dict[str, List[Any]]:
@@ -241,10 +260,12 @@ def test_a_partition_is_asked_when_to_wake_once_built_and_after_each_batch_and_n
     assert third["end"] == "eof" and source.wake_ups == []
 
 
-def test_an_abort_ends_the_input_after_what_its_poll_read_before(server: DriverServer) -> None:
+def test_with_an_epoch_per_round_an_abort_ends_the_input_after_what_its_poll_read_before(
+    server: DriverServer,
+) -> None:
     source = _ListSource({"a": [1, 2, 3, 4]})
     source.failures["a"] = (2, AbortExecution())
-    hub = _hub(server, source)
+    hub = _hub(server, source, epoch_per_round=True)
     first = hub.initial_offset()
     read = hub.latest_offset(first)
     # What the poll read before the abort is a micro-batch of its own, and a resume point.
@@ -257,6 +278,43 @@ def test_an_abort_ends_the_input_after_what_its_poll_read_before(server: DriverS
     assert aborted["parts"] == read["parts"]
     assert _items(hub, read, aborted) == {}
     assert hub.latest_offset(aborted) == aborted
+
+
+def test_an_empty_batch_is_asked_again_once_before_the_partition_counts_as_caught_up(server: DriverServer) -> None:
+    _EmptyBetween.calls = 0
+    hub = _hub(server, _ListSource({"a": [1, 2, 3]}, partition=_EmptyBetween))
+    first = hub.initial_offset()
+    ended = hub.latest_offset(first)
+    # Each empty batch was followed at once by items, and the end by an empty batch: all in one poll.
+    assert ended["end"] == "eof"
+    assert _items(hub, first, ended) == {"000.00000.000": [1, 2, 3]}
+    assert _EmptyBetween.calls == 6
+
+
+def test_two_empty_batches_in_a_row_end_the_poll_of_a_partition(server: DriverServer) -> None:
+    class Idle(_ListPartition):
+        calls = 0
+
+        def next_batch(self) -> List[Any]:
+            Idle.calls += 1
+            return []
+
+    hub = _hub(server, _ListSource({"a": [1]}, partition=Idle))
+    first = hub.initial_offset()
+    assert hub.latest_offset(first) == first
+    assert Idle.calls == 2
+
+
+def test_with_an_epoch_per_micro_batch_an_abort_cuts_short_its_whole_poll(server: DriverServer) -> None:
+    source = _ListSource({"a": [1, 2, 3, 4]})
+    source.failures["a"] = (2, AbortExecution())
+    hub = _hub(server, source)
+    first = hub.initial_offset()
+    aborted = hub.latest_offset(first)
+    # What the poll read goes on to the outputs, but a resumed run starts where it started.
+    assert aborted["end"] == "abort"
+    assert aborted["parts"] == first["parts"]
+    assert _items(hub, first, aborted) == {"000.00000.000": [1, 2]}
 
 
 def test_an_abort_with_nothing_read_before_it_is_the_micro_batch_itself(server: DriverServer) -> None:
