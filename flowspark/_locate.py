@@ -16,10 +16,10 @@ from pathlib import Path
 
 from flowspark.dataflow import Dataflow
 
-__all__ = ["locate_flow"]
+__all__ = ["locate_flow", "module_name"]
 
 
-def _module_name(target: str) -> str:
+def module_name(target: str) -> str:
     """Turn a file path into an importable module name, putting its root on `sys.path`."""
     if not target.endswith(".py") and os.sep not in target:
         sys.path.insert(0, os.getcwd())
@@ -37,7 +37,7 @@ def _module_name(target: str) -> str:
 def locate_flow(import_str: str) -> Dataflow:
     """Import the module and find (or build, with a factory call) the flow."""
     module_part, _, attr = import_str.partition(":")
-    name = _module_name(module_part)
+    name = module_name(module_part)
     try:
         module = importlib.import_module(name)
     except ImportError as ex:

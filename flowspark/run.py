@@ -15,10 +15,10 @@ import logging
 import os
 import sys
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from flowspark import _settings as settings
-from flowspark._locate import locate_flow
+from flowspark._locate import locate_flow, module_name
 from flowspark.dataflow import Dataflow
 from flowspark.errors import RunStopped
 from flowspark.recovery import RecoveryConfig
@@ -49,6 +49,11 @@ class _EnvDefault(argparse.Action):
         option_string: Optional[str] = None,
     ) -> None:
         setattr(namespace, self.dest, values)
+
+
+def _parse_timedelta(text: str) -> timedelta:
+    """An interval option's seconds (Bytewax's name for it, which argparse shows in its error)."""
+    return timedelta(seconds=float(text))
 
 
 def _environment_help() -> str:
@@ -124,7 +129,7 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "-s",
         "--snapshot-interval",
-        type=float,
+        type=_parse_timedelta,
         action=_EnvDefault,
         envvar="BYTEWAX_SNAPSHOT_INTERVAL",
         help="seconds between micro-batches (each one is a snapshot); default 0: the next one starts as soon as input comes",
@@ -132,7 +137,7 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "-b",
         "--backup-interval",
-        type=float,
+        type=_parse_timedelta,
         action=_EnvDefault,
         envvar="BYTEWAX_RECOVERY_BACKUP_INTERVAL",
         help="accepted for Bytewax compatibility; Spark keeps its own checkpoint history",
@@ -217,6 +222,17 @@ def cli_main(
     launch_process(flow, addresses or [], process_id, workers_per_process, options)
 
 
+def _prepare_import(import_str: str) -> Tuple[str, str]:
+    """The module and the flow's name in an import string, with the module's root put on `sys.path`, as Bytewax's
+    private helper of the same name gives them (its own tests call it).
+
+    >>> _prepare_import("flowspark.examples.wordcount")
+    ('flowspark.examples.wordcount', 'flow')
+    """
+    module_part, _, flow_name = import_str.partition(":")
+    return module_name(module_part), flow_name or "flow"
+
+
 def _parse_args(
     argv: Optional[List[str]] = None, parser: Optional[argparse.ArgumentParser] = None
 ) -> argparse.Namespace:
@@ -287,10 +303,9 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         )
     conf = _conf(args.conf, args.properties_file, parser)
     master = args.master or conf.pop("spark.master", None)
-    interval = None if args.snapshot_interval is None else timedelta(seconds=float(args.snapshot_interval))
     options = RunOptions(
         parallelism=workers,
-        interval=interval,
+        interval=args.snapshot_interval,
         recovery_dir=None if args.recovery_directory is None else str(args.recovery_directory),
         master=master,
         conf=conf,

@@ -19,7 +19,7 @@ from flowspark.engine.plan.route import Collector, Router
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import StepFailure
 from flowspark.engine.reports.metrics import Count, Durations, FlowMetrics, Meter, QueryWatch, Reading, Timing
-from flowspark.engine.sources.driver_inputs import DriverInputs, ReadLimits
+from flowspark.engine.sources.driver_inputs import DriverInputs, Polling
 from flowspark.engine.sources.executor_source import ReadNote
 from flowspark.inputs import StatefulSourcePartition
 from flowspark.testing import TestingSink, TestingSource
@@ -158,7 +158,7 @@ def _polled(told: Any) -> Tuple[DriverInputs, List[Reading]]:
     op.output("out", op.input("inp", flow, OnePartSource(lambda _: _Lagging(told))), TestingSink([]))
     readings: List[Reading] = []
     server = DriverServer()
-    hub = DriverInputs(build_plan(flow), server, ReadLimits(100, 1.0), pieces=1, meter=Meter(readings.append))
+    hub = DriverInputs(build_plan(flow), server, Polling(100, 1.0), pieces=1, meter=Meter(readings.append))
     try:
         hub.latest_offset(hub.initial_offset())
     finally:
@@ -171,7 +171,8 @@ def test_the_hub_counts_and_times_next_batch_and_notes_lags() -> None:
     hub, readings = _polled(7)
     assert hub.lags() == {("m.inp", "p0"): 7}
     assert readings[0].counts == {(Count.ITEMS_OUT, "m.inp"): 3}
-    assert readings[0].timings[Timing.NEXT_BATCH, "m.inp"].count == 2
+    # Its one batch, then two empty ones: the second in a row says it caught up.
+    assert readings[0].timings[Timing.NEXT_BATCH, "m.inp"].count == 3
 
 
 def test_a_failing_lag_names_its_step_and_partition() -> None:
@@ -197,7 +198,7 @@ def test_the_lag_an_executor_task_reports_reaches_the_hub_and_its_source() -> No
     flow = Dataflow("m")
     op.output("out", op.input("inp", flow, source), TestingSink([]))
     server = DriverServer()
-    hub = DriverInputs(build_plan(flow), server, ReadLimits(100, 1.0), pieces=1)
+    hub = DriverInputs(build_plan(flow), server, Polling(100, 1.0), pieces=1)
     try:
         hub.expect_remote([("m.inp", "p0")])
         hub.note_read(ReadNote(("m.inp", "p0"), 3, None))

@@ -33,7 +33,7 @@ from flowspark.engine.run_context import RunContext, running
 from flowspark.engine.run_spark import RunSpark
 from flowspark.engine.sinks.sink_writer import OutputStash, SinkWriter, WriterHooks, WriterSetup
 from flowspark.engine.sources import snapshot_store
-from flowspark.engine.sources.driver_inputs import DriverInputs, Offset, ReadLimits
+from flowspark.engine.sources.driver_inputs import DriverInputs, Offset, Polling
 from flowspark.engine.sources.executor_source import ExecutorInputs, list_executor_inputs
 from flowspark.engine.sources.input_end import InputEnd, recorded_end
 from flowspark.engine.sources.wake_ups import DUE_CALL, WakeUps
@@ -100,11 +100,10 @@ def driver_side(
     hub = DriverInputs(
         plan,
         server,
-        ReadLimits(config.max_items_per_batch, config.max_seconds_per_poll),
+        Polling(config.max_items_per_batch, config.max_seconds_per_poll, config.epoch_per_round),
         pieces=parallelism,
         workers=config.workers,
         meter=None if metrics is None else metrics.driver_meter(),
-        epoch_per_round=config.epoch_per_round,
     )
     wake_ups = WakeUps()
     server.register(DUE_CALL, wake_ups.due)

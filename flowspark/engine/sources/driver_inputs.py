@@ -56,11 +56,17 @@ EMPTY_COOLDOWN_SECONDS = 0.001
 
 
 @dataclass(frozen=True)
-class ReadLimits:
-    """How much a micro-batch reads of each partition: at most `max_items` items, in at most `max_seconds` of polling."""
+class Polling:
+    """How a micro-batch reads each partition: at most `max_items` items, in at most `max_seconds` of polling.
+
+    `epoch_per_round`: each source round is an epoch (Bytewax's zero epoch
+    interval), else each micro-batch is; it says what an abort cuts short
+    (`DriverInputs.latest_offset`).
+    """
 
     max_items: int = 1_000_000
     max_seconds: float = 5.0
+    epoch_per_round: bool = False
 
 
 class DriverInputs:
@@ -74,16 +80,12 @@ class DriverInputs:
         self,
         plan: Plan,
         server: DriverServer,
-        limits: ReadLimits,
+        polling: Polling,
         pieces: int,
         workers: int = 1,
         meter: Optional[Meter] = None,
-        epoch_per_round: bool = False,
     ) -> None:
         self._plan = plan
-        self._epoch_per_round = epoch_per_round
-        """Each source round is an epoch (Bytewax's zero epoch interval), else each micro-batch is: what an abort
-        cuts short (`latest_offset`)."""
         self._meter = meter
         """Times `next_batch` and counts the items each input emits, if the run is metered."""
         self._lags: Dict[Tuple[str, str], int] = {}
@@ -96,8 +98,9 @@ class DriverInputs:
         self._pieces_per_part = pieces
         self._workers = workers
         """Bytewax's worker count: how many partitions a dynamic source gets."""
-        self._max_items = limits.max_items
-        self._max_seconds = limits.max_seconds
+        self._max_items = polling.max_items
+        self._max_seconds = polling.max_seconds
+        self._epoch_per_round = polling.epoch_per_round
         self._lock = threading.Lock()
         """Guards the buffers of read batches and pickled pieces."""
         self._parts_lock = threading.Lock()

@@ -18,7 +18,7 @@ from flowspark.engine.plan.line_blocks import LineBlock
 from flowspark.engine.plan.plan import build_plan
 from flowspark.engine.reports.driver_link import DriverServer
 from flowspark.engine.reports.failures import StepFailure
-from flowspark.engine.sources.driver_inputs import DriverInputs, Offset, ReadLimits
+from flowspark.engine.sources.driver_inputs import DriverInputs, Offset, Polling
 from flowspark.inputs import (
     AbortExecution,
     DynamicSource,
@@ -163,8 +163,8 @@ def _hub(
     flow = Dataflow("hub")
     for i, source in enumerate(sources):
         op.output(f"out{i}", op.input(f"inp{i}", flow, source), TestingSink([]))
-    limits = ReadLimits(max_items, 5.0)
-    return DriverInputs(build_plan(flow), server, limits, pieces, workers=workers, epoch_per_round=epoch_per_round)
+    polling = Polling(max_items, 5.0, epoch_per_round)
+    return DriverInputs(build_plan(flow), server, polling, pieces, workers=workers)
 
 
 def _items(hub: DriverInputs, start: Offset, end: Offset) -> Dict[str, List[Any]]:
