@@ -100,7 +100,8 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
             type=int,
             action=_EnvDefault,
             envvar="BYTEWAX_WORKERS_PER_PROCESS",
-            help="parallelism: local Spark threads and shuffle partitions (default: number of cores)",
+            help="Bytewax's workers: Spark's parallelism (local threads, shuffle partitions); default: every core, "
+            "in one worker's order on this machine (as Bytewax's one worker), in any order on a cluster",
         )
         parser.add_argument(
             "-i",
@@ -314,7 +315,7 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         remote=args.remote,
         single_run=True,
         max_items_per_batch=args.max_batch_items,
-        ordered=workers == 1,
+        ordered=workers == 1 if workers is not None else _on_this_machine(master, args.remote),
     )
     try:
         settings_from_env()
@@ -327,6 +328,15 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
         status = _run(args.import_str, config)
         others.finish(status)
     return status
+
+
+def _on_this_machine(master: Optional[str], remote: Optional[str]) -> bool:
+    """Whether a run without `-w` is on a Spark of this machine: it then keeps one worker's order, as Bytewax's
+    default of one worker does; on a cluster it spreads over every executor."""
+    from flowspark.engine.spark.spark_defaults import started_by_spark_submit
+
+    local = master is None or master.startswith("local")
+    return local and remote is None and not started_by_spark_submit()
 
 
 def _run(import_str: str, config: RunConfig) -> int:
