@@ -472,7 +472,7 @@ def command(flow: str, engine: str, max_batch_items: Optional[int] = None, conf:
     module = "kafka_noop" if flow == "kafka" else flow
     extra = ["--max-batch-items", str(max_batch_items)] if engine == "flowspark" and max_batch_items else []
     if engine == "flowspark":
-        # Every core, in no order across keys: without `-w` a run here keeps one worker's order, as Bytewax's.
+        # Every core, in no order across keys: without `-w` the embedded Spark keeps one worker's order, as Bytewax's.
         extra += ["-w", str(os.cpu_count() or 1), *(arg for setting in conf for arg in ("--conf", setting))]
     return [sys.executable, "-m", f"{engine}.run", f"benchmarks.flows.{module}:flow", *extra]
 

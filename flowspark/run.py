@@ -101,7 +101,7 @@ def _parser(testing: bool = False) -> argparse.ArgumentParser:
             action=_EnvDefault,
             envvar="BYTEWAX_WORKERS_PER_PROCESS",
             help="Bytewax's workers: Spark's parallelism (local threads, shuffle partitions); default: every core, "
-            "in one worker's order on this machine (as Bytewax's one worker), in any order on a cluster",
+            "in one worker's order on the embedded Spark (as Bytewax's one worker), in any order on a --master",
         )
         parser.add_argument(
             "-i",
@@ -331,12 +331,11 @@ def main(argv: Optional[List[str]] = None, testing: bool = False) -> int:
 
 
 def _on_this_machine(master: Optional[str], remote: Optional[str]) -> bool:
-    """Whether a run without `-w` is on a Spark of this machine: it then keeps one worker's order, as Bytewax's
-    default of one worker does; on a cluster it spreads over every executor."""
+    """Whether a run without `-w` is on the embedded local Spark (no master or server named): it then keeps one
+    worker's order, as Bytewax's default of one worker does; on a master of the user's it spreads over every core."""
     from flowspark.engine.spark.spark_defaults import started_by_spark_submit
 
-    local = master is None or master.startswith("local")
-    return local and remote is None and not started_by_spark_submit()
+    return master is None and remote is None and not started_by_spark_submit()
 
 
 def _run(import_str: str, config: RunConfig) -> int:
