@@ -305,27 +305,19 @@ def test_two_empty_batches_in_a_row_end_the_poll_of_a_partition(server: DriverSe
     assert Idle.calls == 2
 
 
-def test_with_an_epoch_per_micro_batch_an_abort_cuts_short_its_whole_poll(server: DriverServer) -> None:
+@pytest.mark.parametrize("abort_at, read_before", [(2, [1, 2]), (0, [])], ids=["after-items", "first-call"])
+def test_with_an_epoch_per_micro_batch_an_abort_cuts_short_its_whole_poll(
+    server: DriverServer, abort_at: int, read_before: List[int]
+) -> None:
     source = _ListSource({"a": [1, 2, 3, 4]})
-    source.failures["a"] = (2, AbortExecution())
+    source.failures["a"] = (abort_at, AbortExecution())
     hub = _hub(server, source)
     first = hub.initial_offset()
     aborted = hub.latest_offset(first)
     # What the poll read goes on to the outputs, but a resumed run starts where it started.
     assert aborted["end"] == "abort"
     assert aborted["parts"] == first["parts"]
-    assert _items(hub, first, aborted) == {"000.00000.000": [1, 2]}
-
-
-def test_an_abort_with_nothing_read_before_it_is_the_micro_batch_itself(server: DriverServer) -> None:
-    source = _ListSource({"a": [1, 2, 3, 4]})
-    source.failures["a"] = (0, AbortExecution())
-    hub = _hub(server, source)
-    first = hub.initial_offset()
-    aborted = hub.latest_offset(first)
-    assert aborted["end"] == "abort"
-    assert aborted["parts"] == first["parts"]
-    assert _items(hub, first, aborted) == {}
+    assert _items(hub, first, aborted) == ({"000.00000.000": read_before} if read_before else {})
 
 
 def test_a_new_hub_resumes_each_partition_from_the_offset_it_is_given(server: DriverServer) -> None:
