@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from flowspark._notices import say
 from flowspark.engine.plan.plan import Plan
 from flowspark.engine.plan.plan import reads_in_executors as reads_in_executors
 from flowspark.engine.recovery.storage import Location
@@ -54,6 +55,9 @@ from flowspark.engine.sources.snapshot_store import PartRecord, SnapshotStore, p
 from flowspark.inputs import AbortExecution, FixedPartitionedSource
 
 Offset = Dict[str, Any]
+
+REPLAY_PAUSES = (0.001, 0.25)
+"""How long a replay waits after an empty batch before asking again: at first, and at most (doubling between)."""
 
 
 @dataclass(frozen=True)
@@ -300,7 +304,8 @@ class PartReader:
     (`batches`), then writes its snapshot and last `next_awake` answer
     (`finish`) and closes it (on leaving its `with`).
     A replay of a micro-batch that has a snapshot already stops where that
-    reading did.
+    reading did, and waits for items its source can't give yet rather than
+    stop short of it.
     """
 
     def __init__(self, inputs: ExecutorInputs, spec: PartSpec, batch: int, meter: Optional[Meter] = None) -> None:
@@ -318,6 +323,7 @@ class PartReader:
         """Whether the store's record of the micro-batch is this reading's (`finish`)."""
         self._store = SnapshotStore(inputs.store)
         self._replay = self._store.read(spec.folder, batch)
+        self._said_waiting = False
         before = self._store.latest(spec.folder, batch - 1)
         resume = None if before is None else before[1].state
         earlier = before[1] if before is not None and before[1].run == inputs.run else None
@@ -347,6 +353,7 @@ class PartReader:
         deadline = time.monotonic() + self._inputs.max_seconds
         if replay is None and not self._told:
             self._ask_awake()
+        pause = REPLAY_PAUSES[0]
         while self.items < limit and (replay is not None or time.monotonic() < deadline):
             if replay is None and self.awake is not None and self.awake > datetime.now(timezone.utc):
                 return
@@ -373,8 +380,27 @@ class PartReader:
             elif replay is None and self.awake is None:
                 self.caught_up = True
                 return
-            elif replay is not None and time.monotonic() > deadline:
-                return  # the source gives less than it did: keep the first reading's snapshot
+            elif replay is not None:
+                pause = self._wait_in_replay(pause, deadline, limit)
+
+    def _wait_in_replay(self, pause: float, deadline: float, limit: int) -> float:
+        """Wait `pause` before asking again for items a replay still lacks (saying so once its reading's time is up);
+        the next pause.
+
+        A replay gives every item the first reading gave, never fewer: the
+        snapshot the next micro-batch resumes from comes after them all.  A
+        source that holds them but can't give them yet (a lost executor's
+        reading replayed while its Kafka broker is down) is waited for.
+        """
+        if not self._said_waiting and time.monotonic() > deadline:
+            self._said_waiting = True
+            say(
+                f"flowspark: replaying micro-batch {self._batch} of partition {self._spec.name!r} of step "
+                f"{self._spec.step_id!r}, which gives {self.items} of the {limit} items it gave before so far; "
+                "waiting for the rest, nothing is lost"
+            )
+        time.sleep(pause)
+        return min(pause * 2, REPLAY_PAUSES[1])
 
     def finish(self) -> ReadNote:
         """Write the partition's snapshot for this micro-batch (unless a reading did already).

@@ -6,6 +6,7 @@ import dataclasses
 import importlib
 import json
 import os
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -418,6 +419,51 @@ def test_a_replay_stops_where_the_first_reading_did(tmp_path: Path) -> None:
         note = reader.finish()
     assert (rest, note.fraction) == (["a-3"], 1.0)
     assert SnapshotStore(inputs.store).read(spec.folder, 2) == PartRecord(3, 1, 1, eof=True)
+
+
+class _Late(StatefulSourcePartition[int, int]):
+    """Emits 1, 2, 3, one a batch, from its source's `ready_at` (a `time.monotonic()` time) on; empty batches before."""
+
+    def __init__(self, source: "_LateSource", read: int) -> None:
+        self._source = source
+        self._read = read
+
+    def next_batch(self) -> List[int]:
+        if time.monotonic() < self._source.ready_at:
+            return []
+        if self._read == 3:
+            raise StopIteration()
+        self._read += 1
+        return [self._read]
+
+    def snapshot(self) -> int:
+        return self._read
+
+
+class _LateSource(_DrySource):
+    """One partition `a`, a `_Late` one, read in the executors."""
+
+    def __init__(self) -> None:
+        self.ready_at = 0.0
+
+    def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> _Late:  # type: ignore[override]
+        return _Late(self, resume_state or 0)
+
+
+def test_a_replay_waits_for_items_its_source_cant_give_yet_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As when a lost executor's reading is replayed while its Kafka broker is down: the next micro-batch resumes
+    after the items the first reading gave, so the replay gives them all, however long they take."""
+    source = _LateSource()
+    inputs = dataclasses.replace(_inputs(tmp_path, source, parts=1, max_items=2), max_seconds=0.05)
+    assert _read(inputs, 1) == [1, 2]
+    source.ready_at = time.monotonic() + 0.3  # well past `max_seconds`
+    assert _read(inputs, 1) == [1, 2]
+    assert "flowspark: replaying micro-batch 1 of partition 'a' of step 'f.inp', which gives 0 of the 2 items" in (
+        capsys.readouterr().err
+    )
+    assert _read(inputs, 2) == [3]
 
 
 def test_a_reading_beaten_to_the_record_by_another_attempt_says_so(tmp_path: Path) -> None:
