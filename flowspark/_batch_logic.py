@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
-from typing import ClassVar, Generic, Iterable, List, Optional, Tuple, TypeVar
+from typing import Any, ClassVar, Generic, Iterable, List, Optional, Tuple, TypeVar
 
 __all__ = ["StatefulBatchLogic"]
 
@@ -21,6 +21,10 @@ W = TypeVar("W")
 
 S = TypeVar("S")
 """Type of a key's logic's snapshot."""
+
+_EMPTY: Tuple[Any, ...] = ()
+"""Nothing to emit, shared by the logics that return it (Bytewax's name, which its plugins import from
+`bytewax.operators`)."""
 
 
 class StatefulBatchLogic(ABC, Generic[V, W, S]):
@@ -51,11 +55,11 @@ class StatefulBatchLogic(ABC, Generic[V, W, S]):
 
     def on_notify(self) -> Tuple[Iterable[W], bool]:
         """Called once the time `notify_at` returned has passed."""
-        return ((), StatefulBatchLogic.RETAIN)
+        return (_EMPTY, StatefulBatchLogic.RETAIN)
 
     def on_eof(self) -> Tuple[Iterable[W], bool]:
         """Called once for every live key when the input ends."""
-        return ((), StatefulBatchLogic.RETAIN)
+        return (_EMPTY, StatefulBatchLogic.RETAIN)
 
     def notify_at(self) -> Optional[datetime]:
         """When `on_notify` should next be called; `None` for never."""

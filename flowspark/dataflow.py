@@ -25,6 +25,7 @@ from typing import (
     Tuple,
     TypeVar,
     cast,
+    overload,
 )
 
 from typing_extensions import Concatenate, ParamSpec, Self, TypeAlias
@@ -285,14 +286,41 @@ def _output_ports(result: Any) -> Dict[str, str]:
     return {}
 
 
-def operator(builder: Callable[P, R]) -> Callable[P, R]:
-    """Turn a function that wires other operators into an operator.
+@overload
+def operator(builder: Callable[P, R]) -> Callable[P, R]: ...
+
+
+@overload
+def operator(*, _core: bool = False) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def operator(builder: Optional[Callable[P, R]] = None, *, _core: bool = False) -> Any:
+    """Turn a function that wires other operators into an operator: `@operator` or, as Bytewax also takes,
+    `@operator()`.
 
     The function's first parameter must be `step_id`.  Each call records one
     step, nested under the step (or flow) of its upstream streams, with the
     steps the function adds as its substeps.  As in Bytewax, the function
     receives the qualified id (`flow.outer.step`), ready for messages.
+    `_core` is Bytewax's mark of its own core operators; flowspark's planner
+    knows only its own, so an operator defined here can't be one.
+
+        >>> @operator()
+        ... def doubled(step_id: str, up: Stream[int]) -> Stream[int]:
+        ...     import flowspark.operators as op
+        ...
+        ...     return op.map("double", up, lambda x: x * 2)
     """
+    if _core:
+        msg = "a user-defined operator can't be a core one: flowspark's planner knows only its own core operators"
+        raise ValueError(msg)
+    if builder is None:
+        return _operator
+    return _operator(builder)
+
+
+def _operator(builder: Callable[P, R]) -> Callable[P, R]:
+    """`operator`'s work: the operator that records a step around each call of `builder`."""
     sig = inspect.signature(builder)
     params = list(sig.parameters)
     if not params or params[0] != "step_id":

@@ -3,8 +3,13 @@
 The core operators (`input`, `output`, `flat_map_batch`, `stateful_batch`,
 `branch`, `merge`, `redistribute`, `inspect_debug`) are what the planner
 translates; everything else here is composed from them in plain Python.
+Bytewax's type variables (`X`, `Y`, `U`, `V`, `W`, `W_co`, `S`, `DK`, `DV`)
+and `_EMPTY` are importable from here too, as Bytewax's own plugins do:
+
+    >>> from flowspark.operators import KeyedStream, V
 """
 
+from flowspark._batch_logic import _EMPTY as _EMPTY
 from flowspark._batch_logic import StatefulBatchLogic
 from flowspark.dataflow import Dataflow, KeyedStream, Stream, f_repr, operator
 from flowspark.inputs import Source
@@ -19,10 +24,19 @@ from flowspark.operators._core import (
     redistribute,
     stateful_batch,
 )
+from flowspark.operators._core import S as S
+from flowspark.operators._core import V as V
+from flowspark.operators._core import W as W
+from flowspark.operators._core import W_co as W_co
+from flowspark.operators._core import X as X
+from flowspark.operators._core import Y as Y
+from flowspark.operators._enrich import DK as DK
+from flowspark.operators._enrich import DV as DV
 from flowspark.operators._enrich import TTLCache, enrich_cached
 from flowspark.operators._final import _FoldFinalLogic, count_final, fold_final, max_final, min_final, reduce_final
 from flowspark.operators._join import JoinEmitMode, JoinInsertMode, join
 from flowspark.operators._join import JoinState as _JoinState
+from flowspark.operators._join import U as U
 from flowspark.operators._stateful import (
     StatefulLogic,
     _CollectLogic,

@@ -96,6 +96,23 @@ class JoinState:
         for values in self.seen:
             values.clear()
 
+    def __iadd__(self, other: Self) -> Self:
+        """Add `other`'s values, side by side, after this state's."""
+        self._check_sides(other)
+        self.seen = [mine + theirs for mine, theirs in zip(self.seen, other.seen)]
+        return self
+
+    def __ior__(self, other: Self) -> Self:
+        """Take `other`'s values on the sides where it has any."""
+        self._check_sides(other)
+        self.seen = [theirs or mine for mine, theirs in zip(self.seen, other.seen)]
+        return self
+
+    def _check_sides(self, other: JoinState) -> None:
+        if len(self.seen) != len(other.seen):
+            msg = "join states are not same cardinality"
+            raise ValueError(msg)
+
 
 @dataclass
 class _JoinLogic(StatefulLogic[Tuple[int, Any], Tuple[Any, ...], JoinState]):

@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Generic, Iterable, List, Optional, T
 
 from typing_extensions import override
 
-from flowspark._batch_logic import StatefulBatchLogic
+from flowspark._batch_logic import _EMPTY, StatefulBatchLogic
 from flowspark.dataflow import KeyedStream, f_repr, operator
 from flowspark.operators._core import S, V, W, stateful_batch
 
@@ -42,11 +42,11 @@ class StatefulLogic(ABC, Generic[V, W, S]):
 
     def on_notify(self) -> Tuple[Iterable[W], bool]:
         """Called once the time `notify_at` returned has passed."""
-        return ((), StatefulLogic.RETAIN)
+        return (_EMPTY, StatefulLogic.RETAIN)
 
     def on_eof(self) -> Tuple[Iterable[W], bool]:
         """Called once when the input ends, if the logic is still alive."""
-        return ((), StatefulLogic.RETAIN)
+        return (_EMPTY, StatefulLogic.RETAIN)
 
     def notify_at(self) -> Optional[datetime]:
         """When `on_notify` should next be called; `None` for never."""
@@ -356,7 +356,7 @@ class _CollectLogic(StatefulLogic[V, List[V], _CollectState[V]]):
         self.state.acc.append(value)
         if len(self.state.acc) >= self.max_size:
             return ((self.state.acc,), StatefulLogic.DISCARD)
-        return ((), StatefulLogic.RETAIN)
+        return (_EMPTY, StatefulLogic.RETAIN)
 
     @override
     def on_notify(self) -> Tuple[Iterable[List[V]], bool]:

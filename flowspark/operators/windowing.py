@@ -44,11 +44,14 @@ full, not at an event time.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional, TypeVar
 
+from flowspark._batch_logic import _EMPTY as _EMPTY
 from flowspark._batch_logic import StatefulBatchLogic  # noqa: F401  (Bytewax has it here)
 from flowspark.dataflow import KeyedStream, Stream, operator  # noqa: F401  (Bytewax has them here)
 from flowspark.operators._core import S, V, W, W_co, X  # noqa: F401  (Bytewax has them here)
+from flowspark.operators._join import JoinEmitMode as JoinEmitMode
+from flowspark.operators._join import JoinInsertMode as JoinInsertMode
 
 # The parts live in `_windowing`: interfaces, clocks and windowers (with flowspark's hopping, count,
 # record sliding and dynamic-session windowers), flowspark's emit modes, panes, triggers and
@@ -148,6 +151,9 @@ from flowspark.operators._windowing.fold_operators import (
 from flowspark.operators._windowing.aggregate_operators import sum_window, mean_window, aggregate_window
 from flowspark.operators._windowing.join_operator import join_window
 # isort: on
+
+C = TypeVar("C", bound=Iterable)  # type: ignore[type-arg]  # as Bytewax's
+"""Type of downstream containers (Bytewax's name, for code that imports it)."""
 
 __all__ = [
     "LATE_SESSION_ID",

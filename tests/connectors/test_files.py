@@ -6,12 +6,13 @@ import importlib
 import os
 import pickle
 import random
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import bytewax.connectors.files as bw
 import pytest
-from support.oracle import Engine
+from support.oracle import Engine, run_both
 
 from flowspark.connectors.files import CSVSource, DirSink, DirSource, FileSink, FileSource
 from flowspark.connectors.files.reading import _Lines
@@ -537,3 +538,35 @@ def test_dir_and_file_sinks_written_in_spark_tasks_under_two_workers_match_bytew
         assert sorted(ours) == sorted(theirs), file
         assert _per_key(ours) == _per_key(theirs), file
     assert len((tmp_path / "flowspark" / "all.txt").read_text().splitlines()) == 60
+
+
+def test_a_source_extending_bytewaxs_private_file_partition_reads_as_on_bytewax(tmp_path: Path) -> None:
+    """As Bytewax's own workshop code does: a `FileSource` whose `build_part` builds a subclass of
+    `_FileSourcePartition` that paces its batches with `next_awake`."""
+    path = tmp_path / "in.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(7)))
+
+    def build(e: Engine) -> Tuple[Any, Dict[str, List[Any]]]:
+        class Paced(e.files._FileSourcePartition):  # type: ignore[misc]
+            def __init__(self, path: Path, batch_size: int, resume_state: Optional[int]) -> None:
+                super().__init__(path, batch_size, resume_state)
+                self._next_awake = datetime.now(timezone.utc)
+
+            def next_batch(self) -> List[str]:
+                self._next_awake += timedelta(milliseconds=10)
+                return [f"{line}!" for line in super().next_batch()]
+
+            def next_awake(self) -> Optional[datetime]:
+                return self._next_awake
+
+        class PacedSource(e.files.FileSource):  # type: ignore[misc]
+            def build_part(self, step_id: str, for_part: str, resume_state: Optional[int]) -> Paced:
+                return Paced(self._path, self._batch_size, resume_state)
+
+        flow = e.Dataflow("paced")
+        out: List[Any] = []
+        e.op.output("out", e.op.input("inp", flow, PacedSource(path, batch_size=3)), e.TestingSink(out))
+        return flow, {"out": out}
+
+    theirs, ours = run_both(build)
+    assert ours == theirs == {"out": [f"line {i}!" for i in range(7)]}

@@ -16,7 +16,7 @@ the last completed batch is not written twice.
 
 from __future__ import annotations
 
-from flowspark.connectors.files.reading import get_path_dev
+from flowspark.connectors.files.reading import FileLinePartition, get_path_dev
 from flowspark.connectors.files.sinks import DirSink, FileSink, FileSinkPartition
 from flowspark.connectors.files.sources import CSVSource, DirSource, FileSource
 from flowspark.inputs import FixedPartitionedSource as FixedPartitionedSource  # importable from here, as in Bytewax
@@ -30,3 +30,4 @@ __all__ = ["CSVSource", "DirSink", "DirSource", "FileSink", "FileSource"]
 # Bytewax 0.21.1's private names of the same things, for code that uses them.
 _get_path_dev = get_path_dev
 _FileSinkPartition = FileSinkPartition
+_FileSourcePartition = FileLinePartition

@@ -250,6 +250,36 @@ def line_partition(path: Path, batch_size: int, resume_state: Optional[int]) -> 
     return TextPartition(path, f, lines, batch_size)
 
 
+class FileLinePartition(StatefulSourcePartition[str, int]):
+    r"""A file's lines, without their line ends, from byte offset `resume_state` on, `batch_size` at a time: what
+    `FileSource` reads, as a class a source of the user's can build or extend (Bytewax's `_FileSourcePartition`).
+
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        ...     _ = f.write("a\nb\n")
+        >>> part = FileLinePartition(Path(f.name), 10, None)
+        >>> part.next_batch(), part.snapshot()
+        (['a', 'b'], 4)
+        >>> part.close()
+        >>> os.remove(f.name)
+    """
+
+    def __init__(self, path: Path, batch_size: int, resume_state: Optional[int]) -> None:
+        self._lines = line_partition(path, batch_size, resume_state)
+
+    @override
+    def next_batch(self) -> List[str]:
+        return list(self._lines.next_batch())
+
+    @override
+    def snapshot(self) -> int:
+        return self._lines.snapshot()
+
+    @override
+    def close(self) -> None:
+        self._lines.close()
+
+
 def csv_partition(
     path: Path, batch_size: int, resume_state: Optional[int], fmtparams: Dict[str, Any]
 ) -> TextPartition[Dict[str, str]]:
