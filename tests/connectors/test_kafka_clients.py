@@ -10,7 +10,7 @@ from support.kafka_topics import new_topic, produce, read_back
 
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import OFFSET_STORED
+from confluent_kafka import OFFSET_STORED, libversion
 
 from flowspark.connectors.kafka import (
     KafkaSink,
@@ -84,3 +84,12 @@ def test_idle_clients_are_closed(broker: str, monkeypatch: pytest.MonkeyPatch) -
     assert third._producer is not producer
     third.close()
     assert [m.value() for m in read_back(broker, topic, 2)] == [b"one", b"two"]
+
+
+def test_clients_retry_the_brokers_they_know_through_an_outage_unless_the_user_says_otherwise() -> None:
+    config = clients.client_config(["a:9092", "b:9092"], {"acks": "all"})
+    assert config["bootstrap.servers"] == "a:9092,b:9092" and config["acks"] == "all"
+    if libversion()[1] >= 0x020A0000:  # librdkafka 2.10, the first with the setting
+        assert config["metadata.recovery.strategy"] == "none"
+    mine = clients.client_config(["a:9092"], {"metadata.recovery.strategy": "rebootstrap"})
+    assert mine["metadata.recovery.strategy"] == "rebootstrap"

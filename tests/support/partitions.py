@@ -11,6 +11,7 @@ flowspark's shipping).
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -31,20 +32,40 @@ class OnePartSource(FixedPartitionedSource[Any, Any]):
         return self._build(resume_state)
 
 
+_BROKEN_WAIT = 10.0
+"""How long a broken `_LinePart` waits for a healthy one's write before it fails."""
+
+
 class _LinePart(StatefulSinkPartition[str, int]):
-    """Appends values as lines to its file, cut back to its snapshot when built (as `FileSink`)."""
+    """Appends values as lines to its file, cut back to its snapshot when built (as `FileSink`).
+
+    A broken one fails its first write, once a healthy partition (its
+    concurrent task's) wrote since it was built, or after `_BROKEN_WAIT`: the
+    healthy partitions' writes of the batch it fails in come first, whichever
+    task Spark starts first.
+    """
 
     def __init__(self, path: Path, resume: Optional[int], broken: bool) -> None:
         self._f = open(path, "a")
         self._f.seek(resume or 0)
         self._f.truncate()
         self._broken = broken
+        self._writes = path.parent / "writes.txt"
+        self._writes_at_build = self._count_writes()
+
+    def _count_writes(self) -> int:
+        return len(self._writes.read_text().splitlines()) if self._writes.exists() else 0
 
     def write_batch(self, values: List[str]) -> None:
         if self._broken:
+            deadline = time.monotonic() + _BROKEN_WAIT
+            while self._count_writes() <= self._writes_at_build and time.monotonic() < deadline:
+                time.sleep(0.05)
             raise OSError("disk full")  # noqa: EM101 - a test finds this line in the traceback
         self._f.write("".join(f"{v}\n" for v in values))
         self._f.flush()
+        with open(self._writes, "a") as f:
+            f.write(f"{os.getpid()}\n")
 
     def snapshot(self) -> int:
         return self._f.tell()

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, Generic, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Tuple, TypeVar
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, libversion
+
+from flowspark.connectors.kafka.shipped_files import with_shipped_files
 
 C = TypeVar("C")
 """A kind of Kafka client."""
@@ -35,6 +37,33 @@ IDLE_SECONDS = 60.0
 
 KEPT_PER_SETTINGS = 8
 """At most this many idle clients are kept for the same settings (one per partition a process reads at once)."""
+
+
+RECOVERY_STRATEGY = "metadata.recovery.strategy"
+"""librdkafka's setting for what a client does once every broker it knows is down (from librdkafka 2.10)."""
+
+_REBOOTSTRAPS_SINCE = 0x020A0000
+"""librdkafka 2.10.0, the first to re-bootstrap by default (`libversion()`'s number)."""
+
+
+def client_config(brokers: Iterable[str], *settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The settings of a librdkafka client of `brokers`: `settings` merged in order (the user's `add_config` last),
+    with Spark's copies of the files they name (`with_shipped_files`).
+
+    Through an outage the client retries the brokers it knows rather than
+    re-bootstrapping (`metadata.recovery.strategy` `none`, unless the settings
+    say otherwise): a producer librdkafka 2.16 re-bootstrapped while its
+    broker was down may wait in `flush` long after the broker is back.
+
+    >>> client_config(["a:9092", "b:9092"], {"acks": "all"})["bootstrap.servers"]
+    'a:9092,b:9092'
+    """
+    merged: Dict[str, Any] = {"bootstrap.servers": ",".join(brokers)}
+    if libversion()[1] >= _REBOOTSTRAPS_SINCE:
+        merged[RECOVERY_STRATEGY] = "none"
+    for more in settings:
+        merged.update(more)
+    return with_shipped_files(merged)
 
 
 def _settings_key(config: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:

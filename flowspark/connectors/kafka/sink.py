@@ -16,9 +16,8 @@ from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka import KafkaException, Message, Producer
 from typing_extensions import override
 
-from flowspark.connectors.kafka.clients import PRODUCERS
+from flowspark.connectors.kafka.clients import PRODUCERS, client_config
 from flowspark.connectors.kafka.messages import KafkaSinkMessage
-from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.connectors.kafka.transactions import TransactionalKafkaSink
 from flowspark.outputs import DynamicSink, StatelessSinkPartition
 
@@ -167,5 +166,5 @@ class KafkaSink(DynamicSink[KafkaSinkMessage[Optional[bytes], Optional[bytes]]])
 
     @override
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _KafkaSinkPartition:
-        config = with_shipped_files({"bootstrap.servers": ",".join(self._brokers), **self._add_config})
+        config = client_config(self._brokers, self._add_config)
         return _KafkaSinkPartition(PRODUCERS.take(config) or Producer(config), self._topic, config)

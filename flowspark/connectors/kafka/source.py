@@ -19,11 +19,10 @@ from confluent_kafka.admin import AdminClient
 from typing_extensions import override
 
 from flowspark._notices import say
-from flowspark.connectors.kafka.clients import CONSUMERS
+from flowspark.connectors.kafka.clients import CONSUMERS, client_config
 from flowspark.connectors.kafka.consumer_lag import CONSUMER_LAG
 from flowspark.connectors.kafka.messages import KafkaError, KafkaSourceMessage, RawItem, source_message
 from flowspark.connectors.kafka.outage import BrokerOutage, refused, unreachable
-from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.inputs import FixedPartitionedSource, StatefulSourcePartition
 
 _TIMEOUT = 10.0
@@ -302,7 +301,7 @@ class KafkaSource(FixedPartitionedSource[RawItem, Optional[int]]):
         return state
 
     def _config(self, base: Dict[str, Any]) -> Dict[str, Any]:
-        return with_shipped_files({"bootstrap.servers": ",".join(self._brokers), **base, **self._add_config})
+        return client_config(self._brokers, base, self._add_config)
 
     def _partitions(self) -> Dict[str, Union[List[int], ConfluentKafkaError]]:
         """Each topic's partition numbers, or why they could not be listed (a refused login or certificate rather than

@@ -35,9 +35,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from pyspark import TaskContext
 from typing_extensions import override
 
-from flowspark.connectors.kafka.clients import CONSUMERS, ClientPool
+from flowspark.connectors.kafka.clients import CONSUMERS, ClientPool, client_config
 from flowspark.connectors.kafka.messages import KafkaSinkMessage
-from flowspark.connectors.kafka.shipped_files import with_shipped_files
 from flowspark.engine.sinks.batch_id import SinkBatch, current_sink_batch
 from flowspark.outputs import StatefulSinkPartition, WorkerPartitionedSink
 
@@ -201,7 +200,7 @@ class _TransactionalPartition(StatefulSinkPartition[_Message, Optional[int]]):
         it would have been fenced (and its next call fails).  One this
         process kept from another task is checked against the marker.
         """
-        base = with_shipped_files({"bootstrap.servers": ",".join(self._sink.brokers), **self._sink.add_config})
+        base = client_config(self._sink.brokers, self._sink.add_config)
         # Kafka answers a transaction begun right after a commit "concurrent transactions" until the last one's
         # markers are written; librdkafka asks again after `retry.backoff.ms`, 100 ms unless set.
         producer_config = {"retry.backoff.ms": 10, **base, "transactional.id": ident}
