@@ -462,10 +462,13 @@ def test_read_errors_in_a_run(broker: str) -> None:
     with pytest.raises(Exception) as info:
         run_main(flow)
     assert isinstance(info.value.__cause__, _StopAtError)
-    (item,) = out
-    assert isinstance(item, KafkaError)
-    assert item.err.code() == ConfluentKafkaError._AUTO_OFFSET_RESET
-    assert (item.msg.topic, item.msg.partition) == (topic, 0)
+    # The partition goes on giving the error each time it is asked: a busy
+    # machine may ask again before the sink's first batch stops the run.
+    assert out
+    for item in out:
+        assert isinstance(item, KafkaError)
+        assert item.err.code() == ConfluentKafkaError._AUTO_OFFSET_RESET
+        assert (item.msg.topic, item.msg.partition) == (topic, 0)
 
 
 # -- sink -----------------------------------------------------------------
